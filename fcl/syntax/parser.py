@@ -1,0 +1,382 @@
+"""FCL parser: Lark LALR over the tokens of `lexer.py`, building the AST of `ast.py`.
+
+Desugaring happens here: binary operators become applications of builtins (which user
+definitions cannot shadow), `a && b` and `a || b` become short-circuiting `if`s, `x |> f` is
+`f x`, and `do` blocks become `bind` chains.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedToken, VisitError
+from lark.lexer import Lexer as LarkLexer
+
+from fcl.errors import FCLError, Source, Span
+from fcl.syntax import ast
+from fcl.syntax.lexer import tokenize
+
+BINARY_BUILTINS = {
+    "+": "addi", "-": "subi", "*": "muli", "/": "divi", "%": "modi",
+    "==": "eqi", "!=": "neqi", "<": "lti", "<=": "lei", ">": "gti", ">=": "gei",
+    "<<": "sll", ">>": "srl", "&": "andi", "|": "ori", "^": "xor",
+}
+DECL_KEYWORDS = {"SIG", "FUN", "VAL"}
+
+
+class _TokenPassThrough(LarkLexer):
+    """Lark calls this with the token list we already made."""
+
+    def __init__(self, lexer_conf):
+        pass
+
+    def lex(self, tokens):  # type: ignore[override]
+        yield from tokens
+
+
+@lru_cache(maxsize=None)
+def _lark() -> Lark:
+    grammar = (Path(__file__).parent / "grammar.lark").read_text()
+    return Lark(grammar, parser="lalr", lexer=_TokenPassThrough, start=["program", "expr_start"],
+                maybe_placeholders=True, propagate_positions=True)
+
+
+def parse_program(source: Source) -> ast.Module:
+    """Parse a file: declarations only."""
+    return _run(source, tokenize(source), "program")
+
+
+def parse_cell(source: Source) -> ast.Module:
+    """Parse a notebook cell: declarations, then optionally one expression.
+
+    The expression starts at the first token that is not part of a declaration and begins a
+    line at column 1 (or is the cell's first token): declarations continue on indented lines.
+    """
+    tokens = tokenize(source)
+    for i, tok in enumerate(tokens):
+        if tok.type not in DECL_KEYWORDS and (i == 0 or tok.column == 1):
+            decls = _run(source, tokens[:i], "program").decls if i else []
+            return ast.Module(decls, _run(source, tokens[i:], "expr_start"))
+    return _run(source, tokens, "program")
+
+
+def parse_expr(source: Source) -> ast.Expr:
+    """Parse a single expression."""
+    return _run(source, tokenize(source), "expr_start")
+
+
+def _run(source: Source, tokens: list[Token], start: str):
+    try:
+        tree = _lark().parse(tokens, start=start)
+        return _Builder(source).transform(tree)
+    except UnexpectedToken as err:
+        raise _syntax_error(source, tokens, err) from None
+    except VisitError as err:
+        if isinstance(err.orig_exc, FCLError):
+            raise err.orig_exc from None
+        raise
+
+
+# ---- syntax error messages --------------------------------------------------------------------
+
+_EXPR_START = {"NAME", "INT", "FLOAT", "STRING", "LPAR", "TRUE", "FALSE", "FN", "IF", "LET", "DO"}
+_TYPE_START = {"INT_T", "DOUBLE_T", "BOOL_T", "TYVAR", "LSQB", "PROGRAM"}
+_SHOW = {
+    "EQUALS": "`=`", "DARROW": "`=>`", "ARROW": "`->`", "LARROW": "`<-`", "COLON": "`:`",
+    "COMMA": "`,`", "SEMI": "`;`", "DOT": "`.`", "RPAR": "`)`", "RSQB": "`]`", "RBRACE": "`}`",
+    "LBRACE": "`{`", "LPAR": "`(`", "LSQB": "`[`", "IN": "`in`", "THEN": "`then`",
+    "ELSE": "`else`", "SIG": "`sig`", "FUN": "`fun`", "VAL": "`val`", "NAME": "a name",
+    "LVL_CLOSE": "`>`", "LVL_OPEN": "`<`", "TYVAR": "a type variable", "$END": "the end of input",
+}
+_CLOSERS = {"LPAR": "RPAR", "LSQB": "RSQB", "LBRACE": "RBRACE", "LVL_OPEN": "LVL_CLOSE"}
+
+
+def _describe_token(tok: Token) -> str:
+    if tok.type == "$END":
+        return "end of input"
+    if tok.type in ("INT", "FLOAT"):
+        return f"number `{tok.value}`"
+    if tok.type == "STRING":
+        return "string literal"
+    return f"`{tok.value}`"
+
+
+def _describe_expected(expected: set[str]) -> str | None:
+    if expected & _TYPE_START and "TYVAR" in expected:
+        return "a type"
+    if {"INT", "LPAR", "NAME"} <= expected:
+        return "an expression"
+    shown = sorted({_SHOW[e] for e in expected if e in _SHOW})
+    if not shown or len(shown) > 5:
+        return None
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
+
+
+def _eof_span(source: Source, tokens: list[Token]) -> Span:
+    end = len(source.text.rstrip()) if source.text.strip() else 0
+    return Span(source, max(0, end - 1), max(1, end)) if end else Span(source, 0, 0)
+
+
+def _syntax_error(source: Source, tokens: list[Token], err: UnexpectedToken) -> FCLError:
+    tok = err.token
+    if tok.type == "$END":
+        span = _eof_span(source, tokens)
+    else:
+        span = Span(source, tok.start_pos, tok.end_pos)
+    expected = _describe_expected(set(err.expected))
+    message = f"unexpected {_describe_token(tok)}"
+    if expected:
+        message += f"; expected {expected}"
+    error = FCLError(message, span)
+    opener = _unclosed_opener(tokens, tok)
+    if opener is not None and (tok.type == "$END" or tok.type in _CLOSERS.values()):
+        error.notes.append((Span(source, opener.start_pos, opener.end_pos),
+                            f"this `{opener.value}` is never closed"))
+    if tok.type == "LARROW":
+        error.hints.append("`x <- e` binds only inside `do { ... }`; for a comparison with a "
+                           "negative number write `x < -1` with a space")
+    if tok.type == "INT" and tok.value < 0 and err.expected & {"MINUS"}:
+        error.hints.append(f"`-{-tok.value}` directly before a digit is a negative number; "
+                           f"write `- {-tok.value}` to subtract")
+    if tok.type in DECL_KEYWORDS and "IN" in err.expected:
+        error.hints.append("a `let` inside an expression needs `in`")
+    return error
+
+
+def _unclosed_opener(tokens: list[Token], upto: Token) -> Token | None:
+    stack: list[Token] = []
+    for t in tokens:
+        if t is upto:
+            break
+        if t.type in _CLOSERS:
+            stack.append(t)
+        elif t.type in _CLOSERS.values():
+            if stack and _CLOSERS[stack[-1].type] == t.type:
+                stack.pop()
+    return stack[-1] if stack else None
+
+
+# ---- tree → AST -----------------------------------------------------------------------------
+
+def _tok_span(source: Source, tok: Token) -> Span:
+    return Span(source, tok.start_pos, tok.end_pos)
+
+
+@v_args(meta=True)
+class _Builder(Transformer):
+    def __init__(self, source: Source):
+        super().__init__()
+        self.source = source
+
+    def span(self, meta) -> Span:
+        return Span(self.source, meta.start_pos, meta.end_pos)
+
+    # ---- top level
+    def program(self, meta, decls):
+        return ast.Module([d for d in decls if d is not None])
+
+    def expr_start(self, meta, items):
+        return items[0]
+
+    def decl(self, meta, items):
+        sig, definition = items
+        if sig is not None:
+            definition.sig_name, definition.sig = sig
+            definition.span = self.span(meta)
+        return definition
+
+    def sig(self, meta, items):
+        _, (name, name_span), _, scheme = items
+        return (name, name_span), scheme
+
+    def fun(self, meta, items):
+        _, (name, name_span), lvls, *rest = items
+        params, body = rest[:-2], rest[-1]
+        value = body
+        for pname, pspan in reversed(params):
+            value = ast.Lam(pspan.to(body.span), pname, pspan, value)
+        return ast.Decl(name, name_span, lvls or [], None, None, value, self.span(meta))
+
+    def val(self, meta, items):
+        _, (name, name_span), lvls, _, body = items
+        return ast.Decl(name, name_span, lvls or [], None, None, body, self.span(meta))
+
+    def level_params(self, meta, items):
+        return [name for name, _ in _names(items)]
+
+    # ---- names, levels, types
+    def name(self, meta, items):
+        return items[0].value, _tok_span(self.source, items[0])
+
+    def level(self, meta, items):
+        name, span = items[0]
+        return ast.LevelSyntax(name, 0, span)
+
+    def level_step(self, meta, items):
+        one, _, inner = items
+        if one.value != 1:
+            raise FCLError("only `1+` can be added to a level (levels are thread, block, grid)",
+                           _tok_span(self.source, one))
+        return ast.LevelSyntax(inner.name, inner.steps + 1, self.span(meta))
+
+    def level_args(self, meta, items):
+        return [lvl for lvl in items if isinstance(lvl, ast.LevelSyntax)]
+
+    def forall(self, meta, items):
+        lists = [x for x in items if isinstance(x, list)]
+        level_vars = [v for lst in lists for v in lst]
+        tyvars = [t.value[1:] for t in items if isinstance(t, Token) and t.type == "TYVAR"]
+        return ast.SchemeSyntax(level_vars, tyvars, items[-1], self.span(meta))
+
+    def mono(self, meta, items):
+        return ast.SchemeSyntax([], [], items[0], self.span(meta))
+
+    def _type(self, meta, con, args=(), **kw):
+        return ast.TypeSyntax(con, list(args), self.span(meta), **kw)
+
+    def arrow(self, meta, items):
+        return self._type(meta, "arrow", [items[0], items[2]])
+
+    def int_t(self, meta, items):
+        return self._type(meta, "int")
+
+    def double_t(self, meta, items):
+        return self._type(meta, "double")
+
+    def bool_t(self, meta, items):
+        return self._type(meta, "bool")
+
+    def string_t(self, meta, items):
+        return self._type(meta, "string")
+
+    def unit_t(self, meta, items):
+        return self._type(meta, "unit")
+
+    def var_t(self, meta, items):
+        return self._type(meta, "var", var=items[0].value[1:])
+
+    def program_t(self, meta, items):
+        return self._type(meta, "program", [items[4]], level=items[2])
+
+    def pair_t(self, meta, items):
+        return self._type(meta, "pair", [items[1], items[3]])
+
+    def simple_type(self, meta, items):  # `( type )`
+        return items[1]
+
+    def pull_t(self, meta, items):
+        return self._type(meta, "pull", [items[1]])
+
+    def push_t(self, meta, items):
+        return self._type(meta, "push", [items[1]], level=items[4])
+
+    # ---- expressions
+    def binop(self, meta, items):
+        left, op, right = items
+        op_span = _tok_span(self.source, op)
+        span = self.span(meta)
+        if op.value == "&&":
+            return ast.If(span, left, right, ast.Lit(op_span, False, "bool"))
+        if op.value == "||":
+            return ast.If(span, left, ast.Lit(op_span, True, "bool"), right)
+        fn = ast.Var(op_span, BINARY_BUILTINS[op.value], builtin=True)
+        return ast.App(span, ast.App(left.span.to(op_span), fn, left), right)
+
+    def pipe(self, meta, items):
+        arg, _, fn = items
+        return ast.App(self.span(meta), fn, arg)
+
+    def app(self, meta, items):
+        return ast.App(self.span(meta), items[0], items[1])
+
+    def lam(self, meta, items):
+        params = _names(items[1:-2])
+        body = items[-1]
+        for pname, pspan in reversed(params):
+            body = ast.Lam(pspan.to(body.span), pname, pspan, body)
+        body.span = self.span(meta)
+        return body
+
+    def if_(self, meta, items):
+        return ast.If(self.span(meta), items[1], items[3], items[5])
+
+    def let_head(self, meta, items):
+        (name, name_span), lvls = items[1], items[2]
+        sig = items[4] if items[3] is not None else None
+        return name, name_span, lvls or [], sig, items[-1], self.span(meta)
+
+    def let(self, meta, items):
+        name, name_span, lvls, sig, value, _ = items[0]
+        return ast.Let(self.span(meta), name, name_span, lvls, sig, value, items[2])
+
+    def unit(self, meta, items):
+        return ast.UnitLit(self.span(meta))
+
+    def paren(self, meta, items):
+        return items[1]
+
+    def pair(self, meta, items):
+        return ast.Pair(self.span(meta), items[1], items[3])
+
+    def true(self, meta, items):
+        return ast.Lit(self.span(meta), True, "bool")
+
+    def false(self, meta, items):
+        return ast.Lit(self.span(meta), False, "bool")
+
+    def int(self, meta, items):
+        return ast.Lit(self.span(meta), items[0].value, "int")
+
+    def float(self, meta, items):
+        return ast.Lit(self.span(meta), items[0].value, "double")
+
+    def string(self, meta, items):
+        return ast.Lit(self.span(meta), items[0].value, "string")
+
+    def var(self, meta, items):
+        (name, span), levels = items
+        return ast.Var(self.span(meta), name, levels)
+
+    def do(self, meta, items):
+        do_tok, levels, _, stmts, _ = items
+        span = self.span(meta)
+        kind, payload, stmt_span = stmts[-1]
+        if kind != "expr":
+            raise FCLError("the last statement of a `do` block must be an expression, "
+                           "not a binding", stmt_span)
+        result = payload
+        for kind, payload, stmt_span in reversed(stmts[:-1]):
+            rest_span = stmt_span.to(result.span)
+            if kind == "let":
+                name, name_span, lvls, sig, value, _ = payload
+                result = ast.Let(rest_span, name, name_span, lvls, sig, value, result)
+                continue
+            bind = ast.Var(_tok_span(self.source, do_tok), "bind", levels, builtin=True)
+            if kind == "bind":
+                (name, name_span), action = payload
+            else:
+                name, name_span, action = "_", action_span(payload), payload
+            cont = ast.Lam(rest_span, name, name_span, result)
+            result = ast.App(rest_span, ast.App(action.span, bind, action), cont)
+        return result
+
+    def stmts(self, meta, items):
+        return [s for s in items if isinstance(s, tuple)]
+
+    def bind_stmt(self, meta, items):
+        return "bind", (items[0], items[2]), self.span(meta)
+
+    def let_stmt(self, meta, items):
+        return "let", items[0], self.span(meta)
+
+    def expr_stmt(self, meta, items):
+        return "expr", items[0], self.span(meta)
+
+
+def action_span(e: ast.Expr) -> Span:
+    return Span(e.span.source, e.span.start, e.span.start)
+
+
+def _names(items) -> list[tuple[str, Span]]:
+    return [x for x in items if isinstance(x, tuple)]

@@ -38,7 +38,7 @@ class _TokenPassThrough(LarkLexer):
 @lru_cache(maxsize=None)
 def _lark() -> Lark:
     grammar = (Path(__file__).parent / "grammar.lark").read_text()
-    return Lark(grammar, parser="lalr", lexer=_TokenPassThrough, start=["program", "expr_start"],
+    return Lark(grammar, parser="lalr", lexer=_TokenPassThrough, start=["program", "expr_start", "scheme_start"],
                 maybe_placeholders=True, propagate_positions=True)
 
 
@@ -64,6 +64,11 @@ def parse_cell(source: Source) -> ast.Module:
 def parse_expr(source: Source) -> ast.Expr:
     """Parse a single expression."""
     return _run(source, tokenize(source), "expr_start")
+
+
+def parse_scheme(source: Source) -> ast.SchemeSyntax:
+    """Parse a type scheme, such as `forall <l> 'a. ['a] -> ['a]<l>`."""
+    return _run(source, tokenize(source), "scheme_start")
 
 
 def _run(source: Source, tokens: list[Token], start: str):
@@ -178,6 +183,8 @@ class _Builder(Transformer):
 
     def expr_start(self, meta, items):
         return items[0]
+
+    scheme_start = expr_start
 
     def decl(self, meta, items):
         sig, definition = items

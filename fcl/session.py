@@ -1,0 +1,112 @@
+"""A growing FCL program: the prelude, then files or notebook cells, type-checked as they come.
+
+This is the front end's entry point for the CLI and the Jupyter kernel alike. Adding source is
+transactional: when anything in it fails, the session is left exactly as it was.
+"""
+from __future__ import annotations
+
+import copy
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from fcl.errors import FCLError, Source
+from fcl.syntax import ast
+from fcl.syntax.parser import parse_cell, parse_program
+from fcl.types.infer import Checker, Scope
+from fcl.types.types import Scheme, Type
+
+PRELUDE_PATH = Path(__file__).with_name("prelude.fcl")
+
+
+@dataclass
+class Session:
+    checker: Checker
+    scope: Scope
+    decls: list[ast.Decl] = field(default_factory=list)
+    user_from: int = 0  # decls before this index come from the prelude
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def new(cls, prelude: bool = True) -> "Session":
+        base = _prelude_session() if prelude else _empty_session()
+        session = copy.copy(base)
+        session.checker = copy.copy(base.checker)
+        session.decls = list(base.decls)
+        session.warnings = []
+        return session
+
+    def snapshot(self) -> tuple:
+        return (self.checker.next_tvar, self.checker.next_lvar, self.scope, len(self.decls))
+
+    def restore(self, snap: tuple) -> None:
+        self.checker.next_tvar, self.checker.next_lvar, self.scope, n = snap
+        del self.decls[n:]
+
+    def add_decls(self, decls: list[ast.Decl]) -> None:
+        """Type-check declarations in order and add them; all or nothing."""
+        snap = self.snapshot()
+        try:
+            for decl in decls:
+                self._warn_sig_name(decl)
+                self.scope = self.checker.check_decl(self.scope, decl)
+                self.decls.append(decl)
+        except BaseException:
+            self.restore(snap)
+            raise
+
+    def add_file(self, source: Source) -> list[ast.Decl]:
+        decls = parse_program(source).decls
+        self.add_decls(decls)
+        return decls
+
+    def add_cell(self, source: Source) -> tuple[list[ast.Decl], ast.Expr | None]:
+        """Add a cell's declarations and type-check its final expression (if any)."""
+        module = parse_cell(source)
+        snap = self.snapshot()
+        self.add_decls(module.decls)
+        if module.expr is not None:
+            try:
+                self.checker.check_expr(self.scope, module.expr)
+            except BaseException:
+                self.restore(snap)
+                raise
+        return module.decls, module.expr
+
+    def type_of(self, name: str) -> Scheme | None:
+        binding = self.scope.names.get(name)
+        return binding.scheme if binding else None
+
+    def user_decls(self) -> list[ast.Decl]:
+        return self.decls[self.user_from:]
+
+    def _warn_sig_name(self, decl: ast.Decl) -> None:
+        if decl.sig_name and decl.sig_name[0] != decl.name:
+            name, span = decl.sig_name
+            self.warnings.append(FCLError(f"this signature names `{name}` but is followed by the "
+                                          f"definition of `{decl.name}`", span,
+                                          kind="warning").render())
+
+
+def expr_type(e: ast.Expr) -> Type:
+    return e.type
+
+
+@lru_cache(maxsize=None)
+def _prelude_session() -> Session:
+    session = _empty_session()
+    session.add_file(Source(str(PRELUDE_PATH), PRELUDE_PATH.read_text()))
+    session.user_from = len(session.decls)
+    return session
+
+
+@lru_cache(maxsize=None)
+def _empty_session() -> Session:
+    checker = Checker()
+    return Session(checker, checker.initial_scope())
+
+
+def print_warnings(session: Session) -> None:
+    for warning in session.warnings:
+        print(warning, file=sys.stderr)

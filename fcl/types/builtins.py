@@ -1,0 +1,108 @@
+"""The builtins' type schemes and one-line docs (reference §2.1, thesis Fig. 5.4).
+
+Schemes are written in FCL's own type syntax. The order of a scheme's type variables matters:
+it decides the letters in printed types, as in the original compiler.
+"""
+from __future__ import annotations
+
+from fcl.types.types import BT, GT
+
+I2I, D2D, II2I, DD2D, II2B, DD2B = ("int -> int", "double -> double", "int -> int -> int",
+                                    "double -> double -> double", "int -> int -> bool",
+                                    "double -> double -> bool")
+
+# name: (scheme, kinds of its type variables, doc)
+BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
+    "fst": ("forall 'a 'b. ('a, 'b) -> 'a", {}, "first component of a pair"),
+    "snd": ("forall 'a 'b. ('a, 'b) -> 'b", {}, "second component of a pair"),
+    "negatei": (I2I, {}, "integer negation"),
+    "negated": (D2D, {}, "double negation"),
+    "absi": (I2I, {}, "absolute value of an int"),
+    "absd": (D2D, {}, "absolute value of a double"),
+    "signi": (I2I, {}, "sign of an int: -1, 0 or 1"),
+    "i2d": ("int -> double", {}, "convert an int to a double"),
+    "d2i": ("double -> int", {}, "convert a double to an int, truncating toward zero"),
+    "b2i": ("bool -> int", {}, "1 for true, 0 for false"),
+    "clz": (I2I, {}, "number of leading zero bits of a 32-bit int"),
+    "not": ("bool -> bool", {}, "boolean negation"),
+    "sqrt": (D2D, {}, "square root of a double"),
+    "addi": (II2I, {}, "int addition (`+`)"),
+    "subi": (II2I, {}, "int subtraction (`-`)"),
+    "muli": (II2I, {}, "int multiplication (`*`)"),
+    "divi": (II2I, {}, "int division truncating toward zero (`/`)"),
+    "modi": (II2I, {}, "int remainder with the sign of the dividend (`%`)"),
+    "mini": (II2I, {}, "smaller of two ints"),
+    "maxi": (II2I, {}, "larger of two ints"),
+    "min": (II2I, {}, "smaller of two ints (the thesis's name for `mini`)"),
+    "max": (II2I, {}, "larger of two ints"),
+    "powi": (II2I, {}, "int power `powi b e` = b^e (e >= 0)"),
+    "addd": (DD2D, {}, "double addition"),
+    "subd": (DD2D, {}, "double subtraction"),
+    "muld": (DD2D, {}, "double multiplication"),
+    "divd": (DD2D, {}, "double division"),
+    "mind": (DD2D, {}, "smaller of two doubles"),
+    "maxd": (DD2D, {}, "larger of two doubles"),
+    "eqi": (II2B, {}, "int equality (`==`)"),
+    "neqi": (II2B, {}, "int inequality (`!=`)"),
+    "lti": (II2B, {}, "int less-than (`<`)"),
+    "lei": (II2B, {}, "int less-or-equal (`<=`)"),
+    "gti": (II2B, {}, "int greater-than (`>`)"),
+    "gei": (II2B, {}, "int greater-or-equal (`>=`)"),
+    "eqd": (DD2B, {}, "double equality"),
+    "ltd": (DD2B, {}, "double less-than"),
+    "led": (DD2B, {}, "double less-or-equal"),
+    "gtd": (DD2B, {}, "double greater-than"),
+    "ged": (DD2B, {}, "double greater-or-equal"),
+    "andi": (II2I, {}, "bitwise and (`&`)"),
+    "ori": (II2I, {}, "bitwise or (`|`)"),
+    "xor": (II2I, {}, "bitwise exclusive or (`^`)"),
+    "sll": (II2I, {}, "shift left (`<<`)"),
+    "srl": (II2I, {}, "arithmetic shift right (`>>`)"),
+    "index": ("forall 'a. ['a] -> int -> 'a", {"a": GT}, "element i of a pull array (bounds-checked)"),
+    "lengthPull": ("forall 'a. ['a] -> int", {"a": GT}, "length of a pull array"),
+    "length": ("forall 'a. ['a] -> int", {"a": GT}, "length of a pull array (= lengthPull)"),
+    "lengthPush": ("forall <l> 'a. ['a]<l> -> int", {"a": BT}, "length of a push array"),
+    "generate": ("forall 'a. int -> (int -> 'a) -> ['a]", {"a": GT},
+                 "`generate n f` is the pull array [f 0, ..., f (n-1)]"),
+    "mapPull": ("forall 'a 'b. ('a -> 'b) -> ['a] -> ['b]", {"a": GT, "b": GT},
+                "apply a function to every element of a pull array"),
+    "map": ("forall 'a 'b. ('a -> 'b) -> ['a] -> ['b]", {"a": GT, "b": GT},
+            "apply a function to every element of a pull array (= mapPull)"),
+    "mapPush": ("forall <l> 'a 'b. (int -> 'a -> 'b) -> ['a]<l> -> ['b]<l>", {"a": BT, "b": BT},
+                "map over a push array; the function also gets each element's index"),
+    "force": ("forall <l> 'a. ['a]<l> -> Program<l> ['a]", {"a": BT},
+              "write a push array to memory (registers, local or global by level)"),
+    "push": ("forall <l> 'a. ['a] -> ['a]<l>", {"a": BT},
+             "give a pull array an iteration scheme at a level"),
+    "return": ("forall <l> 'a. 'a -> Program<l> 'a", {"a": GT}, "a program that yields a value"),
+    "bind": ("forall <l> 'a 'b. Program<l> 'a -> ('a -> Program<l> 'b) -> Program<l> 'b",
+             {"a": GT, "b": GT}, "run a program, then the program its result selects"),
+    "interleave": ("forall <l> 'a. int -> ((int, int) -> int) -> [Program<l> ['a]<l>] "
+                   "-> Program<1+l> ['a]<1+l>", {"a": BT},
+                   "run sub-programs one level down in parallel; f (i, j) places element j of "
+                   "sub-array i"),
+    "interleaveSeq": ("forall <l> 'a. int -> ((int, int) -> int) -> [Program<l> ['a]<l>] "
+                      "-> Program<l> ['a]<l>", {"a": BT},
+                      "like interleave, but runs the sub-programs one after the other"),
+    "seqfor": ("forall 'a. int -> int -> ((int -> 'a) -> int -> (int, 'a)) -> ['a]<thread>",
+               {"a": BT}, "`seqfor size iters step`: a sequential loop writing (index, value) "
+                          "pairs to an array"),
+    "power": ("forall <l> 'a. int -> (int -> ['a] -> Program<l> ['a]<l>) -> Program<l> ['a]<l> "
+              "-> Program<l> ['a]", {"a": BT},
+              "apply an array program n times (the step gets the iteration number)"),
+    "poweri": ("forall <l> 'a. int -> (int -> ['a] -> Program<l> ['a]<l>) -> Program<l> ['a]<l> "
+               "-> Program<l> ['a]", {"a": BT}, "the thesis's name for `power`"),
+    "while": ("forall <l> 'a. (['a] -> bool) -> (['a] -> Program<l> ['a]<l>) -> Program<l> ['a]<l> "
+              "-> Program<l> ['a]", {"a": BT}, "apply an array program while a condition holds"),
+    "#BlockSize": ("int", {}, "the work-group size (configurable, 256 by default)"),
+    "readIntCSV": ("string -> Program<grid> [int]", {}, "read ints from a CSV file"),
+    "forceAndPrint": ("int -> [int]<grid> -> Program<grid> [int]", {},
+                      "force a grid array and print its first n elements"),
+    "forceAndPrintDouble": ("int -> [double]<grid> -> Program<grid> [double]", {},
+                            "force a grid array of doubles and print its first n elements"),
+    "benchmark": ("forall 'a. int -> Program<grid> 'a -> Program<grid> unit", {"a": GT},
+                  "run a program n times after a warm-up and report the time per run"),
+}
+
+# Builtins that only make sense on the host (grid level, outside any kernel).
+HOST_BUILTINS = {"readIntCSV", "forceAndPrint", "forceAndPrintDouble", "benchmark"}

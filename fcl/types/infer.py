@@ -1,0 +1,432 @@
+"""Type inference: Hindley–Milner with level polymorphism and kinds (thesis §5.3.1).
+
+Algorithm W in the original compiler's order of work, so printed schemes letter their variables
+the same way. Differences from the original: level arguments may be left out and are inferred;
+declared level parameters are rigid; kinds BT/GT/TYP are checked; a signature may be an instance
+of the inferred type (as in ML); every error is located and explained.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from fcl.errors import FCLError, Source, Span
+from fcl.syntax import ast
+from fcl.syntax.parser import parse_scheme
+from fcl.types.builtins import BUILTINS
+from fcl.types.types import (BOOL, BT, DOUBLE, GT, INT, STRING, TYP, UNIT, LStep, LVar, LZero,
+                             Level, Scheme, TArrow, TCon, TPair, TProgram, TPull, TPush, TVar,
+                             Namer, Type, chase, chase_level, free_vars, level_of_depth, show_types,
+                             zonk)
+from fcl.types.unify import KindError, UnifyError, restrict_kind, unify
+
+CONCRETE_LEVELS = {"thread": 0, "block": 1, "grid": 2, "Z": 0}
+KIND_REASONS = {BT: "the elements of push arrays", GT: "the elements of pull arrays"}
+
+
+@dataclass
+class Binding:
+    """What a name in scope stands for."""
+
+    scheme: Scheme
+    origin: str                      # "builtin", "top" (a declaration) or "local"
+    span: Span | None = None         # where it is defined
+    doc: str | None = None
+
+
+@dataclass
+class Instance:
+    """Recorded on each Var: the scheme it instantiated and the types/levels chosen."""
+
+    binding: Binding
+    types: list[Type]
+    levels: list[Level]
+
+
+@dataclass
+class Scope:
+    names: dict[str, Binding]
+    open_types: tuple[Type, ...] = ()     # types of enclosing lambda/let variables (not generalized)
+    levels: dict[str, Level] = field(default_factory=dict)
+
+    def bind(self, name: str, binding: Binding, open_type: Type | None = None) -> "Scope":
+        names = dict(self.names)
+        names[name] = binding
+        opens = self.open_types + ((open_type,) if open_type is not None else ())
+        return Scope(names, opens, self.levels)
+
+    def with_levels(self, levels: dict[str, Level]) -> "Scope":
+        return Scope(self.names, self.open_types, {**self.levels, **levels})
+
+
+class Checker:
+    """Holds the fresh-variable counters; one per program or notebook session."""
+
+    def __init__(self):
+        self.next_tvar = 0
+        self.next_lvar = 0
+        self.builtins = {name: Binding(self._builtin_scheme(name, text, kinds), "builtin", None, doc)
+                         for name, (text, kinds, doc) in BUILTINS.items()}
+
+    # ---- fresh variables
+    def fresh(self, kind: int = TYP, reason: str | None = None) -> TVar:
+        v = TVar(self.next_tvar, kind, reason)
+        self.next_tvar += 1
+        return v
+
+    def fresh_level(self, name: str | None = None, rigid: bool = False) -> LVar:
+        v = LVar(self.next_lvar, name, rigid)
+        self.next_lvar += 1
+        return v
+
+    def _builtin_scheme(self, name: str, text: str, kinds: dict[str, int]) -> Scheme:
+        syntax = parse_scheme(Source(f"<builtin {name}>", text))
+        tvars = {v: TVar(-1 - i, kinds.get(v, TYP), KIND_REASONS.get(kinds.get(v)), name=v)
+                 for i, v in enumerate(syntax.type_vars)}
+        lvars = {v: LVar(-1 - i, v) for i, v in enumerate(syntax.level_vars)}
+        body = self.type_from_syntax(syntax.body, tvars, lvars, implicit=False)
+        return Scheme(list(lvars.values()), list(tvars.values()), body, declared=len(lvars))
+
+    def initial_scope(self) -> Scope:
+        return Scope(dict(self.builtins))
+
+    # ---- declarations
+    def check_decl(self, scope: Scope, decl: ast.Decl) -> Scope:
+        """Type-check one top-level declaration; return the scope extended with it."""
+        scheme = self.infer_binding(scope, decl.name, decl.level_params, decl.sig, decl.value,
+                                    decl.name_span)
+        decl.scheme = scheme
+        return scope.bind(decl.name, Binding(scheme, "top", decl.name_span))
+
+    def check_expr(self, scope: Scope, e: ast.Expr) -> Type:
+        return self.infer(scope, e)
+
+    def infer_binding(self, scope: Scope, name: str, level_params: list[str],
+                      sig: ast.SchemeSyntax | None, value: ast.Expr, name_span: Span) -> Scheme:
+        declared = {}
+        for lname in level_params:
+            if lname in CONCRETE_LEVELS:
+                raise FCLError(f"`{lname}` is a level, not a level variable", name_span)
+            declared[lname] = self.fresh_level(lname, rigid=True)
+        t = self.infer(scope.with_levels(declared), value)
+        scheme = self.generalize(scope, list(declared.values()), t)
+        for v in declared.values():
+            v.rigid = False  # rigid only while checking the body; now a quantified variable
+        if sig is not None:
+            scheme = self.check_signature(scheme, sig, name, value)
+        return scheme
+
+    def generalize(self, scope: Scope, declared: list[LVar], t: Type) -> Scheme:
+        t = zonk(t)
+        tvs: dict[int, TVar] = {}
+        lvs: dict[int, LVar] = {}
+        free_vars(t, tvs, lvs)
+        env_tvs: dict[int, TVar] = {}
+        env_lvs: dict[int, LVar] = {}
+        for open_type in scope.open_types:
+            free_vars(open_type, env_tvs, env_lvs)
+        tvars = sorted((v for i, v in tvs.items() if i not in env_tvs), key=lambda v: v.id)
+        implicit = [v for i, v in lvs.items() if i not in env_lvs and v not in declared]
+        return Scheme(declared + implicit, tvars, t, declared=len(declared))
+
+    def check_signature(self, inferred: Scheme, sig: ast.SchemeSyntax, name: str,
+                        value: ast.Expr) -> Scheme:
+        """Accept a signature that is the inferred scheme or an instance of it."""
+        tvars = {v: TVar(self._take_id(), TYP, rigid=True, name=v) for v in sig.type_vars}
+        lvars = {v: self.fresh_level(v, rigid=True) for v in sig.level_vars}
+        sig_type = self.type_from_syntax(sig.body, tvars, lvars, implicit=True)
+        inst_types = [self.fresh(v.kind, v.kind_reason) for v in inferred.type_vars]
+        inst_levels = [self.fresh_level() for _ in inferred.level_vars]
+        instance = substitute(inferred.body, dict(zip(inferred.type_vars, inst_types)),
+                              dict(zip(inferred.level_vars, inst_levels)))
+        try:
+            unify(instance, sig_type)
+        except UnifyError as err:
+            raise self._signature_error(inferred, sig_type, sig, name, err) from None
+        for v in lvars.values():
+            v.rigid = False
+        images = [chase(t) for t in inst_types]
+        level_images = [_chase_lvar(lv) for lv in inst_levels]
+        renaming = (all(isinstance(t, TVar) for t in images) and len(set(map(id, images))) == len(images)
+                    and all(lv is not None for lv in level_images)
+                    and len(set(map(id, level_images))) == len(level_images))
+        for v in tvars.values():
+            v.rigid = False
+        if renaming:
+            return inferred
+        # The signature is more specific: the definition takes the signature's type.
+        for quantified, image in zip(inferred.type_vars, inst_types):
+            quantified.ref = image
+        for quantified, image in zip(inferred.level_vars, inst_levels):
+            quantified.ref = image
+        sig_tvars = {}
+        sig_lvars = {}
+        free_vars(sig_type, sig_tvars, sig_lvars)
+        return Scheme(list(sig_lvars.values()), sorted(sig_tvars.values(), key=lambda v: v.id),
+                      zonk(sig_type), declared=min(inferred.declared, len(sig_lvars)))
+
+    def _take_id(self) -> int:
+        self.next_tvar += 1
+        return self.next_tvar - 1
+
+    def _signature_error(self, inferred: Scheme, sig_type: Type, sig: ast.SchemeSyntax, name: str,
+                         err: UnifyError) -> FCLError:
+        shown_sig = sig.span.text.strip()
+        error = FCLError(f"the signature of `{name}` does not match its definition: it is "
+                         f"declared as `{shown_sig}` but the definition has type `{inferred}`",
+                         sig.span)
+        if isinstance(err.left, (TVar, LVar)) and getattr(err.left, "rigid", False) or \
+                isinstance(err.right, (TVar, LVar)) and getattr(err.right, "rigid", False):
+            error.hints.append("the signature is more general than the definition: a type or "
+                               "level variable in it would have to be a particular type or level")
+        return error
+
+    # ---- types written in the source
+    def type_from_syntax(self, t: ast.TypeSyntax, tvars: dict[str, TVar], lvars: dict[str, Level],
+                         implicit: bool) -> Type:
+        def conv(t: ast.TypeSyntax) -> Type:
+            if t.con in ("int", "double", "bool", "string", "unit"):
+                return {"int": INT, "double": DOUBLE, "bool": BOOL, "string": STRING,
+                        "unit": UNIT}[t.con]
+            if t.con == "var":
+                if t.var not in tvars:
+                    if not implicit:
+                        raise FCLError(f"type variable `'{t.var}` is not in scope", t.span)
+                    tvars[t.var] = TVar(self._take_id(), TYP, rigid=True, name=t.var)
+                return tvars[t.var]
+            args = [conv(a) for a in t.args]
+            if t.con == "arrow":
+                return TArrow(*args)
+            if t.con == "pair":
+                return TPair(*args)
+            if t.con == "pull":
+                return TPull(args[0])
+            level = self.level_from_syntax(t.level, lvars, implicit)
+            return TPush(level, args[0]) if t.con == "push" else TProgram(level, args[0])
+        return conv(t)
+
+    def level_from_syntax(self, lvl: ast.LevelSyntax, scope: dict[str, Level],
+                          implicit: bool = False) -> Level:
+        if lvl.name in scope:
+            base = scope[lvl.name]
+        elif lvl.name in CONCRETE_LEVELS:
+            return level_of_depth(CONCRETE_LEVELS[lvl.name] + lvl.steps)
+        elif implicit:
+            base = scope[lvl.name] = self.fresh_level(lvl.name, rigid=True)
+        else:
+            raise FCLError(f"level variable `{lvl.name}` is not in scope", lvl.span,
+                           [f"declare it on the definition, as in `fun f<{lvl.name}> x = ...`, "
+                            "or use thread, block or grid"])
+        return level_of_depth(lvl.steps, base)
+
+    # ---- expressions
+    def infer(self, scope: Scope, e: ast.Expr) -> Type:
+        t = self._infer(scope, e)
+        e.type = t
+        return t
+
+    def _infer(self, scope: Scope, e: ast.Expr) -> Type:
+        if isinstance(e, ast.Lit):
+            return {"int": INT, "double": DOUBLE, "bool": BOOL, "string": STRING}[e.kind]
+        if isinstance(e, ast.UnitLit):
+            return UNIT
+        if isinstance(e, ast.Var):
+            return self.infer_var(scope, e)
+        if isinstance(e, ast.App):
+            t_fn = self.infer(scope, e.fn)
+            t_arg = self.infer(scope, e.arg)
+            result = self.fresh()
+            try:
+                unify(t_fn, TArrow(t_arg, result))
+            except UnifyError as err:
+                raise self.application_error(e, t_fn, t_arg, err) from None
+            return result
+        if isinstance(e, ast.Pair):
+            return TPair(self.infer(scope, e.fst), self.infer(scope, e.snd))
+        if isinstance(e, ast.If):
+            t_cond = self.infer(scope, e.cond)
+            t_then = self.infer(scope, e.then)
+            t_else = self.infer(scope, e.else_)
+            self.expect(t_cond, BOOL, e.cond.span, "the condition of `if` must be a bool")
+            try:
+                unify(t_then, t_else)
+            except UnifyError as err:
+                then_s, else_s = show_types(t_then, t_else)
+                raise FCLError(f"the branches of this `if` have different types: `{then_s}` "
+                               f"and `{else_s}`", e.span, _hints_for(err)) from None
+            try:
+                restrict_kind(t_then, BT, "the branches of `if`")
+            except KindError:
+                raise FCLError(f"`if` can only choose between base values (int, double or bool), "
+                               f"but its branches have type `{show_types(t_then)[0]}`", e.span,
+                               ["choose between the scalars inside instead, e.g. in the index "
+                                "function of a `generate`"]) from None
+            return t_then
+        if isinstance(e, ast.Lam):
+            param = self.fresh()
+            body = self.infer(scope.bind(e.param, Binding(Scheme([], [], param), "local",
+                                                          e.param_span), param), e.body)
+            return TArrow(param, body)
+        if isinstance(e, ast.Let):
+            scheme = self.infer_binding(scope, e.name, e.level_params, e.sig, e.value, e.name_span)
+            e.scheme = scheme
+            # The scheme's free variables are free in the scope already: no new open type.
+            inner = scope.bind(e.name, Binding(scheme, "local", e.name_span))
+            return self.infer(inner, e.body)
+        raise TypeError(e)  # pragma: no cover
+
+    def expect(self, actual: Type, expected: Type, span: Span, message: str) -> None:
+        try:
+            unify(actual, expected)
+        except UnifyError as err:
+            shown = show_types(actual)[0]
+            raise FCLError(f"{message}, but this has type `{shown}`", span, _hints_for(err)) from None
+
+    def infer_var(self, scope: Scope, e: ast.Var) -> Type:
+        binding = self.builtins.get(e.name) if e.builtin else scope.names.get(e.name)
+        if binding is None:
+            raise self.unknown_name(scope, e)
+        scheme = binding.scheme
+        declared = scheme.level_vars[:scheme.declared]
+        if e.levels is not None and len(e.levels) != len(declared):
+            given = len(e.levels)
+            raise FCLError(f"`{e.name}` takes {_plural(len(declared), 'level argument')}, but "
+                           f"{given} {'was' if given == 1 else 'were'} given", e.span,
+                           [f"its type is `{scheme}`"])
+        levels: list[Level] = []
+        for i, v in enumerate(scheme.level_vars):
+            if e.levels is not None and i < len(declared):
+                levels.append(self.level_from_syntax(e.levels[i], scope.levels))
+            else:
+                levels.append(self.fresh_level())
+        # Fresh variables in reverse quantifier order, like the original.
+        types: list[Type] = [None] * len(scheme.type_vars)  # type: ignore[list-item]
+        for i in reversed(range(len(scheme.type_vars))):
+            v = scheme.type_vars[i]
+            types[i] = self.fresh(v.kind, v.kind_reason)
+        instance = substitute(scheme.body, dict(zip(scheme.type_vars, types)),
+                              dict(zip(scheme.level_vars, levels)))
+        e.inst = Instance(binding, types, levels)
+        result = self.fresh()
+        unify(instance, result)
+        return result
+
+    # ---- error messages
+    def unknown_name(self, scope: Scope, e: ast.Var) -> FCLError:
+        error = FCLError(f"`{e.name}` is not defined", e.span)
+        close = difflib.get_close_matches(e.name, list(scope.names), n=3, cutoff=0.75)
+        if close:
+            error.hints.append("did you mean " + " or ".join(f"`{c}`" for c in close) + "?")
+        return error
+
+    def application_error(self, e: ast.App, t_fn: Type, t_arg: Type, err: UnifyError) -> FCLError:
+        head, position = _application_head(e)
+        fn = chase(t_fn)
+        if isinstance(fn, TArrow):
+            expected_s, actual_s = show_types(fn.arg, t_arg)
+            who = _describe_head(head)
+            what = f"{_ordinal(position)} argument" if position else "argument"
+            if isinstance(err, KindError):
+                reason = err.var.kind_reason or "this position"
+                return FCLError(f"`{show_types(err.type)[0]}` is not {_kind_name(err.kind)}, "
+                                f"but {reason} must be", e.arg.span,
+                                [f"{who} expects its {what} to have type `{expected_s}`"])
+            if err.detail == "occurs":
+                return FCLError(f"this {what} of {who} would need an infinite type: `{expected_s}` "
+                                f"cannot equal `{actual_s}`", e.arg.span)
+            error = FCLError(f"{who} expects its {what} to have type `{expected_s}`, but this has "
+                             f"type `{actual_s}`", e.arg.span, _hints_for(err))
+            return error
+        shown = show_types(t_fn)[0]
+        error = FCLError(f"this is not a function, so it cannot be applied to an argument: it has "
+                         f"type `{shown}`", e.fn.span)
+        arg = e.arg
+        if (isinstance(arg, ast.Lit) and arg.kind in ("int", "double") and arg.value < 0
+                and arg.span.start == e.fn.span.end):
+            left = e.fn.span.text.split()[-1] if e.fn.span.text.split() else e.fn.span.text
+            error.hints.append(f"did you mean `{left} - {arg.span.text[1:]}`? `{left}"
+                               f"{arg.span.text}` applies `{left}` to the number "
+                               f"`{arg.span.text}`")
+        elif isinstance(head, ast.Var) and position > 1:
+            error.hints.append(f"`{head.name}` may be applied to too many arguments")
+        return error
+
+
+def substitute(t: Type, tmap: dict, lmap: dict) -> Type:
+    """t with quantified variables replaced (tmap/lmap keyed by variable object)."""
+    t = chase(t)
+    if isinstance(t, TVar):
+        return tmap.get(t, t)
+    if isinstance(t, TArrow):
+        return TArrow(substitute(t.arg, tmap, lmap), substitute(t.res, tmap, lmap))
+    if isinstance(t, TPair):
+        return TPair(substitute(t.fst, tmap, lmap), substitute(t.snd, tmap, lmap))
+    if isinstance(t, TPull):
+        return TPull(substitute(t.elem, tmap, lmap))
+    if isinstance(t, TPush):
+        return TPush(substitute_level(t.level, lmap), substitute(t.elem, tmap, lmap))
+    if isinstance(t, TProgram):
+        return TProgram(substitute_level(t.level, lmap), substitute(t.result, tmap, lmap))
+    return t
+
+
+def substitute_level(level: Level, lmap: dict) -> Level:
+    level = chase_level(level)
+    if isinstance(level, LStep):
+        return LStep(substitute_level(level.inner, lmap))
+    if isinstance(level, LVar):
+        return lmap.get(level, level)
+    return level
+
+
+def _chase_lvar(level: Level) -> LVar | None:
+    level = chase_level(level)
+    return level if isinstance(level, LVar) else None
+
+
+def _application_head(e: ast.App) -> tuple[ast.Expr, int]:
+    position = 1
+    fn = e.fn
+    while isinstance(fn, ast.App):
+        fn = fn.fn
+        position += 1
+    return fn, position
+
+
+def _describe_head(head: ast.Expr) -> str:
+    if isinstance(head, ast.Var):
+        return f"`{head.span.text}`" if head.builtin else f"`{head.name}`"
+    return "this function"
+
+
+def _ordinal(n: int) -> str:
+    return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _kind_name(kind: int) -> str:
+    return {BT: "a base type (int, double or bool)", GT: "a ground type (a non-function type)",
+            TYP: "a type"}[kind]
+
+
+def _hints_for(err: UnifyError) -> list[str]:
+    if err.detail == "level":
+        left, right = show_levels(err.left, err.right)
+        return [f"the levels `{left}` and `{right}` differ; check the level arguments "
+                "(`<thread>`, `<block>`, `<grid>`) here"]
+    if err.detail == "mismatch":
+        left, right = chase(err.left), chase(err.right)
+        if not (isinstance(left, TCon) and isinstance(right, TCon)):
+            return []
+        if {left.name, right.name} == {"int", "double"}:
+            return ["int and double never mix: convert with `i2d`, and use `addd`, `subd`, "
+                    "`muld`, `divd` for double arithmetic"]
+    return []
+
+
+def show_levels(*levels: Level) -> list[str]:
+    namer = Namer()
+    return [namer.level(lv) for lv in levels]

@@ -1,0 +1,122 @@
+"""Unification of types and levels, with kinds.
+
+Mirrors the original compiler's order of work (arrows and pairs unify their right component
+first; a variable on the left is bound before one on the right), because the letters of printed
+type schemes follow variable creation and binding order. Unlike the original it chases bound
+level variables everywhere, binds rigid (declared) level parameters to nothing but themselves,
+and has a unit case.
+"""
+from __future__ import annotations
+
+from fcl.types.types import (GT, TYP, BT, LStep, LVar, LZero, Level, TArrow, TCon, TPair, TProgram,
+                             TPull, TPush, TVar, Type, chase, chase_level, kind_of)
+
+
+class UnifyError(Exception):
+    """Two types (or levels) that cannot be made equal; `detail` says why in one sentence."""
+
+    def __init__(self, left, right, detail: str):
+        super().__init__(detail)
+        self.left, self.right, self.detail = left, right, detail
+
+
+class KindError(UnifyError):
+    def __init__(self, var: TVar, t: Type, kind: int):
+        super().__init__(var, t, "kind")
+        self.var, self.type, self.kind = var, t, kind
+
+
+def unify(t1: Type, t2: Type) -> None:
+    t1, t2 = chase(t1), chase(t2)
+    if t1 is t2:
+        return
+    if isinstance(t1, TCon) and isinstance(t2, TCon) and t1.name == t2.name:
+        return
+    if isinstance(t1, TArrow) and isinstance(t2, TArrow):
+        unify(t1.res, t2.res)
+        unify(t1.arg, t2.arg)
+    elif isinstance(t1, TPair) and isinstance(t2, TPair):
+        unify(t1.snd, t2.snd)
+        unify(t1.fst, t2.fst)
+    elif isinstance(t1, TPull) and isinstance(t2, TPull):
+        unify(t1.elem, t2.elem)
+    elif isinstance(t1, TPush) and isinstance(t2, TPush):
+        unify_levels(t1.level, t2.level)
+        unify(t1.elem, t2.elem)
+    elif isinstance(t1, TProgram) and isinstance(t2, TProgram):
+        unify_levels(t1.level, t2.level)
+        unify(t1.result, t2.result)
+    elif isinstance(t1, TVar) and not t1.rigid:
+        bind_var(t1, t2)
+    elif isinstance(t2, TVar) and not t2.rigid:
+        bind_var(t2, t1)
+    else:
+        raise UnifyError(t1, t2, "mismatch")
+
+
+def bind_var(v: TVar, t: Type) -> None:
+    if occurs(v, t):
+        raise UnifyError(v, t, "occurs")
+    restrict_kind(t, v.kind, v.kind_reason, v)
+    v.ref = t
+
+
+def restrict_kind(t: Type, kind: int, reason: str | None, origin: TVar | None = None) -> None:
+    """Require t to have `kind`, narrowing the kinds of its variables as needed."""
+    if kind == TYP:
+        return
+    t = chase(t)
+    if isinstance(t, TVar):
+        if kind < t.kind:
+            t.kind, t.kind_reason = kind, reason
+        return
+    if isinstance(t, TPair) and kind == GT:
+        restrict_kind(t.fst, GT, reason, origin)
+        restrict_kind(t.snd, GT, reason, origin)
+        return
+    if kind_of(t) > kind:
+        raise KindError(origin, t, kind) if origin else KindError(TVar(-1, kind, reason), t, kind)
+
+
+def occurs(v: TVar, t: Type) -> bool:
+    t = chase(t)
+    if t is v:
+        return True
+    if isinstance(t, TArrow):
+        return occurs(v, t.arg) or occurs(v, t.res)
+    if isinstance(t, TPair):
+        return occurs(v, t.fst) or occurs(v, t.snd)
+    if isinstance(t, TPull):
+        return occurs(v, t.elem)
+    if isinstance(t, TPush):
+        return occurs(v, t.elem)
+    if isinstance(t, TProgram):
+        return occurs(v, t.result)
+    return False
+
+
+def unify_levels(l1: Level, l2: Level) -> None:
+    l1, l2 = chase_level(l1), chase_level(l2)
+    if l1 is l2 or (isinstance(l1, LZero) and isinstance(l2, LZero)):
+        return
+    if isinstance(l1, LStep) and isinstance(l2, LStep):
+        unify_levels(l1.inner, l2.inner)
+    elif isinstance(l1, LVar) and not l1.rigid:
+        _bind_level(l1, l2)
+    elif isinstance(l2, LVar) and not l2.rigid:
+        _bind_level(l2, l1)
+    else:
+        raise UnifyError(l1, l2, "level")
+
+
+def _bind_level(v: LVar, level: Level) -> None:
+    probe = chase_level(level)
+    while isinstance(probe, LStep):
+        probe = chase_level(probe.inner)
+        if probe is v:
+            raise UnifyError(v, level, "level-occurs")
+    v.ref = level
+
+
+def is_base(t: Type) -> bool:
+    return kind_of(t) == BT

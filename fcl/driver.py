@@ -1,0 +1,34 @@
+"""From a checked session to a result: pick the root, monomorphize, run on a back end."""
+from __future__ import annotations
+
+from fcl.errors import FCLError
+from fcl.interp.eval import Interpreter, RunConfig
+from fcl.mono import MonoProgram, level_number, monomorphize
+from fcl.session import Session
+from fcl.syntax import ast
+from fcl.types.types import TProgram, chase, show_types
+
+
+def main_root(session: Session) -> ast.Expr:
+    """The expression `main`, checked to be a grid-level program."""
+    decl = next((d for d in reversed(session.decls) if d.name == "main"), None)
+    if decl is None:
+        raise FCLError("there is no `main` to run: define `val main = ...` of type "
+                       "`Program <grid> 'a`")
+    root = ast.Var(decl.name_span, "main")
+    t = chase(session.checker.check_expr(session.scope, root))
+    if not (isinstance(t, TProgram) and level_number(t.level) == 2
+            and session.type_of("main").level_vars == []):
+        raise FCLError(f"`main` must have type `Program <grid> 'a` to be run, but it has type "
+                       f"`{show_types(t)[0]}`", decl.name_span,
+                       ["wrap a pure value with `return<grid>`, or build the result with "
+                        "`forceAndPrint`"])
+    return root
+
+
+def mono_program(session: Session, root: ast.Expr) -> MonoProgram:
+    return monomorphize(session.decls, root)
+
+
+def run_interpreter(session: Session, root: ast.Expr, config: RunConfig | None = None):
+    return Interpreter(config).run(mono_program(session, root))

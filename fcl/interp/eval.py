@@ -1,0 +1,156 @@
+"""The reference interpreter: evaluates a monomorphic FCL program by the thesis's semantics.
+
+Every expression is evaluated in a lane context, all lanes in lockstep (see lanes.py). `if`
+evaluates each branch only in the lanes that take it, so a branch that would fail (an index out
+of bounds, a division by zero) fails only where it actually runs.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import numpy as np
+
+from fcl.errors import FCLError, Span
+from fcl.interp.lanes import Ctx, Vec, lift, lift_full, restrict
+from fcl.interp.prims import make_primitive
+from fcl.interp.values import UNIT, Buffer, Closure, Primitive, PushArray, dtype_of
+from fcl.mono import MonoProgram
+from fcl.syntax import ast
+
+LIT_DTYPES = {"int": np.int32, "double": np.float64, "bool": np.bool_}
+
+
+@dataclass
+class RunConfig:
+    block_size: int = 256
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    err: TextIO = field(default_factory=lambda: sys.stderr)
+
+
+class Env:
+    """A persistent chain of bindings."""
+
+    __slots__ = ("name", "value", "parent")
+
+    def __init__(self, name, value, parent):
+        self.name, self.value, self.parent = name, value, parent
+
+    def lookup(self, name):
+        env = self
+        while env is not None:
+            if env.name == name:
+                return env.value
+            env = env.parent
+        raise KeyError(name)
+
+
+class Interpreter:
+    def __init__(self, config: RunConfig | None = None):
+        self.config = config or RunConfig()
+        self.globals: dict[str, object] = {}
+        self.host = Ctx(1)
+
+    # ---- programs
+    def run(self, program: MonoProgram):
+        """Evaluate the definitions, then the root; run it if it is a Program."""
+        with np.errstate(all="ignore"):
+            for name, expr in program.defs:
+                self.globals[name] = self.eval(expr, None, self.host)
+            value = self.eval(program.root, None, self.host)
+            from fcl.interp.values import Program
+            if isinstance(value, Program):
+                value = value.run(self.host, self)
+            return value
+
+    # ---- expressions
+    def eval(self, e: ast.Expr, env: Env | None, ctx: Ctx):
+        if isinstance(e, ast.Lit):
+            return e.value if e.kind == "string" else LIT_DTYPES[e.kind](e.value)
+        if isinstance(e, ast.Var):
+            if e.builtin:
+                return make_primitive(e.name, e.type, e.span, self)
+            try:
+                return env.lookup(e.name) if env is not None else self.globals[e.name]
+            except KeyError:
+                return self.globals[e.name]
+        if isinstance(e, ast.App):
+            fn = self.eval(e.fn, env, ctx)
+            return self.apply(fn, self.eval(e.arg, env, ctx), ctx, e.span)
+        if isinstance(e, ast.Lam):
+            return Closure(e.param, e.body, env)
+        if isinstance(e, ast.Let):
+            return self.eval(e.body, Env(e.name, self.eval(e.value, env, ctx), env), ctx)
+        if isinstance(e, ast.Pair):
+            return (self.eval(e.fst, env, ctx), self.eval(e.snd, env, ctx))
+        if isinstance(e, ast.UnitLit):
+            return UNIT
+        if isinstance(e, ast.If):
+            return self.eval_if(e, env, ctx)
+        raise TypeError(e)  # pragma: no cover
+
+    def apply(self, fn, arg, ctx: Ctx, span: Span | None):
+        if isinstance(fn, Closure):
+            return self.eval(fn.body, Env(fn.param, arg, fn.env), ctx)
+        return fn.apply(arg, ctx, span)
+
+    def eval_if(self, e: ast.If, env, ctx: Ctx):
+        cond = self.eval(e.cond, env, ctx)
+        if not isinstance(cond, Vec):
+            return self.eval(e.then if cond else e.else_, env, ctx)
+        mask = lift(cond, ctx)
+        if mask.all():
+            return self.eval(e.then, env, ctx)
+        if not mask.any():
+            return self.eval(e.else_, env, ctx)
+        dtype = dtype_of(e.type)
+        out = np.empty(ctx.n, dtype=dtype)
+        for branch, lanes_mask in ((e.then, mask), (e.else_, ~mask)):
+            lanes, idx = restrict(ctx, lanes_mask)
+            out[idx] = lift_full(self.eval(branch, env, lanes), lanes, dtype)
+        return Vec(ctx, out)
+
+    # ---- memory
+    def restrict(self, ctx: Ctx, mask: np.ndarray) -> tuple[Ctx, np.ndarray]:
+        return restrict(ctx, mask)
+
+    def allocate(self, ctx: Ctx, length, dtype):
+        """A zeroed buffer holding `length` elements for every lane of ctx."""
+        lengths = lift(length, ctx)
+        if isinstance(lengths, np.ndarray):
+            lengths = lengths.astype(np.int64)
+            total = int(lengths.sum())
+            offsets = np.cumsum(lengths) - lengths
+        else:
+            total = int(lengths) * ctx.n
+            offsets = np.arange(ctx.n, dtype=np.int64) * int(lengths)
+        if total > 1 << 31:
+            raise FCLError(f"cannot allocate {total} elements: arrays are limited to 2^31 elements",
+                           None)
+        offset = Vec(ctx, offsets) if ctx.n > 1 else np.int64(offsets[0]) if ctx.n else np.int64(0)
+        return np.zeros(total, dtype=dtype), offset, length
+
+    def force(self, array: PushArray, ctx: Ctx, dtype, span: Span | None) -> Buffer:
+        """Materialize a push array in every lane of ctx (thesis rule 5.82)."""
+        length = array.length()
+        bad = lift(length, ctx)
+        if np.any(np.asarray(bad) < 0):
+            raise FCLError(f"cannot force an array of negative length {int(np.min(bad))}", span)
+        data, offset, length = self.allocate(ctx, length, dtype)
+        for lanes, pos, value in array.emit(ctx, self):
+            bad = Vec(lanes, (lift_full(pos, lanes, np.int32) < 0) |
+                      (lift_full(pos, lanes, np.int32) >= lift_full(length, lanes, np.int32)))
+            if bad.data.any():
+                k = np.flatnonzero(bad.data)[0]
+                raise FCLError(f"an element was placed at index {int(lift_full(pos, lanes, np.int32)[k])}"
+                               f", outside the array of length "
+                               f"{int(lift_full(length, lanes, np.int32)[k])}", span,
+                               ["check the index function given to interleave"])
+            where = lift_full(pos, lanes, np.int64) + lift_full(offset, lanes, np.int64)
+            data[where] = lift_full(value, lanes, dtype)
+        return Buffer(data, offset, length)
+
+
+def is_primitive(value) -> bool:
+    return isinstance(value, Primitive)

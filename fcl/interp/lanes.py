@@ -1,0 +1,139 @@
+"""Lanes: how the interpreter runs work-items in lockstep with numpy.
+
+A `Ctx` is a set of lanes (work-items, blocks, loop iterations, elements being computed), each
+lane a child of one lane of its parent context. A scalar is either uniform (a numpy scalar, the
+same in every lane) or a `Vec`: one value per lane of some context. Operations bring their
+operands to the deepest context involved by gathering along the parent links, so a value is only
+ever as wide as the parallelism it really has.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class Ctx:
+    """A set of `n` lanes; lane k's parent lane is `parent_index[k]` in `parent`."""
+
+    __slots__ = ("n", "parent", "parent_index", "depth", "restriction", "_lift_cache")
+
+    def __init__(self, n: int, parent: "Ctx | None" = None, parent_index: np.ndarray | None = None,
+                 restricted: bool = False):
+        self.n = n
+        self.parent = parent
+        self.parent_index = parent_index
+        self.depth = 0 if parent is None else parent.depth + 1
+        # The nearest context at or above this one that holds only some of its parent's lanes
+        # (a branch of an `if`, the active lanes of a loop): values from above it must be
+        # narrowed to it, or lanes that do not run would be computed and checked.
+        self.restriction = self if restricted else parent.restriction if parent else None
+        self._lift_cache: dict[int, np.ndarray] = {}
+
+    def index_into(self, ancestor: "Ctx") -> np.ndarray:
+        """For each lane, the index of its ancestor lane in `ancestor`."""
+        cached = self._lift_cache.get(id(ancestor))
+        if cached is not None:
+            return cached
+        if self.parent is None:
+            raise AssertionError("context is not a descendant")
+        idx = self.parent_index if self.parent is ancestor else \
+            self.parent.index_into(ancestor)[self.parent_index]
+        self._lift_cache[id(ancestor)] = idx
+        return idx
+
+    def is_descendant_of(self, other: "Ctx") -> bool:
+        ctx = self
+        while ctx is not None and ctx.depth >= other.depth:
+            if ctx is other:
+                return True
+            ctx = ctx.parent
+        return False
+
+
+class Vec:
+    """One scalar per lane of `ctx`."""
+
+    __slots__ = ("ctx", "data")
+
+    def __init__(self, ctx: Ctx, data: np.ndarray):
+        self.ctx = ctx
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"Vec(n={self.ctx.n}, {self.data[:8]!r})"
+
+
+def lift(value, ctx: Ctx) -> np.ndarray | np.generic:
+    """The value's data as seen from the lanes of ctx (uniform values stay scalars)."""
+    if not isinstance(value, Vec):
+        return value
+    if value.ctx is ctx:
+        return value.data
+    return value.data[ctx.index_into(value.ctx)]
+
+
+def lift_full(value, ctx: Ctx, dtype) -> np.ndarray:
+    """Like lift, but always an array of ctx.n elements."""
+    data = lift(value, ctx)
+    if isinstance(data, np.ndarray):
+        return data
+    return np.full(ctx.n, data, dtype=dtype)
+
+
+def deepest(*values) -> Ctx | None:
+    ctx = None
+    for v in values:
+        if isinstance(v, Vec) and (ctx is None or v.ctx.depth > ctx.depth):
+            ctx = v.ctx
+    return ctx
+
+
+def elementwise(fn, *values, ctx: Ctx):
+    """Apply a numpy function lane by lane, evaluated in the current context `ctx`.
+
+    The result lives in the deepest context of the operands (uniform operands give a uniform
+    result), narrowed to ctx's restriction when the operands come from above it.
+    """
+    target = deepest(*values)
+    if target is None:
+        return fn(*values)
+    narrowed = ctx.restriction
+    if narrowed is not None and target.depth < narrowed.depth:
+        target = narrowed
+    return Vec(target, fn(*(lift(v, target) for v in values)))
+
+
+def expand(ctx: Ctx, counts) -> tuple[Ctx, Vec]:
+    """A child context with counts[k] lanes under each lane k of ctx, and each new lane's
+    local index 0..counts[k]-1."""
+    counts = lift(counts, ctx)
+    if isinstance(counts, np.ndarray):
+        counts = counts.astype(np.int64)
+        total = int(counts.sum())
+        parent_index = np.repeat(np.arange(ctx.n), counts)
+        starts = np.cumsum(counts) - counts
+        local = np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
+    else:
+        count = int(counts)
+        parent_index = np.repeat(np.arange(ctx.n), count)
+        local = np.tile(np.arange(count, dtype=np.int64), ctx.n)
+    child = Ctx(len(parent_index), ctx, parent_index)
+    return child, Vec(child, local.astype(np.int32))
+
+
+def restrict(ctx: Ctx, mask: np.ndarray) -> tuple[Ctx, np.ndarray]:
+    """The sub-context of the lanes where mask holds, and their indices in ctx."""
+    idx = np.flatnonzero(mask)
+    return Ctx(len(idx), ctx, idx, restricted=True), idx
+
+
+def to_host_scalar(value):
+    """A uniform value, for host-side decisions (sizes, loop counts, print counts)."""
+    if isinstance(value, Vec):
+        data = value.data
+        if data.size == 0:
+            raise ValueError("no lanes")
+        first = data[0]
+        if np.any(data != first):
+            raise ValueError("not uniform")
+        return first
+    return value

@@ -1,0 +1,265 @@
+"""The builtins of the reference interpreter, with 32-bit C/OpenCL integer semantics."""
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from fcl.errors import FCLError
+from fcl.interp.lanes import Ctx, Vec, elementwise, lift, lift_full
+from fcl.interp.values import (UNIT, Buffer, Interleave, MapPush, Program, PullArray, PushPull,
+                               SeqFor, dtype_of, first_failure)
+from fcl.mono import level_number
+from fcl.types.types import TArrow, TProgram, TPull, TPush, Type, chase
+
+
+def _c_div(a, b):
+    q = np.floor_divide(a, b)
+    return q + (((a % b) != 0) & ((a < 0) ^ (b < 0)))
+
+
+def _clz(a):
+    u = np.asarray(a).astype(np.int64) & 0xFFFFFFFF
+    bits = np.where(u == 0, 0, np.floor(np.log2(np.maximum(u, 1))) + 1)
+    result = (32 - bits).astype(np.int32)
+    return result if isinstance(a, np.ndarray) else np.int32(result)
+
+
+def _cast(dtype):
+    return lambda a: np.asarray(a).astype(dtype) if isinstance(a, np.ndarray) else dtype(a)
+
+
+SCALAR = {
+    # name: (numpy function, check for a zero divisor)
+    "addi": (np.add, False), "subi": (np.subtract, False), "muli": (np.multiply, False),
+    "divi": (_c_div, True), "modi": (np.fmod, True),
+    "mini": (np.minimum, False), "maxi": (np.maximum, False),
+    "min": (np.minimum, False), "max": (np.maximum, False),
+    "addd": (np.add, False), "subd": (np.subtract, False), "muld": (np.multiply, False),
+    "divd": (np.divide, False), "mind": (np.minimum, False), "maxd": (np.maximum, False),
+    "eqi": (np.equal, False), "neqi": (np.not_equal, False), "lti": (np.less, False),
+    "lei": (np.less_equal, False), "gti": (np.greater, False), "gei": (np.greater_equal, False),
+    "eqd": (np.equal, False), "ltd": (np.less, False), "led": (np.less_equal, False),
+    "gtd": (np.greater, False), "ged": (np.greater_equal, False),
+    "andi": (np.bitwise_and, False), "ori": (np.bitwise_or, False), "xor": (np.bitwise_xor, False),
+    # OpenCL uses only the low five bits of a 32-bit shift count.
+    "sll": (lambda a, b: np.left_shift(a, b & 31), False),
+    "srl": (lambda a, b: np.right_shift(a, b & 31), False),
+}
+UNARY = {
+    "negatei": np.negative, "negated": np.negative, "absi": np.abs, "absd": np.abs,
+    "signi": lambda a: np.sign(a).astype(np.int32) if isinstance(a, np.ndarray) else np.int32(np.sign(a)),
+    "i2d": _cast(np.float64), "b2i": _cast(np.int32), "clz": _clz, "not": np.logical_not,
+    "sqrt": np.sqrt, "d2i": lambda a: _cast(np.int32)(np.trunc(a)),
+}
+ALIASES = {"length": "lengthPull", "map": "mapPull", "poweri": "power"}
+
+
+def make_primitive(name: str, t: Type, span, interp):
+    """The runtime value of builtin `name` used at monomorphic type t."""
+    from fcl.interp.values import Primitive
+    name = ALIASES.get(name, name)
+    if name in SCALAR:
+        fn, checks_zero = SCALAR[name]
+
+        def binary(ctx, sp, a, b):
+            if checks_zero and first_failure(elementwise(lambda b: b == 0, b, ctx=ctx), b) is not None:
+                raise FCLError("division by zero", sp)
+            return elementwise(fn, a, b, ctx=ctx)
+        return Primitive(name, 2, binary)
+    if name in UNARY:
+        fn = UNARY[name]
+        return Primitive(name, 1, lambda ctx, sp, a: elementwise(fn, a, ctx=ctx))
+    if name == "#BlockSize":
+        return np.int32(interp.config.block_size)
+    if name == "powi":
+        return Primitive(name, 2, _powi)
+    impl = ARRAY.get(name)
+    if impl is None:
+        raise FCLError(f"`{name}` is not supported by the interpreter", span)
+    arity, build = impl
+    return Primitive(name, arity, lambda ctx, sp, *args: build(interp, t, sp, ctx, *args))
+
+
+def _powi(ctx, span, base, exponent):
+    if first_failure(elementwise(lambda e: e < 0, exponent, ctx=ctx), exponent) is not None:
+        raise FCLError("powi needs a non-negative exponent", span)
+    return elementwise(lambda b, e: np.power(b.astype(np.int64) if isinstance(b, np.ndarray)
+                                             else np.int64(b), e).astype(np.int32), base, exponent, ctx=ctx)
+
+
+# ---- arrays and programs ---------------------------------------------------------------------
+
+def _arg(t: Type, k: int) -> Type:
+    """The k-th argument type of a function type."""
+    t = chase(t)
+    for _ in range(k):
+        t = chase(t.res)
+    return chase(t.arg)
+
+
+def _final(t: Type) -> Type:
+    t = chase(t)
+    while isinstance(t, TArrow):
+        t = chase(t.res)
+    return t
+
+
+def _elem_dtype(t: Type):
+    t = chase(t)
+    while isinstance(t, TProgram):
+        t = chase(t.result)
+    return dtype_of(t.elem) if isinstance(t, (TPull, TPush)) else np.int32
+
+
+def _generate(interp, t, span, ctx, n, f):
+    bad = first_failure(elementwise(lambda n: n < 0, n, ctx=ctx), n)
+    if bad is not None:
+        raise FCLError(f"generate was given the negative length {int(bad[0])}", span)
+    return PullArray(n, lambda i, lanes: interp.apply(f, i, lanes, span))
+
+
+def _map_pull(interp, t, span, ctx, f, arr):
+    return PullArray(arr.length, lambda i, lanes: interp.apply(f, arr.fn(i, lanes), lanes, span))
+
+
+def _force(interp, t, span, ctx, arr):
+    dtype = _elem_dtype(_arg(t, 0))
+    return Program(lambda lanes, it: it.force(arr, lanes, dtype, span))
+
+
+def _interleave(sequential):
+    def build(interp, t, span, ctx, n, place, programs):
+        host = sequential and level_number(_final(t).level) == 2
+        return Program(lambda lanes, it: Interleave(n, place, programs, host, span))
+    return build
+
+
+def _bind(interp, t, span, ctx, m, f):
+    return Program(lambda lanes, it: it.apply(f, m.run(lanes, it), lanes, span).run(lanes, it))
+
+
+def _iterate(interp, span, ctx, dtype, init, keep_going, step):
+    """Run `init`, then `step` while `keep_going` holds, lane by lane, double-buffered."""
+    state = interp.force(init.run(ctx, interp), ctx, dtype, span)
+    iteration = 0
+    while True:
+        go = lift(keep_going(state, ctx, iteration), ctx)
+        if isinstance(go, np.ndarray):
+            if not go.any():
+                return state
+            lanes, idx = (ctx, None) if go.all() else interp.restrict(ctx, go)
+        elif not go:
+            return state
+        else:
+            lanes, idx = ctx, None
+        pushed = step(state, lanes, iteration).run(lanes, interp)
+        updated = interp.force(pushed, lanes, dtype, span)
+        state = updated if idx is None else _merge(state, updated, ctx, lanes, idx)
+        iteration += 1
+
+
+def _merge(old: Buffer, new: Buffer, ctx: Ctx, lanes: Ctx, idx) -> Buffer:
+    """old with the lanes idx replaced by new (which lives in the sub-context `lanes`)."""
+    offset = lift_full(old.offset, ctx, np.int64).copy()
+    length = lift_full(old.length, ctx, np.int32).copy()
+    offset[idx] = lift_full(new.offset, lanes, np.int64) + len(old.data)
+    length[idx] = lift_full(new.length, lanes, np.int32)
+    return Buffer(np.concatenate([old.data, new.data]), Vec(ctx, offset), Vec(ctx, length))
+
+
+def _power(interp, t, span, ctx, n, step, init):
+    dtype = _elem_dtype(_arg(t, 2))
+    return Program(lambda lanes, it: _iterate(
+        it, span, lanes, dtype, init,
+        lambda state, where, k: elementwise(lambda n: k < n, n, ctx=where),
+        lambda state, where, k: it.apply(it.apply(step, np.int32(k), where, span), state,
+                                         where, span)))
+
+
+def _while(interp, t, span, ctx, cond, step, init):
+    dtype = _elem_dtype(_arg(t, 2))
+    return Program(lambda lanes, it: _iterate(
+        it, span, lanes, dtype, init,
+        lambda state, where, k: it.apply(cond, state, where, span),
+        lambda state, where, k: it.apply(step, state, where, span)))
+
+
+def _host_int(value, ctx: Ctx) -> int:
+    return int(lift_full(value, ctx, np.int64)[0])
+
+
+def _print(fmt):
+    def build(interp, t, span, ctx, n, arr):
+        def run(lanes, it):
+            dtype = np.float64 if fmt == "%.5f" else np.int32
+            buf = it.force(arr, lanes, dtype, span)
+            count, length = _host_int(n, lanes), _host_int(buf.length, lanes)
+            if not 1 <= count <= length:
+                raise FCLError(f"cannot print {count} elements of an array of length {length}: "
+                               f"the count must be between 1 and the length", span)
+            start = _host_int(buf.offset, lanes)
+            values = buf.data[start:start + count]
+            it.config.out.write("[" + ",".join(fmt % v for v in values.tolist()) + "]\n")
+            return buf
+        return Program(run)
+    return build
+
+
+def _benchmark(interp, t, span, ctx, n, program):
+    def run(lanes, it):
+        count = _host_int(n, lanes)
+        if count < 1:
+            raise FCLError(f"benchmark needs at least one repetition, not {count}", span)
+        program.run(lanes, it)  # warm-up, not timed
+        times = []
+        for _ in range(count):
+            start = time.perf_counter()
+            program.run(lanes, it)
+            times.append((time.perf_counter() - start) * 1000)
+        it.config.err.write(f"Benchmark ({count} repetitions): {sum(times) / count:f} ms per run\n")
+        it.config.err.write(f"  min {min(times):f} ms, median {float(np.median(times)):f} ms\n")
+        return UNIT
+    return Program(run)
+
+
+def _read_int_csv(interp, t, span, ctx, path):
+    def run(lanes, it):
+        try:
+            text = Path(path).read_text()
+        except OSError as err:
+            raise FCLError(f"cannot read `{path}`: {err.strerror or err}", span) from None
+        # Like C's atoi on each comma/space-separated field: a leading integer, else 0.
+        fields = [f for f in re.split(r"[,\s]+", text) if f]
+        values = [int(m.group()) if (m := re.match(r"[+-]?\d+", f)) else 0 for f in fields]
+        data = np.array(values, dtype=np.int32)
+        return Buffer(data, np.int64(0), np.int32(len(data)))
+    return Program(run)
+
+
+ARRAY = {
+    "fst": (1, lambda interp, t, span, ctx, p: p[0]),
+    "snd": (1, lambda interp, t, span, ctx, p: p[1]),
+    "index": (2, lambda interp, t, span, ctx, arr, i: arr.index(i, ctx, span)),
+    "lengthPull": (1, lambda interp, t, span, ctx, arr: arr.length),
+    "lengthPush": (1, lambda interp, t, span, ctx, arr: arr.length()),
+    "generate": (2, _generate),
+    "mapPull": (2, _map_pull),
+    "mapPush": (2, lambda interp, t, span, ctx, f, arr: MapPush(f, arr, span)),
+    "push": (1, lambda interp, t, span, ctx, arr: PushPull(arr)),
+    "force": (1, _force),
+    "return": (1, lambda interp, t, span, ctx, v: Program(lambda lanes, it: v)),
+    "bind": (2, _bind),
+    "interleave": (3, _interleave(False)),
+    "interleaveSeq": (3, _interleave(True)),
+    "seqfor": (3, lambda interp, t, span, ctx, size, iters, step:
+               SeqFor(size, iters, step, dtype_of(chase(_final(t)).elem), span)),
+    "power": (3, _power),
+    "while": (3, _while),
+    "readIntCSV": (1, _read_int_csv),
+    "forceAndPrint": (2, _print("%i")),
+    "forceAndPrintDouble": (2, _print("%.5f")),
+    "benchmark": (2, _benchmark),
+}

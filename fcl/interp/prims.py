@@ -16,8 +16,20 @@ from fcl.types.types import TArrow, TProgram, TPull, TPush, Type, chase
 
 
 def _c_div(a, b):
+    """Integer division truncating toward zero, as in C."""
+    if isinstance(b, np.integer) and b > 0 and b & (b - 1) == 0:
+        # A power of two: shift, first adding b-1 to negative numbers so they round up.
+        shift = int(b).bit_length() - 1
+        return (a + ((a >> 31) & (b - 1))) >> shift
     q = np.floor_divide(a, b)
     return q + (((a % b) != 0) & ((a < 0) ^ (b < 0)))
+
+
+def _c_mod(a, b):
+    """Remainder with the sign of the dividend, as in C."""
+    if isinstance(b, np.integer) and b > 0 and b & (b - 1) == 0:
+        return a - (_c_div(a, b) << (int(b).bit_length() - 1))
+    return np.fmod(a, b)
 
 
 def _clz(a):
@@ -34,7 +46,7 @@ def _cast(dtype):
 SCALAR = {
     # name: (numpy function, check for a zero divisor)
     "addi": (np.add, False), "subi": (np.subtract, False), "muli": (np.multiply, False),
-    "divi": (_c_div, True), "modi": (np.fmod, True),
+    "divi": (_c_div, True), "modi": (_c_mod, True),
     "mini": (np.minimum, False), "maxi": (np.maximum, False),
     "min": (np.minimum, False), "max": (np.maximum, False),
     "addd": (np.add, False), "subd": (np.subtract, False), "muld": (np.multiply, False),
@@ -213,7 +225,7 @@ def _benchmark(interp, t, span, ctx, n, program):
         count = _host_int(n, lanes)
         if count < 1:
             raise FCLError(f"benchmark needs at least one repetition, not {count}", span)
-        program.run(lanes, it)  # warm-up, not timed
+        # No warm-up run: unlike a GPU, the interpreter has no caches or compilation to warm.
         times = []
         for _ in range(count):
             start = time.perf_counter()

@@ -12,7 +12,7 @@ import numpy as np
 
 from fcl.errors import FCLError, Span
 from fcl.interp.lanes import Ctx, Vec, deepest, elementwise, expand, lift, lift_full
-from fcl.types.types import TCon, TPair, TPull, TPush, Type, chase
+from fcl.types.types import TCon, Type, chase
 
 DTYPES = {"int": np.int32, "double": np.float64, "bool": np.bool_}
 
@@ -22,18 +22,6 @@ def dtype_of(t: Type):
     return DTYPES[t.name] if isinstance(t, TCon) and t.name in DTYPES else np.int32
 
 
-def element_dtype(t: Type):
-    """The dtype of the elements of an array type (or of a function's final array result)."""
-    t = chase(t)
-    while not isinstance(t, (TPull, TPush)):
-        t = chase(t.res) if hasattr(t, "res") else chase(t.result)
-    return dtype_of(t.elem)
-
-
-class RuntimeFailure(Exception):
-    """An FCL runtime error raised deep in the interpreter, located by the caller if needed."""
-
-
 def runtime_error(message: str, span: Span | None) -> FCLError:
     return FCLError(message, span)
 
@@ -41,12 +29,11 @@ def runtime_error(message: str, span: Span | None) -> FCLError:
 def first_failure(mask, *values):
     """Lane values at the first lane where mask holds, or None when it holds nowhere."""
     if isinstance(mask, Vec):
-        hits = np.flatnonzero(mask.data)
-        if len(hits) == 0:
+        if not mask.data.any():
             return None
-        k = hits[0]
-        return [lift(v, mask.ctx)[k] if isinstance(lift(v, mask.ctx), np.ndarray) else v
-                for v in values]
+        k = int(np.argmax(mask.data))
+        lifted = (lift(v, mask.ctx) for v in values)
+        return [v[k] if isinstance(v, np.ndarray) else v for v in lifted]
     return list(values) if bool(mask) else None
 
 
@@ -76,7 +63,9 @@ class Buffer(PullArray):
 
     def _read(self, i, ctx):
         data = self.data
-        return elementwise(lambda o, i: data[o + i], self.offset, i, ctx=ctx)
+        # np.take is about twice as fast as fancy indexing for large gathers.
+        return elementwise(lambda o, i: np.take(data, np.add(o, i, dtype=np.int64)), self.offset, i,
+                           ctx=ctx)
 
 
 # ---- push arrays -------------------------------------------------------------------------------
@@ -159,10 +148,12 @@ class SeqFor(PushArray):
             return acc.index(i, lanes, self.span)
 
         reader = Primitive("read", 1, lambda lanes, span, i: read(i, lanes))
+        all_offsets = lift_full(offset, ctx, np.int64)
         for it in range(steps):
-            lanes, active = ctx, None
+            lanes, offsets = ctx, all_offsets
             if isinstance(iterations, np.ndarray) and not np.all(iterations > it):
                 lanes, active = interp.restrict(ctx, iterations > it)
+                offsets = all_offsets[active]
             step = interp.apply(interp.apply(self.step, reader, lanes, self.span),
                                 np.int32(it), lanes, self.span)
             pos, value = step
@@ -171,8 +162,7 @@ class SeqFor(PushArray):
             if failure is not None:
                 raise runtime_error(f"seqfor step wrote to index {int(failure[0])}, outside its "
                                     f"array of length {int(failure[1])}", self.span)
-            where = lift_full(offset, lanes, np.int64) + lift_full(pos, lanes, np.int64)
-            data[where] = lift_full(value, lanes, self.dtype)
+            data[offsets + lift(pos, lanes)] = lift(value, lanes)
         lanes, pos = expand(ctx, size)
         yield lanes, pos, acc.fn(pos, lanes)
 

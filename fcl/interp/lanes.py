@@ -12,41 +12,33 @@ import numpy as np
 
 
 class Ctx:
-    """A set of `n` lanes; lane k's parent lane is `parent_index[k]` in `parent`."""
+    """A set of `n` lanes, each the child of one lane of `parent`: lane k's parent lane is
+    `parent_index[k]`, or, for a regular expansion, k // `repeat`."""
 
-    __slots__ = ("n", "parent", "parent_index", "depth", "restriction", "_lift_cache")
+    __slots__ = ("n", "parent", "parent_index", "repeat", "depth", "restriction")
 
     def __init__(self, n: int, parent: "Ctx | None" = None, parent_index: np.ndarray | None = None,
-                 restricted: bool = False):
+                 restricted: bool = False, repeat: int | None = None):
         self.n = n
         self.parent = parent
         self.parent_index = parent_index
+        self.repeat = repeat
         self.depth = 0 if parent is None else parent.depth + 1
         # The nearest context at or above this one that holds only some of its parent's lanes
         # (a branch of an `if`, the active lanes of a loop): values from above it must be
         # narrowed to it, or lanes that do not run would be computed and checked.
         self.restriction = self if restricted else parent.restriction if parent else None
-        self._lift_cache: dict[int, np.ndarray] = {}
 
-    def index_into(self, ancestor: "Ctx") -> np.ndarray:
-        """For each lane, the index of its ancestor lane in `ancestor`."""
-        cached = self._lift_cache.get(id(ancestor))
-        if cached is not None:
-            return cached
+    def pull_down(self, data: np.ndarray, ancestor: "Ctx") -> np.ndarray:
+        """Per-lane data of `ancestor`, as seen from each lane of this context."""
+        if self is ancestor:
+            return data
         if self.parent is None:
             raise AssertionError("context is not a descendant")
-        idx = self.parent_index if self.parent is ancestor else \
-            self.parent.index_into(ancestor)[self.parent_index]
-        self._lift_cache[id(ancestor)] = idx
-        return idx
-
-    def is_descendant_of(self, other: "Ctx") -> bool:
-        ctx = self
-        while ctx is not None and ctx.depth >= other.depth:
-            if ctx is other:
-                return True
-            ctx = ctx.parent
-        return False
+        data = self.parent.pull_down(data, ancestor)
+        if self.repeat is not None:
+            return np.repeat(data, self.repeat)
+        return data[self.parent_index]
 
 
 class Vec:
@@ -66,9 +58,7 @@ def lift(value, ctx: Ctx) -> np.ndarray | np.generic:
     """The value's data as seen from the lanes of ctx (uniform values stay scalars)."""
     if not isinstance(value, Vec):
         return value
-    if value.ctx is ctx:
-        return value.data
-    return value.data[ctx.index_into(value.ctx)]
+    return ctx.pull_down(value.data, value.ctx)
 
 
 def lift_full(value, ctx: Ctx, dtype) -> np.ndarray:
@@ -112,12 +102,11 @@ def expand(ctx: Ctx, counts) -> tuple[Ctx, Vec]:
         parent_index = np.repeat(np.arange(ctx.n), counts)
         starts = np.cumsum(counts) - counts
         local = np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
-    else:
-        count = int(counts)
-        parent_index = np.repeat(np.arange(ctx.n), count)
-        local = np.tile(np.arange(count, dtype=np.int64), ctx.n)
-    child = Ctx(len(parent_index), ctx, parent_index)
-    return child, Vec(child, local.astype(np.int32))
+        child = Ctx(total, ctx, parent_index)
+        return child, Vec(child, local.astype(np.int32))
+    count = int(counts)
+    child = Ctx(ctx.n * count, ctx, repeat=count)
+    return child, Vec(child, np.tile(np.arange(count, dtype=np.int32), ctx.n))
 
 
 def restrict(ctx: Ctx, mask: np.ndarray) -> tuple[Ctx, np.ndarray]:

@@ -39,7 +39,7 @@ class _TokenPassThrough(LarkLexer):
 def _lark() -> Lark:
     grammar = (Path(__file__).parent / "grammar.lark").read_text()
     return Lark(grammar, parser="lalr", lexer=_TokenPassThrough, start=["program", "expr_start", "scheme_start"],
-                maybe_placeholders=True, propagate_positions=True)
+                maybe_placeholders=True, propagate_positions=True, cache=True)
 
 
 def parse_program(source: Source) -> ast.Module:

@@ -1,0 +1,287 @@
+"""The imperative IL between the typed FCL program and OpenCL (plain, printable dataclasses).
+
+The lowering (`fcl.il.lower`) evaluates the monomorphic program at compile time and emits these
+statements, still organized by level as in the original compiler: `Distribute` hands iterations
+to the units one level down (grid -> work-groups), `ParFor` spreads iterations over the units of
+a level (block -> the work-items of a group, grid -> all work-items), `SeqFor`/`While` are
+sequential. `fcl.il.kernels` then cuts the host program and its kernels apart.
+
+Every statement and variable may carry the FCL span it came from, so generated code can be
+mapped back to source lines.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from fcl.errors import Span
+
+# ---- types ---------------------------------------------------------------------------------------
+INT, DOUBLE, BOOL = "int", "double", "bool"
+LEVELS = ("thread", "block", "grid")
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    elem: str  # INT, DOUBLE or BOOL
+
+
+ILType = Union[str, ArrayType]
+
+
+# ---- expressions -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Expr:
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    value: int | float | bool
+    type: str
+
+
+@dataclass(frozen=True, eq=False)
+class Var(Expr):
+    name: str
+    type: ILType
+
+
+@dataclass(frozen=True, eq=False)
+class Index(Expr):
+    """array[index], reading element `index` of an array variable."""
+
+    array: Var
+    index: Expr
+
+
+# Binary operators: + - * / % (C semantics on int), == != < <= > >=, & | ^ << >>,
+# && || on bools, min max. Unary: neg, not, abs, sign, clz, i2d, d2i, b2i, sqrt.
+BINARY_OPS = {"+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "&", "|", "^", "<<", ">>",
+              "&&", "||", "min", "max"}
+UNARY_OPS = {"neg", "not", "abs", "sign", "clz", "i2d", "d2i", "b2i", "sqrt"}
+COMPARISONS = {"==", "!=", "<", "<=", ">", ">="}
+
+
+@dataclass(frozen=True, eq=False)
+class Bin(Expr):
+    op: str
+    left: Expr
+    right: Expr
+    type: str
+
+
+@dataclass(frozen=True, eq=False)
+class Un(Expr):
+    op: str
+    arg: Expr
+    type: str
+
+
+@dataclass(frozen=True, eq=False)
+class Select(Expr):
+    """cond ? then : else_"""
+
+    cond: Expr
+    then: Expr
+    else_: Expr
+    type: str
+
+
+def type_of(e: Expr) -> ILType:
+    if isinstance(e, Var):
+        return e.type
+    if isinstance(e, Index):
+        return e.array.type.elem  # type: ignore[union-attr]
+    return e.type  # type: ignore[attr-defined]
+
+
+# ---- statements --------------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Stmt:
+    span: Span | None = field(default=None, kw_only=True, repr=False)
+
+
+@dataclass(eq=False)
+class Declare(Stmt):
+    var: Var
+    init: Expr
+
+
+@dataclass(eq=False)
+class Assign(Stmt):
+    var: Var
+    value: Expr
+
+
+@dataclass(eq=False)
+class Alloc(Stmt):
+    """A fresh array of `size` elements in the memory of `level`: grid = global memory,
+    block = local memory of the work-group, thread = memory private to a work-item."""
+
+    var: Var
+    size: Expr
+    level: str
+
+
+@dataclass(eq=False)
+class Store(Stmt):
+    array: Var
+    index: Expr
+    value: Expr
+
+
+@dataclass(eq=False)
+class ParFor(Stmt):
+    """for var in [0, bound) in parallel over the units of `level`; ends with a barrier."""
+
+    level: str
+    var: Var
+    bound: Expr
+    body: list[Stmt]
+
+
+@dataclass(eq=False)
+class Distribute(Stmt):
+    """for var in [0, bound), each iteration run by one unit one level below `level`
+    (at grid level: one work-group per iteration)."""
+
+    level: str
+    var: Var
+    bound: Expr
+    body: list[Stmt]
+
+
+@dataclass(eq=False)
+class SeqFor(Stmt):
+    var: Var
+    bound: Expr
+    body: list[Stmt]
+
+
+@dataclass(eq=False)
+class While(Stmt):
+    """Run `test` statements, then the body while `cond` holds (test runs before each check)."""
+
+    test: list[Stmt]
+    cond: Expr
+    body: list[Stmt]
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    cond: Expr
+    then: list[Stmt]
+    else_: list[Stmt]
+
+
+@dataclass(eq=False)
+class Barrier(Stmt):
+    """All units of `level` wait for each other (block: a work-group barrier)."""
+
+    level: str
+
+
+# Host-only statements.
+
+@dataclass(eq=False)
+class Print(Stmt):
+    """Print the first `count` elements of a global array as `[a,b,c]`."""
+
+    count: Expr
+    array: Var
+
+
+@dataclass(eq=False)
+class Benchmark(Stmt):
+    count: Expr
+    body: list[Stmt]
+
+
+@dataclass(eq=False)
+class ReadCSV(Stmt):
+    array: Var
+    length: Var
+    path: str
+
+
+@dataclass(eq=False)
+class Fail(Stmt):
+    """Stop with an FCL runtime error (raised at `span`) when `cond` holds."""
+
+    cond: Expr
+    message: str
+
+
+# ---- printing ----------------------------------------------------------------------------------
+
+def show_expr(e: Expr) -> str:
+    if isinstance(e, Const):
+        if e.type == BOOL:
+            return "true" if e.value else "false"
+        return repr(float(e.value)) if e.type == DOUBLE else str(int(e.value))
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Index):
+        return f"{e.array.name}[{show_expr(e.index)}]"
+    if isinstance(e, Bin):
+        if e.op in ("min", "max"):
+            return f"{e.op}({show_expr(e.left)}, {show_expr(e.right)})"
+        return f"({show_expr(e.left)} {e.op} {show_expr(e.right)})"
+    if isinstance(e, Un):
+        return f"{e.op}({show_expr(e.arg)})"
+    if isinstance(e, Select):
+        return f"({show_expr(e.cond)} ? {show_expr(e.then)} : {show_expr(e.else_)})"
+    raise TypeError(e)
+
+
+def show_type(t: ILType) -> str:
+    return f"{t.elem}[]" if isinstance(t, ArrayType) else t
+
+
+def show_stmts(stmts: list[Stmt], indent: int = 0) -> str:
+    return "\n".join(_show(s, indent) for s in stmts)
+
+
+def _block(head: str, body: list[Stmt], indent: int) -> str:
+    pad = "  " * indent
+    inner = show_stmts(body, indent + 1)
+    return f"{pad}{head} {{\n{inner}\n{pad}}}" if body else f"{pad}{head} {{}}"
+
+
+def _show(s: Stmt, indent: int) -> str:
+    pad = "  " * indent
+    if isinstance(s, Declare):
+        return f"{pad}{show_type(s.var.type)} {s.var.name} = {show_expr(s.init)};"
+    if isinstance(s, Assign):
+        return f"{pad}{s.var.name} = {show_expr(s.value)};"
+    if isinstance(s, Alloc):
+        return f"{pad}{s.var.name} = allocate<{s.level}>({s.var.type.elem}, {show_expr(s.size)});"
+    if isinstance(s, Store):
+        return f"{pad}{s.array.name}[{show_expr(s.index)}] = {show_expr(s.value)};"
+    if isinstance(s, ParFor):
+        return _block(f"parfor<{s.level}> ({s.var.name} < {show_expr(s.bound)})", s.body, indent)
+    if isinstance(s, Distribute):
+        return _block(f"distribute<{s.level}> ({s.var.name} < {show_expr(s.bound)})", s.body, indent)
+    if isinstance(s, SeqFor):
+        return _block(f"seqfor ({s.var.name} < {show_expr(s.bound)})", s.body, indent)
+    if isinstance(s, While):
+        test = show_stmts(s.test, indent + 1)
+        head = _block(f"while ({show_expr(s.cond)})", s.body, indent)
+        return (f"{pad}test {{\n{test}\n{pad}}}\n" if s.test else "") + head
+    if isinstance(s, If):
+        text = _block(f"if ({show_expr(s.cond)})", s.then, indent)
+        return text + (" else " + _block("", s.else_, indent).lstrip() if s.else_ else "")
+    if isinstance(s, Barrier):
+        return f"{pad}synchronize<{s.level}>;"
+    if isinstance(s, Print):
+        return f"{pad}print{s.array.type.elem.capitalize()}Array({show_expr(s.count)}, {s.array.name});"
+    if isinstance(s, Benchmark):
+        return _block(f"benchmark({show_expr(s.count)})", s.body, indent)
+    if isinstance(s, ReadCSV):
+        return f'{pad}({s.array.name}, {s.length.name}) = readIntCSV("{s.path}");'
+    if isinstance(s, Fail):
+        return f'{pad}failIf({show_expr(s.cond)}, "{s.message}");'
+    raise TypeError(s)

@@ -1,0 +1,154 @@
+"""What each builtin means at compile time: IL expressions, delayed arrays and programs."""
+from __future__ import annotations
+
+from fcl.errors import FCLError
+from fcl.il import ir
+from fcl.il.lower import (Interleave, Lowerer, MapPush, Prim, Prog, Pull, PushPull, SeqForPush,
+                          elem_type, level_of, snapshot)
+from fcl.il.simplify import mk_bin, mk_un
+from fcl.types.types import TArrow, Type, chase
+
+I, D, B = ir.INT, ir.DOUBLE, ir.BOOL
+BINARY = {
+    # name: (operator, operand type, result type)
+    "addi": ("+", I, I), "subi": ("-", I, I), "muli": ("*", I, I), "divi": ("/", I, I),
+    "modi": ("%", I, I), "mini": ("min", I, I), "maxi": ("max", I, I), "min": ("min", I, I),
+    "max": ("max", I, I), "addd": ("+", D, D), "subd": ("-", D, D), "muld": ("*", D, D),
+    "divd": ("/", D, D), "mind": ("min", D, D), "maxd": ("max", D, D),
+    "eqi": ("==", I, B), "neqi": ("!=", I, B), "lti": ("<", I, B), "lei": ("<=", I, B),
+    "gti": (">", I, B), "gei": (">=", I, B), "eqd": ("==", D, B), "ltd": ("<", D, B),
+    "led": ("<=", D, B), "gtd": (">", D, B), "ged": (">=", D, B),
+    "andi": ("&", I, I), "ori": ("|", I, I), "xor": ("^", I, I), "sll": ("<<", I, I),
+    "srl": (">>", I, I),
+}
+UNARY = {
+    "negatei": ("neg", I), "negated": ("neg", D), "absi": ("abs", I), "absd": ("abs", D),
+    "signi": ("sign", I), "i2d": ("i2d", D), "d2i": ("d2i", I), "b2i": ("b2i", I),
+    "clz": ("clz", I), "not": ("not", B), "sqrt": ("sqrt", D),
+}
+ALIASES = {"length": "lengthPull", "map": "mapPull", "poweri": "power"}
+
+
+def make_primitive(lw: Lowerer, name: str, t: Type, span):
+    name = ALIASES.get(name, name)
+    if name in BINARY:
+        op, _, result = BINARY[name]
+        return Prim(name, 2, lambda a, b: mk_bin(op, a, b, result))
+    if name in UNARY:
+        op, result = UNARY[name]
+        return Prim(name, 1, lambda a: mk_un(op, a, result))
+    if name == "#BlockSize":
+        return ir.Const(lw.block_size, I)
+    if name == "powi":
+        return Prim(name, 2, lambda b, e: _powi(lw, b, e))
+    table = _array_builtins(lw, t, span)
+    if name not in table:
+        raise FCLError(f"`{name}` cannot be compiled to OpenCL", span)
+    arity, impl = table[name]
+    return Prim(name, arity, impl)
+
+
+def _powi(lw: Lowerer, base: ir.Expr, exponent: ir.Expr) -> ir.Expr:
+    result = lw.fresh("pow", I)
+    k = lw.fresh("k", I)
+    lw.emit(ir.Declare(result, ir.Const(1, I)))
+    lw.emit(ir.SeqFor(k, exponent, [ir.Assign(result, mk_bin("*", result, base, I))]))
+    return result
+
+
+def _arg(t: Type, k: int) -> Type:
+    t = chase(t)
+    for _ in range(k):
+        t = chase(t.res)
+    return chase(t.arg)
+
+
+def _result(t: Type) -> Type:
+    t = chase(t)
+    while isinstance(t, TArrow):
+        t = chase(t.res)
+    return t
+
+
+def _array_builtins(lw: Lowerer, t: Type, span):
+    def program(run):
+        return Prog(run, span)
+
+    def force(array):
+        level = level_of(_arg(t, 0))
+        return program(lambda: lw.force(array, level, elem_type(t)))
+
+    def interleave(sequential):
+        def build(size, place, programs):
+            level = level_of(_result(t))
+            return program(lambda: Interleave(level, size, place, programs, sequential, span))
+        return build
+
+    def bind(m, f):
+        return program(lambda: lw.run(lw.apply(f, lw.run(m))))
+
+    def power(count, step, init):
+        return program(lambda: lw.loop(
+            level_of(_result(t)), elem_type(t), init,
+            lambda state, k: mk_bin("<", k, count, B),
+            lambda state, k: lw.apply(lw.apply(step, k), state), span))
+
+    def while_(cond, step, init):
+        return program(lambda: lw.loop(
+            level_of(_result(t)), elem_type(t), init,
+            lambda state, k: lw.apply(cond, state),
+            lambda state, k: lw.apply(step, state), span))
+
+    def print_array(count, array):
+        def run():
+            forced = lw.force(array, 2, elem_type(_arg(t, 1)))
+            buffer = forced.fn(ir.Const(0, I)).array
+            lw.emit(ir.Fail(mk_bin("||", mk_bin("<", count, ir.Const(1, I), B),
+                                   mk_bin(">", count, forced.length, B), B),
+                            "cannot print that many elements: the count must be between 1 and "
+                            "the array's length"))
+            lw.emit(ir.Print(count, buffer))
+            return forced
+        return program(run)
+
+    def benchmark(count, prog):
+        def run():
+            with lw.capture() as body:
+                lw.run(prog)
+            lw.emit(ir.Benchmark(count, body))
+            return ()
+        return program(run)
+
+    def read_csv(path):
+        def run():
+            array = lw.fresh("csv", ir.ArrayType(I))
+            length = lw.fresh("csvlen", I)
+            lw.emit(ir.Declare(length, ir.Const(0, I)))
+            lw.emit(ir.ReadCSV(array, length, path))
+            return Pull(length, lambda index: ir.Index(array, index))
+        return program(run)
+
+    return {
+        "fst": (1, lambda p: p[0]),
+        "snd": (1, lambda p: p[1]),
+        "index": (2, lambda array, i: array.fn(i)),
+        "lengthPull": (1, lambda array: array.length),
+        "lengthPush": (1, lambda array: lw.length(array)),
+        "generate": (2, lambda n, f: Pull(n, lambda i: lw.apply(f, i))),
+        "mapPull": (2, lambda f, array: Pull(array.length, lambda i: lw.apply(f, array.fn(i)))),
+        "mapPush": (2, lambda f, array: MapPush(f, array)),
+        "push": (1, lambda array: PushPull(level_of(_result(t)), array)),
+        "force": (1, force),
+        "return": (1, lambda value: program(lambda: snapshot(lw, value))),
+        "bind": (2, bind),
+        "interleave": (3, interleave(False)),
+        "interleaveSeq": (3, interleave(True)),
+        "seqfor": (3, lambda size, iterations, step: SeqForPush(
+            size, iterations, step, elem_type(t), span)),
+        "power": (3, power),
+        "while": (3, while_),
+        "readIntCSV": (1, read_csv),
+        "forceAndPrint": (2, print_array),
+        "forceAndPrintDouble": (2, print_array),
+        "benchmark": (2, benchmark),
+    }

@@ -1,0 +1,387 @@
+"""Lowering: compile-time evaluation of a monomorphic FCL program into IL statements.
+
+As in the original compiler, the program is *evaluated* at compile time over symbolic values:
+scalars are IL expressions, functions are Python closures (so every function is inlined), pairs
+and pull arrays exist only at compile time, and running a `Program` value emits statements.
+Materialization points are exactly the `force`s (and loops and host builtins, which force).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable
+
+from fcl.errors import FCLError, Span
+from fcl.il import ir
+from fcl.il.simplify import is_atomic, mk_bin
+from fcl.mono import MonoProgram, level_number
+from fcl.syntax import ast
+from fcl.types.types import TArrow, TCon, TProgram, Type, chase
+
+LEVELS = ir.LEVELS
+
+
+def il_type(t: Type) -> str:
+    t = chase(t)
+    if isinstance(t, TCon) and t.name in (ir.INT, ir.DOUBLE, ir.BOOL):
+        return t.name
+    raise FCLError(f"internal: no IL type for {t}")
+
+
+def elem_type(t: Type) -> str:
+    """The element type of an array type, looking through functions and programs."""
+    t = chase(t)
+    while isinstance(t, (TArrow, TProgram)):
+        t = chase(t.res if isinstance(t, TArrow) else t.result)
+    return il_type(t.elem)
+
+
+ZERO = {ir.INT: 0, ir.DOUBLE: 0.0, ir.BOOL: False}
+
+
+# ---- compile-time values -----------------------------------------------------------------------
+
+@dataclass(eq=False)
+class Pull:
+    length: ir.Expr
+    fn: Callable  # fn(index expr) -> value
+
+
+@dataclass(eq=False)
+class PushPull:
+    level: int
+    pull: Pull
+
+
+@dataclass(eq=False)
+class Interleave:
+    level: int          # the level of the resulting array
+    size: ir.Expr
+    place: object       # the FCL function (int, int) -> int
+    programs: Pull
+    sequential: bool
+    span: Span | None
+
+
+@dataclass(eq=False)
+class SeqForPush:
+    size: ir.Expr
+    iterations: ir.Expr
+    step: object
+    elem: str
+    span: Span | None
+
+
+@dataclass(eq=False)
+class MapPush:
+    fn: object
+    inner: object
+
+
+@dataclass(eq=False)
+class Prog:
+    run: Callable  # run() -> value, emitting statements into the current block
+    span: Span | None
+
+
+@dataclass(eq=False)
+class Closure:
+    param: str
+    body: ast.Expr
+    env: "Env | None"
+
+
+@dataclass(eq=False)
+class Prim:
+    name: str
+    arity: int
+    impl: Callable
+    args: tuple = ()
+
+
+class Env:
+    __slots__ = ("name", "value", "parent")
+
+    def __init__(self, name, value, parent):
+        self.name, self.value, self.parent = name, value, parent
+
+    def lookup(self, name):
+        env = self
+        while env is not None:
+            if env.name == name:
+                return env.value
+            env = env.parent
+        raise KeyError(name)
+
+
+# ---- the lowering ------------------------------------------------------------------------------
+
+class Lowerer:
+    def __init__(self, block_size: int = 256):
+        self.block_size = block_size
+        self.blocks: list[list[ir.Stmt]] = [[]]
+        self.spans: list[Span | None] = [None]
+        self.globals: dict[str, object] = {}
+        self.counter = 0
+
+    # ---- statements and names
+    def fresh(self, base: str, t: ir.ILType) -> ir.Var:
+        self.counter += 1
+        base = "".join(ch if ch.isalnum() else "_" for ch in base).strip("_") or "v"
+        return ir.Var(f"{base}_{self.counter}", t)
+
+    def emit(self, stmt: ir.Stmt) -> None:
+        if isinstance(stmt, ir.Fail) and isinstance(stmt.cond, ir.Const) and not stmt.cond.value:
+            return
+        if stmt.span is None:
+            stmt.span = self.spans[-1]
+        self.blocks[-1].append(stmt)
+
+    @contextmanager
+    def capture(self):
+        body: list[ir.Stmt] = []
+        self.blocks.append(body)
+        try:
+            yield body
+        finally:
+            self.blocks.pop()
+
+    @contextmanager
+    def at(self, span: Span | None):
+        self.spans.append(span if span is not None else self.spans[-1])
+        try:
+            yield
+        finally:
+            self.spans.pop()
+
+    def declare(self, base: str, value: ir.Expr) -> ir.Expr:
+        """value in a variable, unless it is cheap enough to repeat."""
+        if is_atomic(value):
+            return value
+        var = self.fresh(base, ir.type_of(value))
+        self.emit(ir.Declare(var, value))
+        return var
+
+    # ---- programs
+    def lower(self, program: MonoProgram) -> list[ir.Stmt]:
+        """The host program for the root (a `Program <grid>` value)."""
+        for name, expr in program.defs:
+            self.globals[name] = self.eval(expr, None)
+        root = self.eval(program.root, None)
+        if isinstance(root, Prog):
+            self.run(root)
+        return self.blocks[0]
+
+    def run(self, prog: Prog):
+        with self.at(prog.span):
+            return prog.run()
+
+    # ---- expressions
+    def eval(self, e: ast.Expr, env: Env | None):
+        if isinstance(e, ast.Lit):
+            if e.kind == "string":
+                return e.value
+            return ir.Const(e.value, e.kind)
+        if isinstance(e, ast.Var):
+            if e.builtin:
+                return self.primitive(e)
+            if env is not None:
+                try:
+                    return env.lookup(e.name)
+                except KeyError:
+                    pass
+            return self.globals[e.name]
+        if isinstance(e, ast.App):
+            fn = self.eval(e.fn, env)
+            arg = self.eval(e.arg, env)
+            with self.at(e.span):
+                return self.apply(fn, arg)
+        if isinstance(e, ast.Lam):
+            return Closure(e.param, e.body, env)
+        if isinstance(e, ast.Let):
+            value = self.eval(e.value, env)
+            if isinstance(value, ir.Expr):
+                with self.at(e.span):
+                    value = self.declare(e.name, value)
+            return self.eval(e.body, Env(e.name, value, env))
+        if isinstance(e, ast.Pair):
+            return (self.eval(e.fst, env), self.eval(e.snd, env))
+        if isinstance(e, ast.UnitLit):
+            return ()
+        if isinstance(e, ast.If):
+            return self.eval_if(e, env)
+        raise TypeError(e)  # pragma: no cover
+
+    def apply(self, fn, arg):
+        if isinstance(fn, Closure):
+            return self.eval(fn.body, Env(fn.param, arg, fn.env))
+        args = fn.args + (arg,)
+        if len(args) == fn.arity:
+            return fn.impl(*args)
+        return Prim(fn.name, fn.arity, fn.impl, args)
+
+    def eval_if(self, e: ast.If, env):
+        cond = self.eval(e.cond, env)
+        if isinstance(cond, ir.Const):
+            return self.eval(e.then if cond.value else e.else_, env)
+        with self.capture() as then_stmts:
+            then_value = self.eval(e.then, env)
+        with self.capture() as else_stmts:
+            else_value = self.eval(e.else_, env)
+        t = il_type(e.type)
+        if not then_stmts and not else_stmts:
+            return ir.Select(cond, then_value, else_value, t)
+        # A branch needed statements: run only the chosen one, as the source says.
+        result = self.fresh("branch", t)
+        with self.at(e.span):
+            self.emit(ir.Declare(result, ir.Const(ZERO[t], t)))
+            then_stmts.append(ir.Assign(result, then_value, span=e.then.span))
+            else_stmts.append(ir.Assign(result, else_value, span=e.else_.span))
+            self.emit(ir.If(cond, then_stmts, else_stmts))
+        return result
+
+    # ---- arrays
+    def length(self, array) -> ir.Expr:
+        if isinstance(array, Pull):
+            return array.length
+        if isinstance(array, PushPull):
+            return array.pull.length
+        if isinstance(array, Interleave):
+            return mk_bin("*", array.size, array.programs.length, ir.INT)
+        if isinstance(array, SeqForPush):
+            return array.size
+        if isinstance(array, MapPush):
+            return self.length(array.inner)
+        raise TypeError(array)  # pragma: no cover
+
+    def force(self, array, level: int, elem: str) -> Pull:
+        """Materialize a push array in the memory of `level` (thesis rule 5.82)."""
+        size = self.declare("len", self.length(array))
+        if level == 0 and isinstance(size, ir.Const) and size.value == 1:
+            # A one-element thread-level array lives in a register.
+            cell = self.fresh("acc", elem)
+            self.emit(ir.Declare(cell, ir.Const(ZERO[elem], elem)))
+            self.force_to(array, lambda index, value: self.emit(ir.Assign(cell, value)))
+            return Pull(size, lambda index: cell)
+        buffer = self.fresh("arr", ir.ArrayType(elem))
+        self.emit(ir.Alloc(buffer, size, LEVELS[level]))
+        self.force_to(array, lambda index, value: self.emit(ir.Store(buffer, index, value)))
+        return Pull(size, lambda index: ir.Index(buffer, index))
+
+    def force_to(self, array, write: Callable) -> None:
+        """Emit the loops that write every element of a push array through `write`."""
+        if isinstance(array, MapPush):
+            self.force_to(array.inner, lambda index, value: write(
+                index, self.apply(self.apply(array.fn, index), value)))
+        elif isinstance(array, PushPull):
+            i = self.fresh("i", ir.INT)
+            with self.capture() as body:
+                write(i, array.pull.fn(i))
+            if array.level == 0:
+                self.emit(ir.SeqFor(i, array.pull.length, body))
+            else:
+                self.emit(ir.ParFor(LEVELS[array.level], i, array.pull.length, body))
+        elif isinstance(array, Interleave):
+            outer = self.fresh("b" if array.level >= 2 else "j", ir.INT)
+            with self.capture() as body:
+                pushed = self.run(array.programs.fn(outer))
+                self.force_to(pushed, lambda index, value: write(
+                    self.apply(array.place, (outer, index)), value))
+            with self.at(array.span):
+                if array.sequential:
+                    self.emit(ir.SeqFor(outer, array.programs.length, body))
+                else:
+                    self.emit(ir.Distribute(LEVELS[array.level], outer, array.programs.length, body))
+        elif isinstance(array, SeqForPush):
+            self.force_seqfor(array, write)
+        else:
+            raise TypeError(array)  # pragma: no cover
+
+    def force_seqfor(self, array: SeqForPush, write: Callable) -> None:
+        elem = array.elem
+        zero = ir.Const(ZERO[elem], elem)
+        i = self.fresh("it", ir.INT)
+        with self.at(array.span):
+            if isinstance(array.size, ir.Const) and array.size.value == 1:
+                cell = self.fresh("acc", elem)
+                self.emit(ir.Declare(cell, zero))
+                with self.capture() as body:
+                    _, value = self.apply(self.apply(array.step, Prim("read", 1, lambda k: cell)), i)
+                    self.emit(ir.Assign(cell, value))
+                self.emit(ir.SeqFor(i, array.iterations, body))
+                write(ir.Const(0, ir.INT), cell)
+                return
+            temp = self.fresh("tmp", ir.ArrayType(elem))
+            self.emit(ir.Alloc(temp, array.size, "thread"))
+            k = self.fresh("k", ir.INT)
+            # Zeroed like the interpreter's, so reading an unwritten element is deterministic.
+            self.emit(ir.SeqFor(k, array.size, [ir.Store(temp, k, zero)]))
+            with self.capture() as body:
+                read = Prim("read", 1, lambda index: ir.Index(temp, index))
+                index, value = self.apply(self.apply(array.step, read), i)
+                self.emit(ir.Store(temp, index, value))
+            self.emit(ir.SeqFor(i, array.iterations, body))
+            out = self.fresh("k", ir.INT)
+            with self.capture() as body:
+                write(out, ir.Index(temp, out))
+            self.emit(ir.SeqFor(out, array.size, body))
+
+    def loop(self, level: int, elem: str, init: Prog, keep_going: Callable, step: Callable,
+             span: Span | None) -> Pull:
+        """`while`/`power`: double-buffered in the memory of `level`; never growing."""
+        first = self.run(init)
+        capacity = self.declare("capacity", self.length(first))
+        array_t = ir.ArrayType(elem)
+        front, back = self.fresh("buf", array_t), self.fresh("buf", array_t)
+        self.emit(ir.Alloc(front, capacity, LEVELS[level]))
+        self.emit(ir.Alloc(back, capacity, LEVELS[level]))
+        self.force_to(first, lambda index, value: self.emit(ir.Store(front, index, value)))
+        current, spare = self.fresh("cur", array_t), self.fresh("next", array_t)
+        length = self.fresh("len", ir.INT)
+        self.emit(ir.Declare(current, front))
+        self.emit(ir.Declare(spare, back))
+        self.emit(ir.Declare(length, capacity))
+        state = Pull(length, lambda index: ir.Index(current, index))
+        counter = self.fresh("iter", ir.INT)
+        self.emit(ir.Declare(counter, ir.Const(0, ir.INT)))
+        go = self.fresh("go", ir.BOOL)
+        self.emit(ir.Declare(go, ir.Const(False, ir.BOOL)))
+        with self.capture() as test:
+            self.emit(ir.Assign(go, keep_going(state, counter)))
+        with self.capture() as body:
+            pushed = self.run(step(state, counter))
+            new_length = self.declare("newlen", self.length(pushed))
+            self.emit(ir.Fail(mk_bin(">", new_length, capacity, ir.BOOL),
+                              "a loop step produced a larger array than the initial one "
+                              "(while and power never grow arrays)", span=span))
+            self.force_to(pushed, lambda index, value: self.emit(ir.Store(spare, index, value)))
+            swap = self.fresh("swap", array_t)
+            self.emit(ir.Declare(swap, current))
+            self.emit(ir.Assign(current, spare))
+            self.emit(ir.Assign(spare, swap))
+            self.emit(ir.Assign(length, new_length))
+            self.emit(ir.Assign(counter, mk_bin("+", counter, ir.Const(1, ir.INT), ir.INT)))
+        self.emit(ir.While(test, go, body))
+        return state
+
+    # ---- builtins
+    def primitive(self, var: ast.Var):
+        from fcl.il.builtins import make_primitive
+        return make_primitive(self, var.name, var.type, var.span)
+
+
+def snapshot(lowerer: Lowerer, value):
+    """A scalar result of a program, fixed in a variable so later writes cannot change it."""
+    if isinstance(value, ir.Expr):
+        return lowerer.declare("result", value)
+    if isinstance(value, tuple) and value:
+        return tuple(snapshot(lowerer, v) for v in value)
+    return value
+
+
+def level_of(t: Type) -> int:
+    return level_number(chase(t).level)
+
+
+def lower_program(program: MonoProgram, block_size: int = 256) -> list[ir.Stmt]:
+    return Lowerer(block_size).lower(program)

@@ -45,6 +45,11 @@ class PullArray:
         self.fn = fn  # fn(index, ctx) -> value
 
     def index(self, i, ctx: Ctx, span: Span | None):
+        if isinstance(i, Vec) and not isinstance(self.length, Vec):
+            # The common case, checked with two reductions instead of a mask over all lanes.
+            lanes = elementwise(lambda i: i, i, ctx=ctx).data
+            if lanes.size == 0 or (lanes.min() >= 0 and lanes.max() < self.length):
+                return self.fn(i, ctx)
         bad = elementwise(lambda i, n: (i < 0) | (i >= n), i, self.length, ctx=ctx)
         failure = first_failure(bad, i, self.length)
         if failure is not None:

@@ -40,6 +40,12 @@ def _compare(op: str, a, b) -> bool:
 
 
 def mk_bin(op: str, left: ir.Expr, right: ir.Expr, t: str) -> ir.Expr:
+    if t == ir.INT and op in ("+", "-"):
+        return _linear_sum(left, right, 1 if op == "+" else -1)
+    return _mk_bin(op, left, right, t)
+
+
+def _mk_bin(op: str, left: ir.Expr, right: ir.Expr, t: str) -> ir.Expr:
     if isinstance(left, ir.Const) and isinstance(right, ir.Const):
         a, b = left.value, right.value
         if op in ir.COMPARISONS:
@@ -73,6 +79,62 @@ def mk_bin(op: str, left: ir.Expr, right: ir.Expr, t: str) -> ir.Expr:
         if _is_const(right, False):
             return left
     return ir.Bin(op, left, right, t)
+
+
+# ---- sums as linear combinations -------------------------------------------------------------
+# Integer + and - are normalized to `terms + constant`, where each term is an atom times a
+# coefficient. Arithmetic modulo 2^32 is a ring, so this is exact even when values wrap; it
+# turns index arithmetic such as `(32*x + 30) - 32*x + 2` into `32`, which lets sizes that
+# only look data-dependent be known at compile time.
+
+def _linear(e: ir.Expr) -> tuple[dict[str, tuple[ir.Expr, int]], int]:
+    if isinstance(e, ir.Const):
+        return {}, int(e.value)
+    if isinstance(e, ir.Bin) and e.type == ir.INT:
+        if e.op in ("+", "-"):
+            terms, const = _linear(e.left)
+            rterms, rconst = _linear(e.right)
+            sign = 1 if e.op == "+" else -1
+            terms = dict(terms)
+            for key, (atom, coef) in rterms.items():
+                old = terms.get(key, (atom, 0))[1]
+                terms[key] = (atom, old + sign * coef)
+            return terms, const + sign * rconst
+        if e.op == "*" and isinstance(e.right, ir.Const):
+            terms, const = _linear(e.left)
+            k = int(e.right.value)
+            return {key: (atom, coef * k) for key, (atom, coef) in terms.items()}, const * k
+        if e.op == "*" and isinstance(e.left, ir.Const):
+            return _linear(ir.Bin("*", e.right, e.left, ir.INT))
+    return {ir.show_expr(e): (e, 1)}, 0
+
+
+def _linear_sum(left: ir.Expr, right: ir.Expr, sign: int) -> ir.Expr:
+    terms, const = _linear(left)
+    rterms, rconst = _linear(right)
+    terms = dict(terms)
+    for key, (atom, coef) in rterms.items():
+        old = terms.get(key, (atom, 0))[1]
+        terms[key] = (atom, old + sign * coef)
+    const = wrap32(const + sign * rconst)
+    result: ir.Expr | None = None
+    for atom, coef in terms.values():
+        coef = wrap32(coef)
+        if coef == 0:
+            continue
+        if coef == 1 or coef == -1:
+            term = atom
+        else:
+            term = _mk_bin("*", atom, ir.Const(abs(coef), ir.INT), ir.INT)
+        if result is None:
+            result = term if coef > 0 else _mk_bin("-", ir.Const(0, ir.INT), term, ir.INT)
+        else:
+            result = _mk_bin("+" if coef > 0 else "-", result, term, ir.INT)
+    if result is None:
+        return ir.Const(const, ir.INT)
+    if const:
+        result = _mk_bin("+" if const > 0 else "-", result, ir.Const(abs(const), ir.INT), ir.INT)
+    return result
 
 
 def mk_un(op: str, arg: ir.Expr, t: str) -> ir.Expr:

@@ -131,7 +131,7 @@ def _array_builtins(lw: Lowerer, t: Type, span):
     return {
         "fst": (1, lambda p: p[0]),
         "snd": (1, lambda p: p[1]),
-        "index": (2, lambda array, i: array.fn(i)),
+        "index": (2, lw.index),
         "lengthPull": (1, lambda array: array.length),
         "lengthPush": (1, lambda array: lw.length(array)),
         "generate": (2, lambda n, f: Pull(n, lambda i: lw.apply(f, i))),

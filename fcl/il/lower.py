@@ -117,8 +117,9 @@ class Env:
 # ---- the lowering ------------------------------------------------------------------------------
 
 class Lowerer:
-    def __init__(self, block_size: int = 256):
+    def __init__(self, block_size: int = 256, bounds_check: bool = False):
         self.block_size = block_size
+        self.bounds_check = bounds_check
         self.blocks: list[list[ir.Stmt]] = [[]]
         self.spans: list[Span | None] = [None]
         self.globals: dict[str, object] = {}
@@ -241,6 +242,13 @@ class Lowerer:
         return result
 
     # ---- arrays
+    def index(self, array: Pull, i: ir.Expr):
+        if self.bounds_check:
+            outside = mk_bin("||", mk_bin("<", i, ir.Const(0, ir.INT), ir.BOOL),
+                             mk_bin(">=", i, array.length, ir.BOOL), ir.BOOL)
+            self.emit(ir.Fail(outside, "index out of bounds"))
+        return array.fn(i)
+
     def length(self, array) -> ir.Expr:
         if isinstance(array, Pull):
             return array.length
@@ -317,7 +325,8 @@ class Lowerer:
             # Zeroed like the interpreter's, so reading an unwritten element is deterministic.
             self.emit(ir.SeqFor(k, array.size, [ir.Store(temp, k, zero)]))
             with self.capture() as body:
-                read = Prim("read", 1, lambda index: ir.Index(temp, index))
+                stored = Pull(array.size, lambda index: ir.Index(temp, index))
+                read = Prim("read", 1, lambda index: self.index(stored, index))
                 index, value = self.apply(self.apply(array.step, read), i)
                 self.emit(ir.Store(temp, index, value))
             self.emit(ir.SeqFor(i, array.iterations, body))
@@ -383,5 +392,6 @@ def level_of(t: Type) -> int:
     return level_number(chase(t).level)
 
 
-def lower_program(program: MonoProgram, block_size: int = 256) -> list[ir.Stmt]:
-    return Lowerer(block_size).lower(program)
+def lower_program(program: MonoProgram, block_size: int = 256,
+                  bounds_check: bool = False) -> list[ir.Stmt]:
+    return Lowerer(block_size, bounds_check).lower(program)

@@ -1,0 +1,180 @@
+"""Hypothesis strategies for random well-typed FCL programs, each with a Python model.
+
+Every generated piece is a pair (FCL source text, Python function computing its meaning), so a
+generated program comes with its expected output: the interpreter is checked against the model,
+and the OpenCL back end against the interpreter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from hypothesis import strategies as st
+
+
+def wrap(v: int) -> int:
+    return (v + 2**31) % 2**32 - 2**31
+
+
+def c_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def c_mod(a: int, b: int) -> int:
+    return a - c_div(a, b) * b
+
+
+@dataclass
+class Piece:
+    text: str
+    model: Callable
+
+
+# ---- scalar int expressions over one variable `x` ----------------------------------------------
+
+def _leaf():
+    return st.one_of(
+        st.just(Piece("x", lambda x: x)),
+        st.integers(-20, 20).map(lambda k: Piece(f"({k})", lambda x, k=k: k)),
+    )
+
+
+def _combine(children):
+    binary = st.tuples(children, children, st.sampled_from(["+", "-", "*", "min", "max", "&", "^"]))
+
+    def build_binary(t):
+        a, b, op = t
+        if op in ("min", "max"):
+            return Piece(f"({op}i {a.text} {b.text})",
+                         lambda x, a=a, b=b, f=min if op == "min" else max: f(a.model(x), b.model(x)))
+        fn = {"+": lambda p, q: p + q, "-": lambda p, q: p - q, "*": lambda p, q: p * q,
+              "&": lambda p, q: p & q, "^": lambda p, q: p ^ q}[op]
+        return Piece(f"({a.text} {op} {b.text})",
+                     lambda x, a=a, b=b, fn=fn: wrap(fn(a.model(x), b.model(x))))
+
+    division = st.tuples(children, st.integers(1, 9), st.sampled_from(["/", "%"])).map(
+        lambda t: Piece(f"({t[0].text} {t[2]} {t[1]})",
+                        lambda x, a=t[0], k=t[1], op=t[2]:
+                        c_div(a.model(x), k) if op == "/" else c_mod(a.model(x), k)))
+    shift = st.tuples(children, st.integers(0, 4), st.sampled_from(["<<", ">>"])).map(
+        lambda t: Piece(f"({t[0].text} {t[2]} {t[1]})",
+                        lambda x, a=t[0], k=t[1], op=t[2]:
+                        wrap(a.model(x) << k) if op == "<<" else a.model(x) >> k))
+    conditional = st.tuples(children, children, children).map(
+        lambda t: Piece(f"(if {t[0].text} < {t[1].text} then {t[1].text} else {t[2].text})",
+                        lambda x, c=t[0], a=t[1], b=t[2]:
+                        a.model(x) if c.model(x) < a.model(x) else b.model(x)))
+    return st.one_of(binary.map(build_binary), division, shift, conditional)
+
+
+int_exprs = st.recursive(_leaf(), _combine, max_leaves=6)
+
+
+# ---- block-level programs over one chunk `c` of length k ---------------------------------------
+# Each is (text of a function `fn c => ...` of type [int] -> Program<block> [int]<block>,
+# output length as a function of k, model list -> list).
+
+@dataclass
+class BlockPiece:
+    text: str
+    out_len: Callable[[int], int]
+    model: Callable[[list], list]
+
+
+def _map_block(e: Piece) -> BlockPiece:
+    return BlockPiece(f"(fn c => pushM<block> (mapPull (fn x => {e.text}) c))", lambda k: k,
+                      lambda xs: [e.model(x) for x in xs])
+
+
+def _reverse_block(e: Piece) -> BlockPiece:
+    return BlockPiece(
+        f"(fn c => do<block> {{ a <- forcePull<block> (mapPull (fn x => {e.text}) c) ;"
+        f" pushM<block> (reverse a) }})",
+        lambda k: k, lambda xs: [e.model(x) for x in xs][::-1])
+
+
+def _tree_sum(_: Piece) -> BlockPiece:
+    # Halving while-loop, as in the thesis's reduction; k is a power of two.
+    text = ("(fn c => do<block> { s <- while<block> (fn a => lengthPull a != 1)"
+            " (fn a => let h = halve a in pushM<block> (zipWith addi (fst h) (snd h)))"
+            " (pushM<block> c) ; pushM<block> s })")
+    return BlockPiece(text, lambda k: 1, lambda xs: [wrap(sum(xs))])
+
+
+def _prefix_sums(_: Piece) -> BlockPiece:
+    text = ("(fn c => generate (lengthPull c) (fn i => return<thread> (foldl addi 0 (take (i + 1) c)))"
+            " |> concat<thread> 1)")
+    return BlockPiece(text, lambda k: k,
+                      lambda xs: [wrap(sum(xs[:i + 1])) for i in range(len(xs))])
+
+
+def _power_add(e: Piece, rounds: int) -> BlockPiece:
+    text = (f"(fn c => do<block> {{ a <- power<block> {rounds}"
+            f" (fn it => fn a => pushM<block> (mapPull (fn x => x + it) a)) (pushM<block> c) ;"
+            f" pushM<block> (mapPull (fn x => {e.text}) a) }})")
+    return BlockPiece(text, lambda k: k,
+                      lambda xs: [e.model(wrap(x + rounds * (rounds - 1) // 2)) for x in xs])
+
+
+def _thread_scan(_: Piece) -> BlockPiece:
+    # Each work-item scans a pair of elements sequentially (thread-level seqfor).
+    text = ("(fn c => splitUp 2 c |> mapPull (fn p => return<thread> (scanl addi 0 p))"
+            " |> concat<thread> 3)")
+
+    def model(xs):
+        out = []
+        for j in range(0, len(xs) - 1, 2):
+            out += [0, xs[j], wrap(xs[j] + xs[j + 1])]
+        return out
+    return BlockPiece(text, lambda k: k // 2 * 3, model)
+
+
+def _interleave_reversed(e: Piece) -> BlockPiece:
+    # Sub-arrays of 2 written in reverse order inside the block: a non-concat index function.
+    text = (f"(fn c => splitUp 2 c |> mapPull (fn p => return<thread> (push<thread> "
+            f"(mapPull (fn x => {e.text}) p))) |> interleave<thread> 2 (fn ij => "
+            f"(lengthPull c / 2 - 1 - fst ij) * 2 + snd ij))")
+
+    def model(xs):
+        pairs = [[e.model(x) for x in xs[j:j + 2]] for j in range(0, len(xs) - 1, 2)]
+        return [v for pair in reversed(pairs) for v in pair]
+    return BlockPiece(text, lambda k: k // 2 * 2, model)
+
+
+block_programs = st.one_of(
+    int_exprs.map(_map_block),
+    int_exprs.map(_reverse_block),
+    int_exprs.map(_tree_sum),
+    int_exprs.map(_prefix_sums),
+    st.tuples(int_exprs, st.integers(0, 3)).map(lambda t: _power_add(*t)),
+    int_exprs.map(_thread_scan),
+    int_exprs.map(_interleave_reversed),
+)
+
+
+@dataclass
+class Program:
+    text: str
+    expected: str
+
+
+@st.composite
+def programs(draw) -> Program:
+    """A grid-level program: chunks of a generated input, a block program per chunk, concat."""
+    log_k = draw(st.integers(1, 4))
+    k = 2 ** log_k
+    chunks = draw(st.integers(1, 5))
+    seed = draw(int_exprs)
+    block = draw(block_programs)
+    inputs = [seed.model(i) for i in range(k * chunks)]
+    out_len = block.out_len(k)
+    expected = []
+    for c in range(chunks):
+        expected += block.model(inputs[c * k:(c + 1) * k])
+    text = (f"val main = do<grid> {{\n"
+            f"  xs <- forcePull<grid> (generate {k * chunks} (fn x => {seed.text})) ;\n"
+            f"  ys <- splitUp {k} xs |> mapPull {block.text} |> concat<block> {out_len} ;\n"
+            f"  forceAndPrint {len(expected)} ys\n"
+            f"}}\n")
+    return Program(text, "[" + ",".join(str(v) for v in expected) + "]\n")

@@ -284,4 +284,4 @@ def _show(s: Stmt, indent: int) -> str:
         return f'{pad}({s.array.name}, {s.length.name}) = readIntCSV("{s.path}");'
     if isinstance(s, Fail):
         return f'{pad}failIf({show_expr(s.cond)}, "{s.message}");'
-    raise TypeError(s)
+    return pad + s.show_il()  # statements defined by later stages

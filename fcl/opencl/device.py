@@ -1,0 +1,115 @@
+"""Choosing an OpenCL device and building programs for it, with a cache.
+
+Without a choice (`--device`, or `PYOPENCL_CTX`), a GPU is used if any platform has one, else
+PoCL on the CPU, which pip installs (`pocl-binary-distribution`), so a fresh machine needs no
+system OpenCL. Oclgrind, a simulator, is only used when asked for.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+
+from fcl.errors import FCLError
+
+
+@dataclass
+class Device:
+    context: cl.Context
+    queue: cl.CommandQueue
+    device: cl.Device
+
+    @property
+    def name(self) -> str:
+        return f"{self.device.name.strip()} ({self.device.platform.name.strip()})"
+
+    @property
+    def local_mem_size(self) -> int:
+        return int(self.device.local_mem_size)
+
+    @property
+    def max_alloc(self) -> int:
+        return int(self.device.max_mem_alloc_size)
+
+    @property
+    def max_work_group_size(self) -> int:
+        return int(self.device.max_work_group_size)
+
+    @property
+    def has_fp64(self) -> bool:
+        return "cl_khr_fp64" in self.device.extensions or bool(self.device.double_fp_config)
+
+
+def all_devices() -> list[tuple[str, cl.Device]]:
+    """(`platform:device` id, device) for every device of every platform."""
+    found = []
+    for p, platform in enumerate(cl.get_platforms()):
+        for d, device in enumerate(platform.get_devices()):
+            found.append((f"{p}:{d}", device))
+    return found
+
+
+def describe_devices() -> list[str]:
+    return [f"{ident}  {dev.name.strip()}  [{dev.platform.name.strip()}, "
+            f"{cl.device_type.to_string(dev.type)}]" for ident, dev in all_devices()]
+
+
+def pick_device(choice: str | None = None) -> cl.Device:
+    devices = all_devices()
+    if not devices:
+        raise FCLError("no OpenCL device found (install pocl-binary-distribution for a CPU device)")
+    choice = choice or os.environ.get("PYOPENCL_CTX") or None
+    if choice:
+        for ident, dev in devices:
+            if ident == choice or (re.fullmatch(r"\d+", choice) and ident == f"{choice}:0"):
+                return dev
+        for ident, dev in devices:
+            if choice.lower() in dev.name.lower() or choice.lower() in dev.platform.name.lower():
+                return dev
+        raise FCLError(f"no OpenCL device matches `{choice}`; the devices are:\n  " +
+                       "\n  ".join(describe_devices()))
+    # Oclgrind calls itself a GPU, but it is a simulator: only used when asked for by name.
+    usable = [dev for _, dev in devices if not is_oclgrind(dev)] or [devices[0][1]]
+    gpus = [dev for dev in usable if dev.type & cl.device_type.GPU]
+    return (gpus or usable)[0]
+
+
+def is_oclgrind(dev: cl.Device) -> bool:
+    return "oclgrind" in dev.platform.name.lower()
+
+
+_devices: dict[int, Device] = {}
+
+
+def open_device(choice: str | None = None) -> Device:
+    dev = pick_device(choice)
+    key = dev.int_ptr
+    if key not in _devices:
+        context = cl.Context([dev])
+        queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        _devices[key] = Device(context, queue, dev)
+    return _devices[key]
+
+
+_programs: dict[tuple[int, str], cl.Program] = {}
+build_count = 0  # programs actually built, for tests of the cache
+
+
+def build(device: Device, source: str) -> cl.Program:
+    """The built program for `source`, built once per device."""
+    global build_count
+    key = (device.device.int_ptr, source)
+    if key not in _programs:
+        try:
+            _programs[key] = cl.Program(device.context, source).build()
+        except cl.RuntimeError as err:
+            log = getattr(err, "what", lambda: str(err))()
+            raise FCLError(f"the OpenCL compiler rejected the generated code:\n{log}") from None
+        build_count += 1
+    return _programs[key]
+
+
+DTYPES = {"int": np.int32, "double": np.float64, "bool": np.uint8}

@@ -1,0 +1,262 @@
+"""Run a kernelized host program with PyOpenCL: the host side of the generated code.
+
+Host scalars follow the same 32-bit C semantics as the kernels (and the interpreter, whose
+scalar functions are reused). Arrays are device buffers; a host read of one element (a scalar
+returned from a grid program) copies it back.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+import pyopencl as cl
+
+from fcl.errors import FCLError
+from fcl.il import ir
+from fcl.interp.prims import _c_div, _c_mod, _clz
+from fcl.opencl.device import DTYPES, Device, build, open_device
+from fcl.opencl.emit import opencl_source
+from fcl.opencl.kernelize import Kernel, Launch, Special, kernelize
+
+NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}
+BINARY = {
+    "+": np.add, "-": np.subtract, "*": np.multiply, "==": np.equal, "!=": np.not_equal,
+    "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+    "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor, "min": np.minimum,
+    "max": np.maximum, "<<": lambda a, b: np.left_shift(a, b & 31),
+    ">>": lambda a, b: np.right_shift(a, b & 31),
+}
+
+
+@dataclass
+class DeviceArray:
+    buffer: cl.Buffer
+    dtype: type
+    length: int
+
+
+class HostRun:
+    def __init__(self, device: Device, kernels: dict[str, cl.Kernel], block_size: int,
+                 out: TextIO, err: TextIO):
+        self.device, self.kernels, self.block_size = device, kernels, block_size
+        self.out, self.err = out, err
+        self.env: dict[str, object] = {}
+        self.events: list[cl.Event] | None = None  # collected while benchmarking
+        self.fail_flags: dict[str, tuple[cl.Buffer, Kernel]] = {}
+
+    # ---- expressions
+    def eval(self, e: ir.Expr):
+        if isinstance(e, ir.Const):
+            return NP_TYPES[e.type](e.value)
+        if isinstance(e, ir.Var):
+            return self.env[e.name]
+        if isinstance(e, Special):
+            if e.name in ("local_size",):
+                return np.int32(self.block_size)
+            raise AssertionError(e)
+        if isinstance(e, ir.Index):
+            array = self.env[e.array.name]
+            i = int(self.eval(e.index))
+            host = np.empty(1, dtype=array.dtype)
+            cl.enqueue_copy(self.device.queue, host, array.buffer,
+                            src_offset=i * np.dtype(array.dtype).itemsize)
+            return NP_TYPES[array_elem(e.array)](host[0])
+        if isinstance(e, ir.Bin):
+            if e.op == "&&":
+                return np.bool_(self.eval(e.left) and self.eval(e.right))
+            if e.op == "||":
+                return np.bool_(self.eval(e.left) or self.eval(e.right))
+            a, b = self.eval(e.left), self.eval(e.right)
+            if e.op in ("/", "%"):
+                if e.type == ir.DOUBLE:
+                    return np.float64(a / b if e.op == "/" else np.fmod(a, b))
+                if b == 0:
+                    return np.int32(0)  # undefined in C; kernels do not trap either
+                return np.int32(_c_div(a, b) if e.op == "/" else _c_mod(a, b))
+            return BINARY[e.op](a, b)
+        if isinstance(e, ir.Un):
+            a = self.eval(e.arg)
+            return {"neg": lambda: -a, "not": lambda: np.bool_(not a), "abs": lambda: abs(a),
+                    "sign": lambda: np.int32((a > 0) - (a < 0)), "clz": lambda: _clz(np.int32(a)),
+                    "i2d": lambda: np.float64(a), "d2i": lambda: np.int32(np.trunc(a)),
+                    "b2i": lambda: np.int32(a), "sqrt": lambda: np.sqrt(a)}[e.op]()
+        if isinstance(e, ir.Select):
+            return self.eval(e.then) if self.eval(e.cond) else self.eval(e.else_)
+        raise TypeError(e)
+
+    # ---- statements
+    def run(self, stmts: list[ir.Stmt]) -> None:
+        for s in stmts:
+            self.stmt(s)
+
+    def stmt(self, s: ir.Stmt) -> None:
+        if isinstance(s, (ir.Declare, ir.Assign)):
+            self.env[s.var.name] = self.eval(s.init if isinstance(s, ir.Declare) else s.value)
+        elif isinstance(s, ir.Alloc):
+            self.env[s.var.name] = self.allocate(s)
+        elif isinstance(s, Launch):
+            self.launch(s)
+        elif isinstance(s, ir.SeqFor):
+            for k in range(int(self.eval(s.bound))):
+                self.env[s.var.name] = np.int32(k)
+                self.run(s.body)
+        elif isinstance(s, ir.While):
+            while True:
+                self.run(s.test)
+                if not self.eval(s.cond):
+                    break
+                self.run(s.body)
+        elif isinstance(s, ir.If):
+            self.run(s.then if self.eval(s.cond) else s.else_)
+        elif isinstance(s, ir.Fail):
+            if self.eval(s.cond):
+                raise FCLError(s.message, s.span)
+        elif isinstance(s, ir.Print):
+            self.print_array(s)
+        elif isinstance(s, ir.Benchmark):
+            self.benchmark(s)
+        elif isinstance(s, ir.ReadCSV):
+            self.read_csv(s)
+        elif isinstance(s, ir.Store):
+            array = self.env[s.array.name]
+            value = np.array([self.eval(s.value)], dtype=array.dtype)
+            cl.enqueue_copy(self.device.queue, array.buffer, value,
+                            dst_offset=int(self.eval(s.index)) * value.itemsize)
+        else:
+            raise TypeError(s)
+
+    def allocate(self, s: ir.Alloc) -> DeviceArray:
+        length = int(self.eval(s.size))
+        dtype = DTYPES[s.var.type.elem]
+        nbytes = max(length, 1) * np.dtype(dtype).itemsize
+        if length < 0:
+            raise FCLError(f"cannot allocate an array of negative length {length}", s.span)
+        if nbytes > self.device.max_alloc:
+            raise FCLError(f"cannot allocate {length} elements ({nbytes} bytes): the device "
+                           f"allows at most {self.device.max_alloc} bytes in one buffer", s.span)
+        return DeviceArray(cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes),
+                           dtype, length)
+
+    def launch(self, s: Launch) -> None:
+        kernel = s.kernel
+        args = []
+        for p in kernel.params:
+            value = self.env[p.name]
+            if isinstance(value, DeviceArray):
+                args.append(value.buffer)
+            else:
+                args.append(np.int32(value) if p.type == ir.BOOL else NP_TYPES[p.type](value))
+        local_bytes = 0
+        for local in kernel.locals:
+            n = int(self.eval(local.size)) * (self.block_size if local.per_item else 1)
+            nbytes = max(n, 1) * np.dtype(DTYPES[local.var.type.elem]).itemsize
+            local_bytes += nbytes
+            args.append(cl.LocalMemory(nbytes))
+        if local_bytes > self.device.local_mem_size:
+            raise FCLError(f"this kernel needs {local_bytes} bytes of local memory per work-group, "
+                           f"but the device has {self.device.local_mem_size}", s.span,
+                           ["use smaller chunks per work-group, or a smaller block size"])
+        if kernel.fails:
+            args.append(self.fail_flag(kernel))
+        groups = int(self.eval(s.groups))
+        if groups <= 0:
+            return
+        event = self.kernels[kernel.name](self.device.queue, (groups * self.block_size,),
+                                          (self.block_size,), *args)
+        if self.events is not None:
+            self.events.append(event)
+
+    def fail_flag(self, kernel: Kernel) -> cl.Buffer:
+        if kernel.name not in self.fail_flags:
+            flag = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                             hostbuf=np.zeros(1, dtype=np.int32))
+            self.fail_flags[kernel.name] = (flag, kernel)
+        return self.fail_flags[kernel.name][0]
+
+    def check_failures(self) -> None:
+        """Report the first failed check of any kernel run so far."""
+        for flag, kernel in self.fail_flags.values():
+            code = np.zeros(1, dtype=np.int32)
+            cl.enqueue_copy(self.device.queue, code, flag)
+            if code[0]:
+                failed = kernel.fails[code[0] - 1]
+                raise FCLError(failed.message, failed.span)
+
+    def print_array(self, s: ir.Print) -> None:
+        self.check_failures()
+        array = self.env[s.array.name]
+        count = int(self.eval(s.count))
+        host = np.empty(count, dtype=array.dtype)
+        cl.enqueue_copy(self.device.queue, host, array.buffer)
+        fmt = "%.5f" if array.dtype == np.float64 else "%i"
+        self.out.write("[" + ",".join(fmt % v for v in host.tolist()) + "]\n")
+
+    def benchmark(self, s: ir.Benchmark) -> None:
+        count = int(self.eval(s.count))
+        if count < 1:
+            raise FCLError(f"benchmark needs at least one repetition, not {count}", s.span)
+        self.run(s.body)  # warm-up: builds caches and first-touch allocations, not timed
+        self.device.queue.finish()
+        times = []
+        for _ in range(count):
+            self.events = []
+            self.run(s.body)
+            self.device.queue.finish()
+            times.append(sum((e.profile.end - e.profile.start) for e in self.events) / 1e6)
+        self.events = None
+        self.check_failures()
+        self.err.write(f"Benchmark ({count} repetitions): {sum(times) / count:f} ms per run\n")
+        self.err.write(f"  min {min(times):f} ms, median {float(np.median(times)):f} ms\n")
+
+    def read_csv(self, s: ir.ReadCSV) -> None:
+        try:
+            text = Path(s.path).read_text()
+        except OSError as err:
+            raise FCLError(f"cannot read `{s.path}`: {err.strerror or err}", s.span) from None
+        fields = [f for f in re.split(r"[,\s]+", text) if f]
+        values = np.array([int(m.group()) if (m := re.match(r"[+-]?\d+", f)) else 0
+                           for f in fields], dtype=np.int32)
+        buffer = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                           hostbuf=values if values.size else np.zeros(1, np.int32))
+        self.env[s.array.name] = DeviceArray(buffer, np.int32, len(values))
+        self.env[s.length.name] = np.int32(len(values))
+
+
+def array_elem(var: ir.Var) -> str:
+    return var.type.elem
+
+
+@dataclass
+class Compiled:
+    host: list[ir.Stmt]
+    kernels: list[Kernel]
+    source: str
+    line_table: list
+
+
+def compile_host_program(host_program: list[ir.Stmt]) -> Compiled:
+    host, kernels = kernelize(host_program)
+    source, table = opencl_source(kernels)
+    return Compiled(host, kernels, source, table)
+
+
+def run_compiled(compiled: Compiled, device: str | None = None, block_size: int = 256,
+                 out: TextIO | None = None, err: TextIO | None = None) -> None:
+    dev = open_device(device)
+    if "double" in compiled.source and not dev.has_fp64:
+        raise FCLError(f"the device {dev.name} does not support doubles")
+    if block_size > dev.max_work_group_size:
+        raise FCLError(f"block size {block_size} is larger than the device's maximum work-group "
+                       f"size {dev.max_work_group_size}")
+    kernels = {}
+    if compiled.kernels:
+        program = build(dev, compiled.source)
+        kernels = {k.name: getattr(program, k.name) for k in compiled.kernels}
+    run = HostRun(dev, kernels, block_size, out or sys.stdout, err or sys.stderr)
+    run.run(compiled.host)
+    dev.queue.finish()
+    run.check_failures()

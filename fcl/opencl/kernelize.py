@@ -1,0 +1,268 @@
+"""Cut a lowered host program into host statements and OpenCL kernels.
+
+Grid-level `Distribute` (one work-group per iteration) and grid-level `ParFor` (one work-item
+per iteration) become kernels launched from the host; everything else stays on the host. Inside
+a kernel, block-level loops become strided loops over the work-items of the group followed by a
+barrier, and memory allocated at block level becomes exactly-sized local memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fcl.errors import FCLError, Span
+from fcl.il import ir
+
+MAX_GROUPS = 65536        # more iterations than this are virtualized: each group loops
+PRIVATE_ARRAY_LIMIT = 64  # thread-level arrays up to this size live in registers
+
+
+@dataclass(frozen=True, eq=False)
+class Special(ir.Expr):
+    """A work-item builtin: local_id, local_size, group_id, num_groups, global_id, global_size."""
+
+    name: str
+    type: str = ir.INT
+
+
+@dataclass(eq=False)
+class StridedFor(ir.Stmt):
+    """for (var = start; var < bound; var += step) body"""
+
+    var: ir.Var
+    start: ir.Expr
+    bound: ir.Expr
+    step: ir.Expr
+    body: list[ir.Stmt]
+
+
+@dataclass(eq=False)
+class LocalArray:
+    """An array in local memory: `per_item` means one slice of `size` elements per work-item."""
+
+    var: ir.Var
+    size: ir.Expr  # in elements, an expression over host values
+    per_item: bool
+    span: Span | None
+
+
+@dataclass(eq=False)
+class Kernel:
+    name: str
+    body: list[ir.Stmt]
+    params: list[ir.Var] = field(default_factory=list)  # host values, by value or __global
+    locals: list[LocalArray] = field(default_factory=list)
+    private: list[tuple[ir.Var, int]] = field(default_factory=list)  # arrays in registers
+    fails: list[ir.Fail] = field(default_factory=list)     # index into this list = fail code
+    span: Span | None = None
+
+
+@dataclass(eq=False)
+class Launch(ir.Stmt):
+    kernel: Kernel
+    groups: ir.Expr  # number of work-groups (an expression over host values)
+
+    def show_il(self) -> str:
+        return f"launch {self.kernel.name}<<<{ir.show_expr(self.groups)}>>>;"
+
+
+class Kernelizer:
+    def __init__(self):
+        self.kernels: list[Kernel] = []
+
+    def host(self, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+        out = []
+        for s in stmts:
+            if isinstance(s, ir.Distribute) and s.level == "grid":
+                out.append(self.distribute_kernel(s))
+            elif isinstance(s, ir.ParFor) and s.level == "grid":
+                out.append(self.parfor_kernel(s))
+            elif isinstance(s, (ir.ParFor, ir.Distribute)):
+                raise FCLError(f"a {s.level}-level parallel loop cannot run on the host", s.span)
+            elif isinstance(s, ir.SeqFor):
+                out.append(ir.SeqFor(s.var, s.bound, self.host(s.body), span=s.span))
+            elif isinstance(s, ir.While):
+                out.append(ir.While(self.host(s.test), s.cond, self.host(s.body), span=s.span))
+            elif isinstance(s, ir.If):
+                out.append(ir.If(s.cond, self.host(s.then), self.host(s.else_), span=s.span))
+            elif isinstance(s, ir.Benchmark):
+                out.append(ir.Benchmark(s.count, self.host(s.body), span=s.span))
+            elif isinstance(s, ir.Alloc) and s.level != "grid":
+                raise FCLError(f"{s.level}-level memory cannot be allocated on the host", s.span)
+            else:
+                out.append(s)
+        return out
+
+    def _new_kernel(self, span: Span | None) -> Kernel:
+        line = f"_line{span.line}" if span is not None else ""
+        kernel = Kernel(f"kernel{len(self.kernels)}{line}", [], span=span)
+        self.kernels.append(kernel)
+        return kernel
+
+    def distribute_kernel(self, s: ir.Distribute) -> Launch:
+        kernel = self._new_kernel(s.span)
+        body = KernelBody(kernel).block(s.body, level="block")
+        kernel.body = [StridedFor(s.var, Special("group_id"), s.bound, Special("num_groups"), body,
+                                  span=s.span)]
+        finish(kernel)
+        groups = ir.Bin("min", s.bound, ir.Const(MAX_GROUPS, ir.INT), ir.INT)
+        return Launch(kernel, groups, span=s.span)
+
+    def parfor_kernel(self, s: ir.ParFor) -> Launch:
+        kernel = self._new_kernel(s.span)
+        body = KernelBody(kernel).block(s.body, level="thread")
+        kernel.body = [StridedFor(s.var, Special("global_id"), s.bound, Special("global_size"),
+                                  body, span=s.span)]
+        finish(kernel)
+        per_group = Special("local_size")
+        groups = ir.Bin("/", ir.Bin("+", s.bound, ir.Bin("-", per_group, ir.Const(1, ir.INT), ir.INT),
+                                    ir.INT), per_group, ir.INT)
+        groups = ir.Bin("min", groups, ir.Const(MAX_GROUPS, ir.INT), ir.INT)
+        return Launch(kernel, groups, span=s.span)
+
+
+class KernelBody:
+    """Rewrites the body of one kernel: block-level loops, local and private memory."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+
+    def block(self, stmts: list[ir.Stmt], level: str) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        for s in stmts:
+            out += self.stmt(s, level)
+        return out
+
+    def stmt(self, s: ir.Stmt, level: str) -> list[ir.Stmt]:
+        if isinstance(s, (ir.ParFor, ir.Distribute)):
+            if s.level != "block" or level != "block":
+                raise FCLError(f"a {s.level}-level parallel loop cannot appear inside "
+                               f"{level}-level code", s.span)
+            # Either way each iteration is run by one work-item: thread-level code.
+            loop = StridedFor(s.var, Special("local_id"), s.bound, Special("local_size"),
+                              self.block(s.body, "thread"), span=s.span)
+            return [loop, ir.Barrier("block", span=s.span)]
+        if isinstance(s, ir.Alloc):
+            return self.alloc(s, level)
+        if isinstance(s, ir.SeqFor):
+            return [ir.SeqFor(s.var, s.bound, self.block(s.body, level), span=s.span)]
+        if isinstance(s, ir.While):
+            return [ir.While(self.block(s.test, level), s.cond, self.block(s.body, level),
+                             span=s.span)]
+        if isinstance(s, ir.If):
+            return [ir.If(s.cond, self.block(s.then, level), self.block(s.else_, level),
+                          span=s.span)]
+        if isinstance(s, ir.Fail):
+            self.kernel.fails.append(s)
+            return [s]
+        if isinstance(s, (ir.Print, ir.Benchmark, ir.ReadCSV)):
+            raise FCLError("host operations (printing, benchmarking, reading files) cannot "
+                           "run inside a kernel", s.span)
+        return [s]
+
+    def alloc(self, s: ir.Alloc, level: str) -> list[ir.Stmt]:
+        if s.level == "grid":
+            raise FCLError("global memory cannot be allocated inside a kernel", s.span)
+        if s.level == "thread" and level == "thread" and isinstance(s.size, ir.Const) \
+                and s.size.value <= PRIVATE_ARRAY_LIMIT:
+            self.kernel.private.append((s.var, max(int(s.size.value), 1)))
+            return []
+        per_item = s.level == "thread" and level == "thread"
+        self.kernel.locals.append(LocalArray(s.var, s.size, per_item, s.span))
+        return []
+
+
+def finish(kernel: Kernel) -> None:
+    """Kernel parameters: the host variables the body uses. Local memory sizes are computed on
+    the host at launch, so they may only use host values."""
+    bound: set[str] = {a.var.name for a in kernel.locals} | {v.name for v, _ in kernel.private}
+    used: dict[str, ir.Var] = {}
+    _scan(kernel.body, bound, used)
+    kernel.params = sorted(used.values(), key=lambda v: v.name)
+    inside = _declared_names(kernel.body)
+    for local in kernel.locals:
+        names: dict[str, ir.Var] = {}
+        _expr_vars(local.size, names)
+        if any(name in inside for name in names):
+            raise FCLError("the size of this array depends on values computed inside the "
+                           "kernel, but local memory must be sized before the kernel starts",
+                           local.span)
+
+
+def _declared_names(stmts: list[ir.Stmt]) -> set[str]:
+    names: set[str] = set()
+    for s in stmts:
+        if isinstance(s, ir.Declare):
+            names.add(s.var.name)
+        for child in _children(s):
+            names |= _declared_names(child)
+        if isinstance(s, (StridedFor, ir.SeqFor)):
+            names.add(s.var.name)
+    return names
+
+
+def _children(s: ir.Stmt) -> list[list[ir.Stmt]]:
+    if isinstance(s, (StridedFor, ir.SeqFor, ir.ParFor, ir.Distribute, ir.Benchmark)):
+        return [s.body]
+    if isinstance(s, ir.While):
+        return [s.test, s.body]
+    if isinstance(s, ir.If):
+        return [s.then, s.else_]
+    return []
+
+
+def _scan(stmts: list[ir.Stmt], bound: set[str], used: dict[str, ir.Var]) -> None:
+    bound = set(bound)
+    for s in stmts:
+        exprs: list[ir.Expr] = []
+        if isinstance(s, ir.Declare):
+            exprs = [s.init]
+        elif isinstance(s, ir.Assign):
+            exprs = [s.var, s.value]
+        elif isinstance(s, ir.Store):
+            exprs = [s.array, s.index, s.value]
+        elif isinstance(s, StridedFor):
+            exprs = [s.start, s.bound, s.step]
+        elif isinstance(s, ir.SeqFor):
+            exprs = [s.bound]
+        elif isinstance(s, ir.While):
+            exprs = [s.cond]
+        elif isinstance(s, ir.If):
+            exprs = [s.cond]
+        elif isinstance(s, ir.Fail):
+            exprs = [s.cond]
+        found: dict[str, ir.Var] = {}
+        for e in exprs:
+            _expr_vars(e, found)
+        for name, var in found.items():
+            if name not in bound:
+                used.setdefault(name, var)
+        if isinstance(s, (StridedFor, ir.SeqFor)):
+            _scan(s.body, bound | {s.var.name}, used)
+        else:
+            for child in _children(s):
+                _scan(child, bound, used)
+        if isinstance(s, ir.Declare):
+            bound.add(s.var.name)
+
+
+def _expr_vars(e: ir.Expr, out: dict[str, ir.Var]) -> None:
+    if isinstance(e, ir.Var):
+        out.setdefault(e.name, e)
+    elif isinstance(e, ir.Index):
+        _expr_vars(e.array, out)
+        _expr_vars(e.index, out)
+    elif isinstance(e, ir.Bin):
+        _expr_vars(e.left, out)
+        _expr_vars(e.right, out)
+    elif isinstance(e, ir.Un):
+        _expr_vars(e.arg, out)
+    elif isinstance(e, ir.Select):
+        _expr_vars(e.cond, out)
+        _expr_vars(e.then, out)
+        _expr_vars(e.else_, out)
+
+
+def kernelize(host_program: list[ir.Stmt]) -> tuple[list[ir.Stmt], list[Kernel]]:
+    k = Kernelizer()
+    host = k.host(host_program)
+    return host, k.kernels

@@ -1,7 +1,9 @@
 """The `fcl` command: check, run and inspect FCL programs.
 
     fcl check [--types] [--no-prelude] FILE...
-    fcl run [--backend interp] [--no-prelude] [--block-size N] FILE...
+    fcl run [--backend opencl|interp] [--device D] [--block-size N] [--bounds-check] FILE...
+    fcl compile [-o out.cl] [--dump-il] FILE...
+    fcl devices
 
 Files are read in order after the prelude, like the original compiler; options may come before
 or after the files. Errors go to stderr as `file:line:col: error: ...` and the exit status is 1.
@@ -26,15 +28,32 @@ def _parser() -> argparse.ArgumentParser:
     _common(check)
 
     run = commands.add_parser("run", help="run a program's `main`")
-    run.add_argument("--backend", choices=["interp"], default="interp",
-                     help="where to run: the reference interpreter")
-    run.add_argument("--block-size", type=int, default=256, metavar="N",
-                     help="work-group size, the value of #BlockSize (default 256)")
+    run.add_argument("--backend", choices=["opencl", "interp"], default="opencl",
+                     help="where to run: generated OpenCL (default) or the reference interpreter")
+    run.add_argument("--device", metavar="D",
+                     help="OpenCL device: `platform:device` (see `fcl devices`) or part of its name")
+    _compile_options(run)
+    run.add_argument("--dump-il", action="store_true", help="print the IL before running")
     _common(run)
+
+    comp = commands.add_parser("compile", help="write the generated OpenCL kernels")
+    comp.add_argument("-o", "--output", metavar="FILE", help="write the kernels here (default: stdout)")
+    comp.add_argument("--dump-il", action="store_true", help="print the IL instead of OpenCL")
+    _compile_options(comp)
+    _common(comp)
+
+    commands.add_parser("devices", help="list the OpenCL devices")
 
     lmad = commands.add_parser("lmad", help="show an LMAD: its points and a memory diagram")
     lmad.add_argument("args", nargs=argparse.REMAINDER)
     return parser
+
+
+def _compile_options(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--block-size", type=int, default=256, metavar="N",
+                     help="work-group size, the value of #BlockSize (default 256)")
+    cmd.add_argument("--bounds-check", action="store_true",
+                     help="check every array index at run time and report the FCL location")
 
 
 def _common(cmd: argparse.ArgumentParser) -> None:
@@ -63,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         from fcl.lmad.cli import main_lmad
         return main_lmad(args.args)
     try:
+        if args.command == "devices":
+            from fcl.opencl.device import describe_devices
+            print("\n".join(describe_devices()))
+            return 0
         session = load(args.files, prelude=not args.no_prelude)
         if args.command == "check":
             if args.types:
@@ -70,17 +93,38 @@ def main(argv: list[str] | None = None) -> int:
                 for decl in decls:
                     print(f"{decl.name} : {decl.scheme}")
             return 0
-        from fcl.driver import main_root, run_interpreter
-        from fcl.interp.eval import RunConfig
-        run_interpreter(session, main_root(session), RunConfig(block_size=args.block_size))
-        return 0
+        return _run_or_compile(args, session)
     except FCLError as err:
         sys.stdout.flush()
         print(err.render(), file=sys.stderr)
         return 1
-    except RecursionError:
-        print("error: the program nests too deeply for the interpreter", file=sys.stderr)
-        return 1
+
+
+def _run_or_compile(args, session: Session) -> int:
+    from fcl import driver
+    from fcl.il.ir import show_stmts
+    if args.block_size < 1:
+        raise FCLError(f"the block size must be positive, not {args.block_size}")
+    options = driver.CompileOptions(args.block_size, args.bounds_check)
+    root = driver.main_root(session)
+    if args.dump_il:
+        print(show_stmts(driver.lower(session, root, options)))
+        if args.command == "compile":
+            return 0
+    if args.command == "compile":
+        source = driver.compile_opencl(session, root, options).source
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(source)
+        else:
+            print(source)
+        return 0
+    if args.backend == "interp":
+        from fcl.interp.eval import RunConfig
+        driver.run_interpreter(session, root, RunConfig(block_size=args.block_size))
+    else:
+        driver.run_opencl(session, root, options, device=args.device)
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """From a checked session to a result: pick the root, monomorphize, run on a back end."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fcl.errors import FCLError
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.mono import MonoProgram, level_number, monomorphize
@@ -31,4 +33,8 @@ def mono_program(session: Session, root: ast.Expr) -> MonoProgram:
 
 
 def run_interpreter(session: Session, root: ast.Expr, config: RunConfig | None = None):
-    return Interpreter(config).run(mono_program(session, root))
+    try:
+        return Interpreter(config).run(mono_program(session, root))
+    except RecursionError:
+        raise FCLError("the program is nested too deeply for the interpreter to run", root.span,
+                       ["split deeply nested expressions into smaller definitions"]) from None

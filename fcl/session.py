@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import copy
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from fcl.errors import FCLError, Source
+from fcl.errors import FCLError, Source, Span
 from fcl.syntax import ast
 from fcl.syntax.parser import parse_cell, parse_program
 from fcl.types.infer import Checker, Scope
@@ -50,7 +51,8 @@ class Session:
         try:
             for decl in decls:
                 self._warn_sig_name(decl)
-                self.scope = self.checker.check_decl(self.scope, decl)
+                with _depth_guard(decl.name_span, f"the definition of `{decl.name}`"):
+                    self.scope = self.checker.check_decl(self.scope, decl)
                 self.decls.append(decl)
         except BaseException:
             self.restore(snap)
@@ -68,7 +70,8 @@ class Session:
         self.add_decls(module.decls)
         if module.expr is not None:
             try:
-                self.checker.check_expr(self.scope, module.expr)
+                with _depth_guard(module.expr.span, "this expression"):
+                    self.checker.check_expr(self.scope, module.expr)
             except BaseException:
                 self.restore(snap)
                 raise
@@ -87,6 +90,16 @@ class Session:
             self.warnings.append(FCLError(f"this signature names `{name}` but is followed by the "
                                           f"definition of `{decl.name}`", span,
                                           kind="warning").render())
+
+
+@contextmanager
+def _depth_guard(span: Span, what: str):
+    """Turn Python running out of stack on deeply nested source into an FCL error at `span`."""
+    try:
+        yield
+    except RecursionError:
+        raise FCLError(f"{what} is nested too deeply to type-check", span,
+                       ["split it into smaller definitions"]) from None
 
 
 def expr_type(e: ast.Expr) -> Type:

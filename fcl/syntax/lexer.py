@@ -7,6 +7,8 @@ that follow it. Produces Lark tokens for the LALR parser in `parser.py`.
 """
 from __future__ import annotations
 
+import math
+
 from lark import Token
 
 from fcl.errors import FCLError, Source, Span
@@ -37,6 +39,10 @@ OPERATORS = sorted([
 INT32_MAX = 2**31 - 1
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0", "a": "\a",
            "b": "\b", "f": "\f", "v": "\v"}
+
+
+def _is_digit(ch: str) -> bool:
+    return "0" <= ch <= "9"  # not str.isdigit, which also accepts digits of other scripts
 
 
 def _is_ident_start(ch: str) -> bool:
@@ -72,7 +78,7 @@ class Lexer:
                 return self.tokens
             start = self.pos
             ch = text[start]
-            if ch.isdigit() or (ch == "-" and start + 1 < len(text) and text[start + 1].isdigit()):
+            if _is_digit(ch) or (ch == "-" and start + 1 < len(text) and _is_digit(text[start + 1])):
                 self.number()
             elif _is_ident_start(ch):
                 while self.pos < len(text) and _is_ident_char(text[self.pos]):
@@ -94,7 +100,8 @@ class Lexer:
                         self.emit(kind, op, start)
                         break
                 else:
-                    raise self.error(f"unexpected character {ch!r}", start)
+                    shown = f"`{ch}`" if ch.isprintable() else f"U+{ord(ch):04X}"
+                    raise self.error(f"unexpected character {shown}", start)
 
     def skip_space_and_comments(self) -> None:
         text = self.text
@@ -139,7 +146,7 @@ class Lexer:
         else:
             self._take_digits(10)
             is_float = False
-            if self.pos + 1 < len(text) and text[self.pos] == "." and text[self.pos + 1].isdigit():
+            if self.pos + 1 < len(text) and text[self.pos] == "." and _is_digit(text[self.pos + 1]):
                 self.pos += 1
                 self._take_digits(10)
                 is_float = True
@@ -147,16 +154,22 @@ class Lexer:
                 exp = self.pos + 1
                 if exp < len(text) and text[exp] in "+-":
                     exp += 1
-                if exp < len(text) and text[exp].isdigit():
+                if exp < len(text) and _is_digit(text[exp]):
                     self.pos = exp
                     self._take_digits(10)
                     is_float = True
-            if is_float:
-                self.emit("FLOAT", float(text[start:self.pos]), start)
-                return
-            value = int(text[digits_start:self.pos])
+            value = int(text[digits_start:self.pos]) if not is_float else None
         if self.pos < len(text) and _is_ident_char(text[self.pos]):
-            raise self.error(f"malformed number `{text[start:self.pos + 1]}`", start, self.pos + 1)
+            end = self.pos
+            while end < len(text) and _is_ident_char(text[end]):
+                end += 1
+            raise self.error(f"malformed number `{text[start:end]}`", start, end)
+        if value is None:
+            number = float(text[start:self.pos])
+            if math.isinf(number):
+                raise self.error("this number is too large for a double", start, self.pos)
+            self.emit("FLOAT", number, start)
+            return
         if text[start] == "-":
             value = -value
         if not -INT32_MAX - 1 <= value <= INT32_MAX:

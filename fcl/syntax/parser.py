@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedToken, VisitError
 from lark.lexer import Lexer as LarkLexer
 
@@ -23,6 +23,7 @@ BINARY_BUILTINS = {
     "<<": "sll", ">>": "srl", "&": "andi", "|": "ori", "^": "xor",
 }
 DECL_KEYWORDS = {"SIG", "FUN", "VAL"}
+CONCRETE_LEVEL_NAMES = {"thread", "block", "grid", "Z"}
 
 
 class _TokenPassThrough(LarkLexer):
@@ -95,6 +96,7 @@ _SHOW = {
     "LVL_CLOSE": "`>`", "LVL_OPEN": "`<`", "TYVAR": "a type variable", "$END": "the end of input",
 }
 _CLOSERS = {"LPAR": "RPAR", "LSQB": "RSQB", "LBRACE": "RBRACE", "LVL_OPEN": "LVL_CLOSE"}
+_CLOSER_OF = {closer: opener for opener, closer in _CLOSERS.items()}
 
 
 def _describe_token(tok: Token) -> str:
@@ -129,13 +131,22 @@ def _syntax_error(source: Source, tokens: list[Token], err: UnexpectedToken) -> 
         span = _eof_span(source, tokens)
     else:
         span = Span(source, tok.start_pos, tok.end_pos)
-    expected = _describe_expected(set(err.expected))
+    open_before = _open_brackets(tokens, tok)
+    # LALR merges states, so its expected set may name closers (and `;`, which only separates
+    # `do` statements) that cannot occur here because no such bracket is open.
+    open_types = {o.type for o in open_before}
+    expected = {e for e in err.expected
+                if not (e in _CLOSER_OF and _CLOSER_OF[e] not in open_types
+                        or e == "SEMI" and "LBRACE" not in open_types)}
+    described = _describe_expected(expected)
     message = f"unexpected {_describe_token(tok)}"
-    if expected:
-        message += f"; expected {expected}"
+    if described:
+        message += f"; expected {described}"
     error = FCLError(message, span)
-    opener = _unclosed_opener(tokens, tok)
-    if opener is not None and (tok.type == "$END" or tok.type in _CLOSERS.values()):
+    never_closed = {id(o) for o in _open_brackets(tokens)}
+    unclosed = [o for o in open_before if id(o) in never_closed]
+    if unclosed:
+        opener = unclosed[-1]
         error.notes.append((Span(source, opener.start_pos, opener.end_pos),
                             f"this `{opener.value}` is never closed"))
     if tok.type == "LARROW":
@@ -144,22 +155,25 @@ def _syntax_error(source: Source, tokens: list[Token], err: UnexpectedToken) -> 
     if tok.type == "INT" and tok.value < 0 and err.expected & {"MINUS"}:
         error.hints.append(f"`-{-tok.value}` directly before a digit is a negative number; "
                            f"write `- {-tok.value}` to subtract")
-    if tok.type in DECL_KEYWORDS and "IN" in err.expected:
+    if tok.type in DECL_KEYWORDS and "IN" in expected:
         error.hints.append("a `let` inside an expression needs `in`")
+    if tok.type == "COMMA" and expected == {"RPAR"}:
+        error.hints.append("FCL has pairs, not longer tuples: nest them, as in `(a, (b, c))`")
     return error
 
 
-def _unclosed_opener(tokens: list[Token], upto: Token) -> Token | None:
+def _open_brackets(tokens: list[Token], upto: Token | None = None) -> list[Token]:
+    """The brackets still open just before token `upto` (after all tokens if None), outermost
+    first."""
     stack: list[Token] = []
     for t in tokens:
         if t is upto:
             break
         if t.type in _CLOSERS:
             stack.append(t)
-        elif t.type in _CLOSERS.values():
-            if stack and _CLOSERS[stack[-1].type] == t.type:
-                stack.pop()
-    return stack[-1] if stack else None
+        elif t.type in _CLOSER_OF and stack and _CLOSERS[stack[-1].type] == t.type:
+            stack.pop()
+    return stack
 
 
 # ---- tree → AST -----------------------------------------------------------------------------
@@ -168,8 +182,9 @@ def _tok_span(source: Source, tok: Token) -> Span:
     return Span(source, tok.start_pos, tok.end_pos)
 
 
+# Non-recursive, so that deeply nested input is parsed rather than overflowing Python's stack.
 @v_args(meta=True)
-class _Builder(Transformer):
+class _Builder(Transformer_NonRecursive):
     def __init__(self, source: Source):
         super().__init__()
         self.source = source
@@ -210,7 +225,13 @@ class _Builder(Transformer):
         return ast.Decl(name, name_span, lvls or [], None, None, body, self.span(meta))
 
     def level_params(self, meta, items):
-        return [name for name, _ in _names(items)]
+        params = _names(items)
+        for name, span in params:
+            if name in CONCRETE_LEVEL_NAMES:
+                raise FCLError(f"`{name}` is a level, not a level variable", span,
+                               [f"declare a level variable such as `<l>`, or write `{name}` "
+                                "directly where it is needed"])
+        return [name for name, _ in params]
 
     # ---- names, levels, types
     def name(self, meta, items):

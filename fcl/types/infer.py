@@ -18,10 +18,12 @@ from fcl.types.types import (BOOL, BT, DOUBLE, GT, INT, STRING, TYP, UNIT, LStep
                              Level, Scheme, TArrow, TCon, TPair, TProgram, TPull, TPush, TVar,
                              Namer, Type, chase, chase_level, free_vars, level_of_depth, show_types,
                              zonk)
-from fcl.types.unify import KindError, UnifyError, restrict_kind, unify
+from fcl.types.unify import KindError, LevelError, UnifyError, restrict_kind, unify
 
 CONCRETE_LEVELS = {"thread": 0, "block": 1, "grid": 2, "Z": 0}
-KIND_REASONS = {BT: "the elements of push arrays", GT: "the elements of pull arrays"}
+# Why a builtin's type variable is restricted to a kind: what it is, in the builtin's type.
+KIND_REASONS = {"push": "the elements of push arrays", "pull": "the elements of pull arrays",
+                "program": "the results of programs"}
 
 
 @dataclass
@@ -81,7 +83,8 @@ class Checker:
 
     def _builtin_scheme(self, name: str, text: str, kinds: dict[str, int]) -> Scheme:
         syntax = parse_scheme(Source(f"<builtin {name}>", text))
-        tvars = {v: TVar(-1 - i, kinds.get(v, TYP), KIND_REASONS.get(kinds.get(v)), name=v)
+        tvars = {v: TVar(-1 - i, kinds.get(v, TYP),
+                         _kind_reason(syntax.body, v, kinds[v]) if v in kinds else None, name=v)
                  for i, v in enumerate(syntax.type_vars)}
         lvars = {v: LVar(-1 - i, v) for i, v in enumerate(syntax.level_vars)}
         body = self.type_from_syntax(syntax.body, tvars, lvars, implicit=False)
@@ -105,8 +108,6 @@ class Checker:
                       sig: ast.SchemeSyntax | None, value: ast.Expr, name_span: Span) -> Scheme:
         declared = {}
         for lname in level_params:
-            if lname in CONCRETE_LEVELS:
-                raise FCLError(f"`{lname}` is a level, not a level variable", name_span)
             declared[lname] = self.fresh_level(lname, rigid=True)
         t = self.infer(scope.with_levels(declared), value)
         scheme = self.generalize(scope, list(declared.values()), t)
@@ -175,8 +176,9 @@ class Checker:
         error = FCLError(f"the signature of `{name}` does not match its definition: it is "
                          f"declared as `{shown_sig}` but the definition has type `{inferred}`",
                          sig.span)
-        if isinstance(err.left, (TVar, LVar)) and getattr(err.left, "rigid", False) or \
-                isinstance(err.right, (TVar, LVar)) and getattr(err.right, "rigid", False):
+        if ((isinstance(err, LevelError) and err.rigid is not None)
+                or (isinstance(err.left, TVar) and err.left.rigid)
+                or (isinstance(err.right, TVar) and err.right.rigid)):
             error.hints.append("the signature is more general than the definition: a type or "
                                "level variable in it would have to be a particular type or level")
         return error
@@ -337,6 +339,10 @@ class Checker:
             error = FCLError(f"{who} expects its {what} to have type `{expected_s}`, but this has "
                              f"type `{actual_s}`", e.arg.span, _hints_for(err))
             return error
+        if err.detail == "occurs":
+            var_s, type_s = show_types(err.left, err.right)
+            return FCLError(f"this application would need an infinite type: `{var_s}` would have "
+                            f"to equal `{type_s}`", e.span)
         shown = show_types(t_fn)[0]
         error = FCLError(f"this is not a function, so it cannot be applied to an argument: it has "
                          f"type `{shown}`", e.fn.span)
@@ -379,6 +385,24 @@ def substitute_level(level: Level, lmap: dict) -> Level:
     return level
 
 
+def _kind_reason(t: ast.TypeSyntax, var: str, kind: int) -> str | None:
+    """Why builtin type variable `var` has `kind`: base types because it is the element of a
+    push array; otherwise what it first is in t (a pull array element, a program result)."""
+    found: list[str] = []
+
+    def walk(t: ast.TypeSyntax, inside: str | None) -> None:
+        if t.con == "var" and t.var == var and inside is not None:
+            found.append(inside)
+        inner = t.con if t.con in KIND_REASONS else inside if t.con == "pair" else None
+        for arg in t.args:
+            walk(arg, inner)
+
+    walk(t, None)
+    if kind == BT and "push" in found:
+        return KIND_REASONS["push"]
+    return KIND_REASONS[found[0]] if found else None
+
+
 def _chase_lvar(level: Level) -> LVar | None:
     level = chase_level(level)
     return level if isinstance(level, LVar) else None
@@ -413,10 +437,19 @@ def _kind_name(kind: int) -> str:
 
 
 def _hints_for(err: UnifyError) -> list[str]:
-    if err.detail == "level":
-        left, right = show_levels(err.left, err.right)
-        return [f"the levels `{left}` and `{right}` differ; check the level arguments "
-                "(`<thread>`, `<block>`, `<grid>`) here"]
+    if isinstance(err, LevelError):
+        namer = Namer()  # one namer, so that a level variable has one name in all hints
+        left, right = namer.level(err.left), namer.level(err.right)
+        hints = [f"the levels `{left}` and `{right}` differ; check the level arguments "
+                 "(`<thread>`, `<block>`, `<grid>`) here"]
+        if err.rigid is not None:
+            rigid, other = namer.level(err.rigid), namer.level(err.other)
+            hints.append(f"`{rigid}` is a declared level parameter, so the definition must work "
+                         f"at every level `{rigid}`; it cannot be fixed to `{other}` here")
+        return hints
+    if err.detail == "level-occurs":
+        level, bigger = show_levels(err.left, err.right)
+        return [f"the level `{level}` would have to equal `{bigger}`, one level up from itself"]
     if err.detail == "mismatch":
         left, right = chase(err.left), chase(err.right)
         if not (isinstance(left, TCon) and isinstance(right, TCon)):

@@ -95,18 +95,38 @@ def occurs(v: TVar, t: Type) -> bool:
     return False
 
 
+class LevelError(UnifyError):
+    """Two levels that differ. left/right are the levels as a whole (`grid` and `block`);
+    `rigid` is a declared level parameter that would have had to be bound to `other`."""
+
+    def __init__(self, left: Level, right: Level, rigid: LVar | None, other: Level | None):
+        super().__init__(left, right, "level")
+        self.rigid, self.other = rigid, other
+
+
 def unify_levels(l1: Level, l2: Level) -> None:
+    try:
+        _unify_levels(l1, l2)
+    except LevelError as err:
+        raise LevelError(l1, l2, err.rigid, err.other) from None
+
+
+def _unify_levels(l1: Level, l2: Level) -> None:
     l1, l2 = chase_level(l1), chase_level(l2)
     if l1 is l2 or (isinstance(l1, LZero) and isinstance(l2, LZero)):
         return
     if isinstance(l1, LStep) and isinstance(l2, LStep):
-        unify_levels(l1.inner, l2.inner)
+        _unify_levels(l1.inner, l2.inner)
     elif isinstance(l1, LVar) and not l1.rigid:
         _bind_level(l1, l2)
     elif isinstance(l2, LVar) and not l2.rigid:
         _bind_level(l2, l1)
+    elif isinstance(l1, LVar):
+        raise LevelError(l1, l2, l1, l2)
+    elif isinstance(l2, LVar):
+        raise LevelError(l1, l2, l2, l1)
     else:
-        raise UnifyError(l1, l2, "level")
+        raise LevelError(l1, l2, None, None)
 
 
 def _bind_level(v: LVar, level: Level) -> None:

@@ -1,0 +1,166 @@
+"""The `fcl` command, run as a real process: output formats, options, exit status, stderr."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# The console script that `pip install -e .` put next to this Python.
+FCL = Path(sys.executable).with_name("fcl")
+
+
+def fcl(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(FCL), *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=60)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def assert_clean_failure(result: subprocess.CompletedProcess, first_line: str) -> None:
+    """Exit status 1, the error on stderr (first line given), nothing on stdout, no traceback."""
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[0] == first_line
+    assert "Traceback" not in result.stderr
+
+
+TYPES_PROGRAM = """\
+fun k x y = x
+val u = ()
+fun mapP<l> f xs = return<l> (push<l> (mapPull f xs))
+sig f : int -> int
+fun f x = x
+"""
+TYPES_OUTPUT = """\
+k : forall 'a 'b. 'b -> 'a -> 'b
+u : ()
+mapP : forall 'a 'b <l>. ('b -> 'a) -> ['b] -> Program <l> ['a]<l>
+f : int -> int
+"""
+
+
+def test_check_types_prints_name_colon_scheme(tmp_path):
+    path = write(tmp_path / "t.fcl", TYPES_PROGRAM)
+    result = fcl("check", "--types", "--no-prelude", path, cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, TYPES_OUTPUT, "")
+
+
+def test_options_may_follow_the_files(tmp_path):
+    path = write(tmp_path / "t.fcl", TYPES_PROGRAM)
+    result = fcl("check", path, "--no-prelude", "--types", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, TYPES_OUTPUT)
+
+
+def test_check_types_with_the_prelude_lists_the_prelude_first(tmp_path):
+    path = write(tmp_path / "t.fcl", "val five = id 5\n")
+    lines = fcl("check", "--types", path, cwd=tmp_path).stdout.splitlines()
+    assert lines[0] == "id : forall 'a. 'a -> 'a"
+    assert lines[-1] == "five : int"
+    assert "iota : int -> [int]" in lines
+
+
+def test_check_without_types_prints_nothing(tmp_path):
+    path = write(tmp_path / "t.fcl", TYPES_PROGRAM)
+    result = fcl("check", path, cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_no_prelude_hides_prelude_names(tmp_path):
+    path = write(tmp_path / "t.fcl", "val n = iota 3\n")
+    assert fcl("check", path, cwd=tmp_path).returncode == 0
+    result = fcl("check", "--no-prelude", path, cwd=tmp_path)
+    assert_clean_failure(result, f"{path}:1:9: error: `iota` is not defined")
+
+
+def test_type_error_goes_to_stderr_with_excerpt_and_caret(tmp_path):
+    path = write(tmp_path / "t.fcl", "val ok = 1\nval x = 1 + 2.0\n")
+    result = fcl("check", path, cwd=tmp_path)
+    assert_clean_failure(result, f"{path}:2:13: error: `+` expects its 2nd argument to have "
+                                 "type `int`, but this has type `double`")
+    assert result.stderr.splitlines()[1:3] == ["    2 | val x = 1 + 2.0",
+                                               "      |             ^~~"]
+
+
+def test_missing_file(tmp_path):
+    result = fcl("check", "nothere.fcl", cwd=tmp_path)
+    assert_clean_failure(result, "error: cannot read `nothere.fcl`: No such file or directory")
+
+
+def test_directory_instead_of_a_file(tmp_path):
+    result = fcl("check", tmp_path, cwd=tmp_path)
+    assert_clean_failure(result, f"error: cannot read `{tmp_path}`: Is a directory")
+
+
+def test_non_utf8_file(tmp_path):
+    (tmp_path / "bad.fcl").write_bytes(b"val x = \xff\xfe 1\n")
+    result = fcl("check", "bad.fcl", cwd=tmp_path)
+    assert_clean_failure(result, "error: cannot read `bad.fcl`: it is not UTF-8 text")
+
+
+def test_deeply_nested_input_is_an_error_not_a_crash(tmp_path):
+    path = write(tmp_path / "t.fcl", "val deep = " + "fn a => " * 3000 + "1\n")
+    result = fcl("check", path, cwd=tmp_path)
+    assert_clean_failure(result, f"{path}:1:5: error: the definition of `deep` is nested too "
+                                 "deeply to type-check")
+
+
+def test_signature_name_mismatch_is_a_warning(tmp_path):
+    path = write(tmp_path / "t.fcl", "sig g : int\nval f = 1\n")
+    result = fcl("check", path, cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stderr.splitlines()[0] == (f"{path}:1:5: warning: this signature names `g` but "
+                                             "is followed by the definition of `f`")
+
+
+def test_run_prints_forced_arrays_exactly(tmp_path):
+    path = write(tmp_path / "t.fcl",
+                 "val main = do<grid> {\n"
+                 "  forceAndPrint 3 (push<grid> (generate 3 (fn i => i * i - 1)));\n"
+                 "  forceAndPrintDouble 2 (push<grid> (generate 2 (fn i => divd (i2d i) 3.0)))\n"
+                 "}\n")
+    result = fcl("run", path, cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "[-1,0,3]\n[0.00000,0.33333]\n",
+                                                                 "")
+
+
+def test_run_reads_files_in_order(tmp_path):
+    lib = write(tmp_path / "lib.fcl", "fun square x = x * x\n")
+    use = write(tmp_path / "use.fcl", "val main = forceAndPrint 4 (push<grid> (generate 4 square))\n")
+    assert fcl("run", lib, use, cwd=tmp_path).stdout == "[0,1,4,9]\n"
+    assert_clean_failure(fcl("run", use, lib, cwd=tmp_path),
+                         f"{use}:1:52: error: `square` is not defined")
+
+
+def test_run_error_keeps_earlier_output_and_exits_1(tmp_path):
+    path = write(tmp_path / "t.fcl",
+                 "val main = do<grid> { forceAndPrint 2 (push<grid> (iota 2));\n"
+                 "  forceAndPrint 1 (push<grid> (generate 1 (fn i => 1 / i))) }\n")
+    result = fcl("run", path, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout == "[0,1]\n"
+    assert result.stderr.splitlines()[0] == f"{path}:2:52: error: division by zero"
+    assert "Traceback" not in result.stderr
+
+
+def test_run_without_main(tmp_path):
+    path = write(tmp_path / "t.fcl", "val x = 1\n")
+    assert_clean_failure(fcl("run", path, cwd=tmp_path),
+                         "error: there is no `main` to run: define `val main = ...` of type "
+                         "`Program <grid> 'a`")
+
+
+def test_read_int_csv_path_is_relative_to_the_working_directory(tmp_path):
+    (tmp_path / "data.csv").write_text("4, 5,6\n7\n")
+    path = write(tmp_path / "t.fcl", 'val main = do<grid> { xs <- readIntCSV "data.csv"; '
+                                     "forceAndPrint 4 (push<grid> xs) }\n")
+    assert fcl("run", path, cwd=tmp_path).stdout == "[4,5,6,7]\n"
+
+
+@pytest.mark.parametrize("args", [["check"], ["frobnicate", "x.fcl"]])
+def test_usage_errors_exit_2(tmp_path, args):
+    result = fcl(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: fcl")

@@ -1,0 +1,403 @@
+"""Error messages: one test per kind of error, pinning the sentence, its location and the caret.
+
+Every FCL error is a located `FCLError`; `render()` shows `file:line:col: error: sentence`, the
+source line and a caret line. `underlined` reads the caret back, so each test checks that the
+caret sits under exactly the offending source text.
+"""
+import io
+import re
+
+import pytest
+
+from fcl.driver import main_root, run_interpreter
+from fcl.errors import FCLError, Source
+from fcl.interp.eval import RunConfig
+from fcl.session import Session
+
+_EXCERPT = re.compile(r"^ *\d+ \| ")
+
+
+def check_error(text: str, prelude: bool = True, cell: bool = False) -> FCLError:
+    """The error that adding `text` (as file t.fcl, or as a notebook cell) raises."""
+    session = Session.new(prelude=prelude)
+    add = session.add_cell if cell else session.add_file
+    with pytest.raises(FCLError) as info:
+        add(Source("t.fcl", text))
+    return info.value
+
+
+def run_error(text: str) -> tuple[FCLError, str]:
+    """The error that running `text`'s main raises, and what was printed before it."""
+    session = Session.new()
+    session.add_file(Source("t.fcl", text))
+    out = io.StringIO()
+    with pytest.raises(FCLError) as info:
+        run_interpreter(session, main_root(session), RunConfig(out=out, err=io.StringIO()))
+    return info.value, out.getvalue()
+
+
+def underlined(err: FCLError, excerpt: int = 0) -> str:
+    """The source text that the caret line of the excerpt-th excerpt in err.render() marks."""
+    lines = err.render().splitlines()
+    starts = [i for i, line in enumerate(lines) if _EXCERPT.match(line)]
+    source_line, caret_line = lines[starts[excerpt]], lines[starts[excerpt] + 1]
+    gutter = _EXCERPT.match(source_line).end()
+    assert caret_line[:gutter].strip() == "|"
+    marks = caret_line[gutter:]
+    assert re.fullmatch(r" *\^~*", marks), marks
+    return source_line[gutter + marks.index("^"):gutter + len(marks)]
+
+
+def assert_error(err: FCLError, message: str, line: int, col: int, marked: str) -> None:
+    assert err.message == message
+    assert (err.span.line, err.span.col) == (line, col)
+    assert err.render().splitlines()[0] == f"t.fcl:{line}:{col}: error: {message}"
+    assert underlined(err) == marked
+
+
+# ---- lexical errors ---------------------------------------------------------------------------
+
+def test_unexpected_character():
+    err = check_error("val x = 1 $ 2")
+    assert_error(err, "unexpected character `$`", 1, 11, "$")
+
+
+def test_invisible_unexpected_character_is_named_by_code_point():
+    err = check_error("val x = 1\u200b + 2")
+    assert_error(err, "unexpected character U+200B", 1, 10, "\u200b")
+
+
+def test_unterminated_nested_comment_is_reported_where_it_opens():
+    # The inner comment closes; the outer one, opened on line 2, never does.
+    err = check_error("val x = 1\n(* outer (* inner *) still open\nval y = 2")
+    assert_error(err, "this comment is never closed with `*)`", 2, 1, "(*")
+
+
+def test_inner_comment_closing_does_not_close_the_outer_one():
+    err = check_error("val x = 1 (* a (* b *)\nval y = 2")
+    assert_error(err, "this comment is never closed with `*)`", 1, 11, "(*")
+
+
+def test_nested_comments_that_close_are_skipped():
+    session = Session.new(prelude=False)
+    session.add_file(Source("t.fcl", "(* a (* b *) c *)\nval x = 1 (* (* *) *) + 2"))
+    assert [str(d.scheme) for d in session.user_decls()] == ["int"]
+
+
+def test_unterminated_string_is_reported_where_it_opens():
+    err = check_error('val s = "abc\nval y = 2')
+    assert_error(err, 'this string is never closed with `"`', 1, 9, '"')
+
+
+@pytest.mark.parametrize("number", ["12abc", "1.5e", "1.5x", "0x"])
+def test_malformed_number_is_underlined_whole(number):
+    err = check_error(f"val x = {number} + 1")
+    assert_error(err, f"malformed number `{number}`", 1, 9, number)
+
+
+@pytest.mark.parametrize("number", ["2147483648", "-2147483649", "0x80000000"])
+def test_int_literal_over_32_bits(number):
+    err = check_error(f"val x = {number}")
+    assert_error(err, "this integer does not fit in 32 bits (FCL's `int` is a 32-bit int)",
+                 1, 9, number)
+
+
+def test_int_literals_at_the_32_bit_limits_are_accepted():
+    session = Session.new(prelude=False)
+    session.add_file(Source("t.fcl", "val a = 2147483647\nval b = -2147483648\nval c = 0x7FFFFFFF"))
+    assert [str(d.scheme) for d in session.user_decls()] == ["int", "int", "int"]
+
+
+def test_digits_of_other_scripts_are_not_numbers():
+    # str.isdigit accepts `²`; the lexer once crashed with a ValueError on it.
+    err = check_error("val x = \u00b2")
+    assert_error(err, "unexpected character `\u00b2`", 1, 9, "\u00b2")
+
+
+def test_double_literal_too_large():
+    err = check_error("val x = 1e999")
+    assert_error(err, "this number is too large for a double", 1, 9, "1e999")
+
+
+# ---- parse errors -----------------------------------------------------------------------------
+
+def test_unexpected_token_says_what_was_expected():
+    err = check_error("val = 3")
+    assert_error(err, "unexpected `=`; expected a name", 1, 5, "=")
+
+
+def test_unexpected_end_of_input_is_placed_at_the_last_token():
+    err = check_error("fun f x = if x then 1\n\n")
+    assert_error(err, "unexpected end of input; expected `else`", 1, 21, "1")
+
+
+def test_expected_set_has_no_closers_of_brackets_that_are_not_open():
+    # LALR would also offer `;` and `}` here, which only continue a `do` block.
+    err = check_error("val x = let y = 1")
+    assert err.message == "unexpected end of input; expected `in`"
+
+
+def test_missing_close_paren_notes_the_unclosed_paren():
+    err = check_error("val x = (1 + (2 * 3)\nval y = 2")
+    assert_error(err, "unexpected `val`; expected `)` or `,`", 2, 1, "val")
+    assert err.notes[0][1] == "this `(` is never closed"
+    assert err.render().splitlines()[3] == "t.fcl:1:9: note: this `(` is never closed"
+    assert underlined(err, excerpt=1) == "("
+
+
+def test_missing_close_paren_at_end_of_input():
+    err = check_error("val x = (1 + 2")
+    assert_error(err, "unexpected end of input; expected `)` or `,`", 1, 14, "2")
+    assert underlined(err, excerpt=1) == "("
+
+
+def test_no_unclosed_note_when_the_bracket_is_closed_later():
+    err = check_error("val x = (1, 2, 3)")
+    assert_error(err, "unexpected `,`; expected `)`", 1, 14, ",")
+    assert err.notes == []
+    assert err.hints == ["FCL has pairs, not longer tuples: nest them, as in `(a, (b, c))`"]
+
+
+def test_empty_do_block_does_not_claim_its_brace_is_unclosed():
+    err = check_error("val x = do<grid> { }")
+    assert_error(err, "unexpected `}`; expected an expression", 1, 20, "}")
+    assert err.notes == []
+
+
+def test_bind_arrow_outside_do():
+    err = check_error("fun f x = x <- 1")
+    assert_error(err, "unexpected `<-`; expected an expression", 1, 13, "<-")
+    assert "`x <- e` binds only inside `do { ... }`" in err.hints[0]
+
+
+def test_last_statement_of_do_cannot_be_a_bind():
+    err = check_error("val m = do<grid> { x <- return<grid> 1; y <- return<grid> x }")
+    assert_error(err, "the last statement of a `do` block must be an expression, not a binding",
+                 1, 41, "y <- return<grid> x")
+
+
+# ---- scope errors -----------------------------------------------------------------------------
+
+def test_undefined_name_suggests_a_close_builtin():
+    err = check_error("val y = lengthPul (iota 3)")
+    assert_error(err, "`lengthPul` is not defined", 1, 9, "lengthPul")
+    assert err.hints[0].startswith("did you mean `lengthPull`")
+
+
+def test_undefined_name_suggests_a_close_user_definition():
+    err = check_error("fun square x = x * x\nval y = sqaure 3")
+    assert_error(err, "`sqaure` is not defined", 2, 9, "sqaure")
+    assert err.hints == ["did you mean `square`?"]
+
+
+def test_undefined_name_without_a_close_match_has_no_hint():
+    err = check_error("val y = zzzzqq", prelude=False)
+    assert_error(err, "`zzzzqq` is not defined", 1, 9, "zzzzqq")
+    assert err.hints == []
+
+
+def test_undefined_level_variable():
+    err = check_error("fun f x = push<l> x")
+    assert_error(err, "level variable `l` is not in scope", 1, 16, "l")
+    assert "fun f<l> x = ..." in err.hints[0]
+
+
+def test_a_concrete_level_cannot_be_declared_as_a_level_variable():
+    err = check_error("fun f<thread> x = x")
+    assert_error(err, "`thread` is a level, not a level variable", 1, 7, "thread")
+
+
+# ---- type errors ------------------------------------------------------------------------------
+
+def test_int_and_double_do_not_mix():
+    err = check_error("val x = 1 + 2.0")
+    assert_error(err, "`+` expects its 2nd argument to have type `int`, but this has type "
+                      "`double`", 1, 13, "2.0")
+    assert "`i2d`" in err.hints[0] and "`addd`" in err.hints[0]
+
+
+def test_applying_a_non_function():
+    err = check_error("val x = 3 4")
+    assert_error(err, "this is not a function, so it cannot be applied to an argument: it has "
+                      "type `int`", 1, 9, "3")
+
+
+def test_a_minus_one_without_spaces_is_an_application():
+    # `a-1` lexes as `a` applied to the literal `-1`, as in the original compiler.
+    err = check_error("val a = 5\nval b = a-1")
+    assert_error(err, "this is not a function, so it cannot be applied to an argument: it has "
+                      "type `int`", 2, 9, "a")
+    assert "did you mean `a - 1`" in err.hints[0]
+
+
+def test_occurs_check():
+    err = check_error("fun f g = g g")
+    assert_error(err, "this application would need an infinite type: `'a` would have to equal "
+                      "`'a -> 'b`", 1, 11, "g g")
+
+
+def test_if_branches_differ():
+    err = check_error("val x = if true then 1 else false")
+    assert_error(err, "the branches of this `if` have different types: `int` and `bool`",
+                 1, 9, "if true then 1 else false")
+
+
+def test_if_condition_must_be_bool():
+    err = check_error("val x = if 1 then 1 else 2")
+    assert_error(err, "the condition of `if` must be a bool, but this has type `int`", 1, 12, "1")
+
+
+def test_signature_more_general_than_the_definition_is_rejected():
+    err = check_error("sig f : forall 'a. 'a -> 'a\nfun f x = x + 1")
+    assert_error(err, "the signature of `f` does not match its definition: it is declared as "
+                      "`forall 'a. 'a -> 'a` but the definition has type `int -> int`",
+                 1, 9, "forall 'a. 'a -> 'a")
+    assert "more general than the definition" in err.hints[0]
+
+
+def test_signature_that_is_an_instance_of_the_inferred_type_is_accepted():
+    session = Session.new(prelude=False)
+    session.add_file(Source("t.fcl", "sig f : int -> int\nfun f x = x\nval y = f 3"))
+    assert [f"{d.name} : {d.scheme}" for d in session.user_decls()] == ["f : int -> int",
+                                                                        "y : int"]
+
+
+def test_error_in_a_cell_expression_is_located_in_the_cell():
+    err = check_error("val x = 1\nx + true", cell=True)
+    assert_error(err, "`+` expects its 2nd argument to have type `int`, but this has type "
+                      "`bool`", 2, 5, "true")
+
+
+# ---- level errors -----------------------------------------------------------------------------
+
+def test_force_at_a_different_level_than_the_push():
+    err = check_error("val p = force<grid> (push<block> (iota 4))")
+    assert_error(err, "`force` expects its 1st argument to have type `['a]<grid>`, but this has "
+                      "type `[int]<block>`", 1, 22, "push<block> (iota 4)")
+    # The whole levels, not what is left after peeling the `1+` they share.
+    assert err.hints == ["the levels `grid` and `block` differ; check the level arguments "
+                         "(`<thread>`, `<block>`, `<grid>`) here"]
+
+
+def test_declared_level_parameter_is_rigid():
+    err = check_error("fun gg<l> x = force<thread> (push<l> x)")
+    assert_error(err, "`force` expects its 1st argument to have type `['a]<thread>`, but this "
+                      "has type `['b]<l>`", 1, 30, "push<l> x")
+    assert err.hints[1] == ("`l` is a declared level parameter, so the definition must work at "
+                            "every level `l`; it cannot be fixed to `thread` here")
+
+
+def test_declared_level_parameter_under_one_plus_is_rigid():
+    err = check_error("fun f<l> x = force<grid> (push<1+l> x)")
+    assert err.hints[0].startswith("the levels `grid` and `1+l` differ")
+    assert "it cannot be fixed to `block` here" in err.hints[1]
+
+
+@pytest.mark.parametrize("text, message, marked", [
+    ("val p = push<block, grid> (iota 4)", "`push` takes 1 level argument, but 2 were given",
+     "push<block, grid>"),
+    ("val p = iota<block> 4", "`iota` takes 0 level arguments, but 1 was given", "iota<block>"),
+])
+def test_wrong_number_of_level_arguments(text, message, marked):
+    assert_error(check_error(text), message, 1, 9, marked)
+
+
+def test_level_would_have_to_contain_itself():
+    err = check_error("fun f p = do { x <- p; concat 1 (generate 1 (fn i => p)) }")
+    assert err.hints == ["the level `l` would have to equal `1+l`, one level up from itself"]
+
+
+# ---- kind errors ------------------------------------------------------------------------------
+
+def test_push_array_of_pairs_is_not_a_base_type():
+    err = check_error("val p = push<block> (generate 3 (fn i => (i, i)))")
+    assert_error(err, "`(int, int)` is not a base type (int, double or bool), but the elements "
+                      "of push arrays must be", 1, 22, "generate 3 (fn i => (i, i))")
+
+
+def test_program_returning_a_function_names_program_results_as_the_reason():
+    err = check_error("val p = return<grid> (fn x => x + 1)")
+    assert_error(err, "`int -> int` is not a ground type (a non-function type), but the results "
+                      "of programs must be", 1, 23, "fn x => x + 1")
+
+
+def test_if_returning_an_array_is_rejected():
+    err = check_error("val x = if true then iota 3 else iota 4")
+    assert_error(err, "`if` can only choose between base values (int, double or bool), but its "
+                      "branches have type `[int]`", 1, 9, "if true then iota 3 else iota 4")
+
+
+# ---- too deeply nested ------------------------------------------------------------------------
+
+def test_deeply_nested_definition_is_a_located_error():
+    err = check_error("val ok = 1\nval deep = " + "1 + " * 2000 + "1")
+    assert_error(err, "the definition of `deep` is nested too deeply to type-check", 2, 5, "deep")
+
+
+def test_deeply_nested_cell_expression_is_a_located_error():
+    err = check_error("fn a => " * 2000 + "1", cell=True)
+    assert err.message == "this expression is nested too deeply to type-check"
+    assert (err.span.line, err.span.col) == (1, 1)
+
+
+def test_deep_parentheses_alone_parse_and_check():
+    session = Session.new(prelude=False)
+    session.add_file(Source("t.fcl", "val x = " + "(" * 5000 + "1" + ")" * 5000))
+    assert str(session.type_of("x")) == "int"
+
+
+# ---- runtime errors ---------------------------------------------------------------------------
+
+def test_index_out_of_bounds():
+    err, out = run_error("val main = forceAndPrint 3 (push<grid> (generate 3 (fn i => "
+                         "index (iota 2) (i + 5))))")
+    assert_error(err, "index 5 is out of bounds for an array of length 2", 1, 61,
+                 "index (iota 2) (i + 5)")
+    assert out == ""
+
+
+def test_division_by_zero_only_in_the_lanes_that_divide():
+    # Lane 2 alone divides by zero, and only in the branch it takes.
+    err, _ = run_error("val main = forceAndPrint 4 (push<grid> (generate 4 (fn i => "
+                       "if i == 2 then 10 / (i - 2) else i)))")
+    assert_error(err, "division by zero", 1, 76, "10 / (i - 2)")
+
+
+@pytest.mark.parametrize("count", [0, 5])
+def test_force_and_print_count_out_of_range(count):
+    err, out = run_error(f"val main = forceAndPrint {count} (push<grid> (iota 3))")
+    assert_error(err, f"cannot print {count} elements of an array of length 3: the count must be "
+                      "between 1 and the length", 1, 12,
+                 f"forceAndPrint {count} (push<grid> (iota 3))")
+    assert out == ""
+
+
+def test_read_int_csv_of_a_missing_file(tmp_path):
+    missing = tmp_path / "missing.csv"
+    err, _ = run_error(f'val main = do<grid> {{ xs <- readIntCSV "{missing}"; '
+                       'forceAndPrint 1 (push<grid> xs) }')
+    assert_error(err, f"cannot read `{missing}`: No such file or directory", 1, 29,
+                 f'readIntCSV "{missing}"')
+
+
+def test_missing_main():
+    session = Session.new()
+    session.add_file(Source("t.fcl", "val x = 1"))
+    with pytest.raises(FCLError) as info:
+        main_root(session)
+    assert info.value.render() == ("error: there is no `main` to run: define `val main = ...` "
+                                   "of type `Program <grid> 'a`")
+
+
+@pytest.mark.parametrize("definition, shown", [
+    ("val main = 1", "int"),
+    ("val main = return<block> 1", "Program <block> int"),
+    ("fun main x = return<grid> x", "'a -> Program <grid> 'a"),
+])
+def test_main_must_be_a_grid_program(definition, shown):
+    session = Session.new()
+    session.add_file(Source("t.fcl", definition))
+    with pytest.raises(FCLError) as info:
+        main_root(session)
+    assert_error(info.value, f"`main` must have type `Program <grid> 'a` to be run, but it has "
+                             f"type `{shown}`", 1, 5, "main")

@@ -1,0 +1,271 @@
+"""Robustness: whatever the input, the front end and the interpreter fail only with FCLError.
+
+Three sources of input: random streams of FCL tokens, small random mutations of valid programs,
+and random characters and bytes. Each input is added to a session both as a file and as a
+notebook cell; inputs that type-check and have a `main` of type `Program <grid> 'a` are run on
+the interpreter. A front-end error must also be located in the input and render cleanly, and a
+failed add must leave the session as it was.
+"""
+import io
+import signal
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from fcl.driver import main_root, run_interpreter
+from fcl.errors import FCLError, Source
+from fcl.interp.eval import RunConfig
+from fcl.session import Session
+from fcl.syntax.lexer import tokenize
+
+FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+RUN_SECONDS = 0.5  # per run of a generated main: mutations may make a `while` loop forever
+SMALL = 64  # programs with larger integer literals are checked but not run (memory, time)
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: float):
+    def expire(signum, frame):
+        raise _Timeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _small_literals_only(text: str) -> bool:
+    tokens = tokenize(Source("fuzz.fcl", text))
+    return all(abs(t.value) <= SMALL for t in tokens if t.type == "INT")
+
+
+def _add(text: str, as_cell: bool) -> Session | None:
+    """A session with text added, or None after checking the FCLError it raised."""
+    session = Session.new()
+    decls_before, scope_before = len(session.decls), session.scope
+    try:
+        (session.add_cell if as_cell else session.add_file)(Source("fuzz.fcl", text))
+    except FCLError as err:
+        assert err.span is not None and err.span.source.name == "fuzz.fcl"
+        assert 0 <= err.span.start <= len(text)
+        assert err.render().startswith(f"fuzz.fcl:{err.span.line}:{err.span.col}: error: ")
+        assert len(session.decls) == decls_before and session.scope is scope_before
+        event("rejected")
+        return None
+    event("accepted")
+    return session
+
+
+def _run(session: Session, text: str) -> None:
+    try:
+        root = main_root(session)
+    except FCLError:
+        return
+    if not _small_literals_only(text):
+        return
+    out = io.StringIO()
+    try:
+        with _time_limit(RUN_SECONDS):
+            run_interpreter(session, root, RunConfig(out=out, err=io.StringIO()))
+    except FCLError:
+        event("run failed with an FCLError")
+        return
+    except _Timeout:
+        event("run timed out")
+        return
+    event("ran")
+    # Whatever a run prints comes from forceAndPrint*: bracketed, comma-separated lines.
+    assert all(line.startswith("[") and line.endswith("]") for line in out.getvalue().splitlines())
+
+
+def exercise(text: str) -> None:
+    """Add text as a file and as a cell; run main if there is a runnable one."""
+    session = _add(text, as_cell=False)
+    if session is not None and session.type_of("main") is not None:
+        _run(session, text)
+    _add(text, as_cell=True)
+
+
+# ---- (a) random token streams -----------------------------------------------------------------
+
+TOKENS = [
+    # keywords and the words that are keywords only in types and level lists
+    "sig", "fun", "val", "let", "in", "fn", "true", "false", "if", "then", "else", "do", "int",
+    "double", "bool", "char", "kernel", "forall", "Program", "unit", "string", "thread", "block",
+    "grid", "Z",
+    # operators and punctuation
+    "|>", "||", "&&", "==", "!=", "<=", ">=", "<<", ">>", "<-", "=>", "->", "<", ">", "+", "-",
+    "*", "/", "%", "&", "|", "^", "=", ".", ":", ",", ";", "(", ")", "[", "]", "{", "}",
+    "(*", "*)", "--",
+    # names: plain, builtin, prelude, level and type variables
+    "x", "y", "f", "n", "xs", "main", "l", "lvl", "'a", "'b", "#BlockSize", "iota", "generate",
+    "push", "force", "mapPull", "index", "lengthPull", "forceAndPrint", "return", "bind",
+    "concat", "while", "power", "interleave", "seqfor", "fst", "snd", "addd", "i2d", "pushM",
+    "splitUp", "readIntCSV",
+    # literals, including ones at and past the 32-bit limit
+    "0", "1", "2", "3", "-1", "1+", "1.5", "2e3", "0x1F", "0o17", "2147483647", "2147483648",
+    '"data.csv"', '"\\n"',
+]
+SEPARATORS = [" ", " ", " ", "\n", "", "\t", "\n  "]
+
+token_streams = st.lists(st.tuples(st.sampled_from(TOKENS), st.sampled_from(SEPARATORS)),
+                         max_size=40).map(lambda pairs: "".join(t + s for t, s in pairs))
+# Streams that start like a definition get further into the parser and the type checker.
+definition_like = st.tuples(st.sampled_from(["val main = ", "fun f x = ", "val x<l> = ", ""]),
+                            token_streams).map("".join)
+
+
+@settings(FUZZ, max_examples=1000)
+@given(definition_like)
+def test_random_token_streams(text):
+    exercise(text)
+
+
+# ---- (b) mutations of valid programs ----------------------------------------------------------
+
+SEEDS = {
+    "squares": ("""\
+-- squares, printed from one grid-level push
+fun square x = x * x
+val main = forceAndPrint 5 (push<grid> (generate 5 square))
+""", "[0,1,4,9,16]\n"),
+    "reverse chunks": ("""\
+(* per-block reversal of chunks of 4, (* nested *) concatenated at grid level *)
+fun rev4<lvl> chunk = pushM<lvl> (reverse chunk)
+val main = do<grid> {
+  ys <- splitUp 4 (iota 12) |> mapPull rev4<block> |> concat<block> 4 ;
+  forceAndPrint 12 ys
+}
+""", "[3,2,1,0,7,6,5,4,11,10,9,8]\n"),
+    "block reduction": ("""\
+-- block-level tree reduction by halving, one block per chunk of 8
+sig sumBlock : [int] -> Program<block> [int]<block>
+fun sumBlock xs =
+  let step = fn arr => pushM<block> (zipWith (fn a => fn b => a + b) (fst (halve arr)) (snd (halve arr)))
+  in do<block> {
+       r <- while<block> (fn arr => lengthPull arr > 1) step (pushM<block> xs) ;
+       pushM<block> (take 1 r)
+     }
+val main = do<grid> {
+  sums <- concat<block> 1 (mapPull sumBlock (splitUp 8 (iota 16))) ;
+  forceAndPrint 2 sums
+}
+""", "[28,92]\n"),
+    "thread folds": ("""\
+-- thread-level sequential folds inside a block, and a branch per element
+fun sums xs = generate 1 (fn t => return<thread> (foldl (fn a => fn b => a + b) 0 xs)) |> concat<thread> 1
+val main = do<grid> {
+  forceAndPrint 3 (push<grid> (generate 3 (fn i => if i < 1 then 10 else i - 20))) ;
+  folded <- splitUp 3 (range 1 6) |> mapPull sums |> concat<block> 1 ;
+  forceAndPrint 2 folded
+}
+""", "[10,-19,-18]\n[6,15]\n"),
+    "doubles and pairs": ("""\
+-- doubles, pairs, lets and a signature that specialises the inferred type
+sig swap : (int, double) -> (double, int)
+fun swap p = (snd p, fst p)
+val scale = 0.5
+val main =
+  let halves = generate 4 (fn i => muld scale (fst (swap (i, i2d i))))
+  in forceAndPrintDouble 4 (push<grid> halves)
+""", "[0.00000,0.50000,1.00000,1.50000]\n"),
+    "levels and power": ("""\
+-- a level-polymorphic helper used at two levels, and power with an index
+fun twice<l> xs = pushM<l> (mapPull (fn x => 2 * x) xs)
+val main = do<grid> {
+  a <- power<grid> 3 (fn k => fn xs => twice<grid> (mapPull (fn x => x + k) xs)) (twice<grid> (iota 4)) ;
+  b <- forceM<grid> (concat<block> 2 (mapPull twice<block> (splitUp 2 a))) ;
+  forceAndPrint 4 (push<grid> b)
+}
+""", "[16,48,80,112]\n"),
+}
+SEED_TEXTS = [text for text, _ in SEEDS.values()]
+
+
+@pytest.mark.parametrize("name", SEEDS)
+def test_seeds_are_valid_programs_with_known_output(name):
+    # Mutations start from programs that really check and run.
+    text, expected = SEEDS[name]
+    session = Session.new()
+    session.add_file(Source(f"{name}.fcl", text))
+    out = io.StringIO()
+    run_interpreter(session, main_root(session), RunConfig(out=out, err=io.StringIO()))
+    assert out.getvalue() == expected
+
+
+def _pieces(text: str, by_token: bool) -> list[str]:
+    """text cut into tokens with the text between them kept, or into characters."""
+    if not by_token:
+        return list(text)
+    pieces, pos = [], 0
+    for tok in tokenize(Source("seed.fcl", text)):
+        pieces += [text[pos:tok.start_pos], text[tok.start_pos:tok.end_pos]]
+        pos = tok.end_pos
+    return pieces + [text[pos:]]
+
+
+def mutate(text: str, by_token: bool, edits: list[tuple[str, int, str]]) -> str:
+    pieces = _pieces(text, by_token)
+    for op, at, new in edits:
+        i = at % len(pieces)
+        if op == "delete":
+            del pieces[i]
+        elif op == "insert":
+            pieces.insert(i, new if by_token else new[:1])
+        elif op == "duplicate":
+            pieces.insert(i, pieces[i])
+        elif op == "swap" and i + 1 < len(pieces):
+            pieces[i], pieces[i + 1] = pieces[i + 1], pieces[i]
+        if not pieces:
+            pieces = [""]
+    return "".join(pieces)
+
+
+edits = st.lists(st.tuples(st.sampled_from(["delete", "insert", "duplicate", "swap"]),
+                           st.integers(0, 10_000), st.sampled_from(TOKENS)),
+                 min_size=1, max_size=3)
+
+
+@settings(FUZZ, max_examples=400)
+@given(st.sampled_from(SEED_TEXTS), edits)
+def test_token_mutations_of_valid_programs(seed, changes):
+    exercise(mutate(seed, by_token=True, edits=changes))
+
+
+@settings(FUZZ, max_examples=400)
+@given(st.sampled_from(SEED_TEXTS), edits)
+def test_character_mutations_of_valid_programs(seed, changes):
+    exercise(mutate(seed, by_token=False, edits=changes))
+
+
+# ---- (c) random characters and bytes ----------------------------------------------------------
+
+FCL_CHARS = "()[]{}<>-+*/%=|&^!.,;:'\"#\\_ \n\t0123456789abefilnotvxyzFP"
+
+
+@settings(FUZZ, max_examples=1500)
+@given(st.text(alphabet=FCL_CHARS, max_size=80))
+def test_random_fcl_characters(text):
+    exercise(text)
+
+
+@settings(FUZZ, max_examples=1000)
+@given(st.text(max_size=60))
+def test_random_unicode_text(text):
+    exercise(text)
+
+
+@settings(FUZZ, max_examples=1000)
+@given(st.binary(max_size=60))
+def test_random_bytes(data):
+    # Undecodable bytes become lone surrogates, which the lexer must reject like any character.
+    exercise(data.decode("utf-8", errors="surrogateescape"))

@@ -38,3 +38,30 @@ def run_interpreter(session: Session, root: ast.Expr, config: RunConfig | None =
     except RecursionError:
         raise FCLError("the program is nested too deeply for the interpreter to run", root.span,
                        ["split deeply nested expressions into smaller definitions"]) from None
+
+
+@dataclass
+class CompileOptions:
+    block_size: int = 256
+    bounds_check: bool = False
+
+
+def lower(session: Session, root: ast.Expr, options: CompileOptions | None = None) -> list:
+    """The IL host program for `root`."""
+    from fcl.il.lower import lower_program
+    options = options or CompileOptions()
+    return lower_program(mono_program(session, root), options.block_size, options.bounds_check)
+
+
+def compile_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None):
+    """Host program, kernels and OpenCL source (with its line table) for `root`."""
+    from fcl.opencl.host import compile_host_program
+    return compile_host_program(lower(session, root, options))
+
+
+def run_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None,
+               device: str | None = None, out=None, err=None) -> None:
+    from fcl.opencl.host import run_compiled
+    options = options or CompileOptions()
+    compiled = compile_opencl(session, root, options)
+    run_compiled(compiled, device, options.block_size, out, err)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,7 +105,10 @@ def build(device: Device, source: str) -> cl.Program:
     key = (device.device.int_ptr, source)
     if key not in _programs:
         try:
-            _programs[key] = cl.Program(device.context, source).build()
+            with warnings.catch_warnings():
+                # PoCL's informational build output is not a problem of the FCL program.
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                _programs[key] = cl.Program(device.context, source).build()
         except cl.RuntimeError as err:
             log = getattr(err, "what", lambda: str(err))()
             raise FCLError(f"the OpenCL compiler rejected the generated code:\n{log}") from None

@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         print(err.render(), file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader (e.g. `head`) went away: nothing more to say
+        sys.stderr.close()
+        return 0
 
 
 def _run_or_compile(args, session: Session) -> int:

@@ -95,12 +95,12 @@ def open_device(choice: str | None = None) -> Device:
     return _devices[key]
 
 
-_programs: dict[tuple[int, str], cl.Program] = {}
+_programs: dict[tuple[int, str], dict[str, cl.Kernel]] = {}
 build_count = 0  # programs actually built, for tests of the cache
 
 
-def build(device: Device, source: str) -> cl.Program:
-    """The built program for `source`, built once per device."""
+def build(device: Device, source: str) -> dict[str, cl.Kernel]:
+    """The kernels of `source` by name, built once per device."""
     global build_count
     key = (device.device.int_ptr, source)
     if key not in _programs:
@@ -108,7 +108,8 @@ def build(device: Device, source: str) -> cl.Program:
             with warnings.catch_warnings():
                 # PoCL's informational build output is not a problem of the FCL program.
                 warnings.simplefilter("ignore", cl.CompilerWarning)
-                _programs[key] = cl.Program(device.context, source).build()
+                program = cl.Program(device.context, source).build()
+            _programs[key] = {k.function_name: k for k in program.all_kernels()}
         except cl.RuntimeError as err:
             log = getattr(err, "what", lambda: str(err))()
             raise FCLError(f"the OpenCL compiler rejected the generated code:\n{log}") from None

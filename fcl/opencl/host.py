@@ -252,10 +252,7 @@ def run_compiled(compiled: Compiled, device: str | None = None, block_size: int 
     if block_size > dev.max_work_group_size:
         raise FCLError(f"block size {block_size} is larger than the device's maximum work-group "
                        f"size {dev.max_work_group_size}")
-    kernels = {}
-    if compiled.kernels:
-        program = build(dev, compiled.source)
-        kernels = {k.name: getattr(program, k.name) for k in compiled.kernels}
+    kernels = build(dev, compiled.source) if compiled.kernels else {}
     run = HostRun(dev, kernels, block_size, out or sys.stdout, err or sys.stderr)
     run.run(compiled.host)
     dev.queue.finish()

@@ -321,6 +321,24 @@ class Checker:
             error.hints.append("did you mean " + " or ".join(f"`{c}`" for c in close) + "?")
         return error
 
+    def do_binding_error(self, e: ast.App, fn: TArrow, t_cont: Type, err: UnifyError) -> FCLError:
+        """A `x <- stmt ; rest` whose statement yields something `rest` cannot use as x."""
+        produced, rest = chase(fn.arg), chase(t_cont)
+        if isinstance(produced, TArrow) and isinstance(rest, TArrow):
+            given_s, used_s = show_types(produced.arg, rest.arg)
+            if given_s != used_s:
+                lam = e.arg
+                return FCLError(f"`{lam.param}` gets a value of type `{given_s}` from this "
+                                f"statement, but the rest of the `do` block uses it as `{used_s}`",
+                                e.fn.arg.span, _hints_for(err))
+            result_s, want_s = show_types(produced.res, rest.res)
+            return FCLError(f"the rest of this `do` block has type `{want_s}`, but it must be a "
+                            f"program like the statements before it: `{result_s}`",
+                            e.arg.body.span if isinstance(e.arg, ast.Lam) else e.arg.span,
+                            _hints_for(err))
+        return FCLError("this statement does not fit the `do` block it is in", e.fn.arg.span,
+                        _hints_for(err))
+
     def application_error(self, e: ast.App, t_fn: Type, t_arg: Type, err: UnifyError) -> FCLError:
         head, position = _application_head(e)
         fn = chase(t_fn)
@@ -336,6 +354,8 @@ class Checker:
             if err.detail == "occurs":
                 return FCLError(f"this {what} of {who} would need an infinite type: `{expected_s}` "
                                 f"cannot equal `{actual_s}`", e.arg.span)
+            if _is_do_bind(head, position, e):
+                return self.do_binding_error(e, fn, t_arg, err)
             error = FCLError(f"{who} expects its {what} to have type `{expected_s}`, but this has "
                              f"type `{actual_s}`", e.arg.span, _hints_for(err))
             return error
@@ -406,6 +426,12 @@ def _kind_reason(t: ast.TypeSyntax, var: str, kind: int) -> str | None:
 def _chase_lvar(level: Level) -> LVar | None:
     level = chase_level(level)
     return level if isinstance(level, LVar) else None
+
+
+def _is_do_bind(head: ast.Expr, position: int, e: ast.App) -> bool:
+    """The continuation argument of a `bind` that a `do` block was desugared to."""
+    return (isinstance(head, ast.Var) and head.builtin and head.name == "bind" and position == 2
+            and isinstance(e.arg, ast.Lam) and isinstance(e.fn, ast.App))
 
 
 def _application_head(e: ast.App) -> tuple[ast.Expr, int]:

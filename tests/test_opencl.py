@@ -1,0 +1,160 @@
+"""The OpenCL back end on a real device (PoCL on the CPU in CI): same output as the interpreter."""
+import io
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from fcl import driver
+from fcl.errors import FCLError, Source
+from fcl.interp.eval import RunConfig
+from fcl.opencl import device as cl_device
+from fcl.session import Session
+from fclgen import programs
+
+
+def session_for(text: str) -> Session:
+    session = Session.new()
+    session.add_file(Source("prog.fcl", text))
+    return session
+
+
+def run_cl(text: str, **options) -> tuple[str, str]:
+    session = session_for(text)
+    out, err = io.StringIO(), io.StringIO()
+    driver.run_opencl(session, driver.main_root(session), driver.CompileOptions(**options),
+                      out=out, err=err)
+    return out.getvalue(), err.getvalue()
+
+
+def run_interp(text: str) -> str:
+    session = session_for(text)
+    out = io.StringIO()
+    driver.run_interpreter(session, driver.main_root(session), RunConfig(out=out, err=io.StringIO()))
+    return out.getvalue()
+
+
+CHUNKED_SUMS = """
+fun sumChunk<lvl> xs = do<lvl> {
+  s <- while<lvl> (fn a => lengthPull a != 1)
+         (fn a => let h = halve a in pushM<lvl> (zipWith addi (fst h) (snd h)))
+         (pushM<lvl> xs) ;
+  pushM<lvl> s }
+val main = do<grid> {
+  xs <- forcePull<grid> (generate 4096 (fn i => i % 7)) ;
+  sums <- splitUp 64 xs |> mapPull sumChunk<block> |> concat<block> 1 ;
+  forceAndPrint 64 sums }
+"""
+
+THREAD_SCANS = """
+val main = do<grid> {
+  ys <- generate 4 (fn b => generate 32 (fn t => return<thread> (scanl addi 0 (generate 5 (fn k => b * 100 + t + k))))
+                             |> concat<thread> 6)
+        |> concat<block> (32 * 6) ;
+  forceAndPrint (4 * 32 * 6) ys }
+"""
+
+TILED_TRANSPOSE = """
+fun transposeTile xs = do<block> {
+  tile <- forcePull<block> xs ;
+  pushM<block> (transpose 4 4 tile) }
+val main = do<grid> {
+  m <- forcePull<grid> (generate 64 (fn i => i)) ;
+  t <- splitGrid 4 8 8 m |> mapPull transposeTile |> transpose 2 2 |> concatGrid<block> 4 8 ;
+  forceAndPrint 64 t }
+"""
+
+DOUBLES_AND_POWER = """
+val main = do<grid> {
+  xs <- generate 8 (fn b => do<block> {
+          a <- power<block> 3 (fn k => fn a => pushM<block> (mapPull (fn x => addd x (i2d k)) a))
+                 (pushM<block> (generate 16 (fn i => divd (i2d (b * 16 + i)) 3.0))) ;
+          pushM<block> a })
+        |> concat<block> 16 ;
+  forceAndPrintDouble 128 xs }
+"""
+
+GRID_LOOP_SCALAR = """
+fun sum8 c = return<block> (push<block> (foldl addi 0 c |> fn acc => generate 1 (fn i => 0)))
+fun reducePart xs = splitUp 8 (pad 8 0 xs) |> mapPull (fn c => do<block> {
+    s <- force<block> (push<block> (generate 1 (fn i => index (generate 1 (fn k => 0)) 0))) ;
+    return<block> (mapPush<block> (fn i => fn z => z + index c 0 + index c 1 + index c 2 + index c 3
+                                     + index c 4 + index c 5 + index c 6 + index c 7) (push<block> s)) })
+  |> concat<block> 1
+val main = do<grid> {
+  xs <- forcePull<grid> (generate 1000 (fn i => i)) ;
+  total <- while<grid> (fn a => lengthPull a != 1) reducePart (reducePart xs) ;
+  let n = index total 0 ;
+  forceAndPrint 3 (push<grid> (generate (n % 10 + 3) (fn i => n + i))) }
+"""
+
+
+@pytest.mark.parametrize("program", [CHUNKED_SUMS, THREAD_SCANS, TILED_TRANSPOSE,
+                                     DOUBLES_AND_POWER, GRID_LOOP_SCALAR],
+                         ids=["block-while", "thread-seqfor", "tiled-transpose",
+                              "doubles-power", "grid-while-host-scalar"])
+def test_opencl_prints_what_the_interpreter_prints(program):
+    expected = run_interp(program)
+    assert expected.startswith("[")
+    assert run_cl(program)[0] == expected
+
+
+def test_tiled_transpose_is_a_transpose():
+    values = [int(v) for v in run_cl(TILED_TRANSPOSE)[0].strip("[]\n").split(",")]
+    assert values == [c * 8 + r for r in range(8) for c in range(8)]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_random_programs_agree_with_the_interpreter(program):
+    assert run_cl(program.text)[0] == program.expected, program.text
+
+
+def test_bounds_check_reports_the_fcl_location():
+    program = ("val main = do<grid> {\n"
+               "  xs <- forcePull<grid> (generate 8 (fn i => i)) ;\n"
+               "  forceAndPrint 8 (push<grid> (generate 8 (fn i => index xs (i + 1)))) }\n")
+    with pytest.raises(FCLError) as err:
+        run_cl(program, bounds_check=True)
+    assert err.value.message == "index out of bounds"
+    assert (err.value.span.line, err.value.span.col) == (3, 52)
+
+
+def test_local_memory_beyond_the_device_limit_is_an_fcl_error():
+    limit = cl_device.open_device().local_mem_size
+    n = limit // 4 + 256
+    program = (f"val main = do<grid> {{\n"
+               f"  ys <- generate 1 (fn b => do<block> {{ a <- forcePull<block> (generate {n} (fn i => i)) ;"
+               f" pushM<block> a }}) |> concat<block> {n} ;\n"
+               f"  forceAndPrint 1 ys }}\n")
+    with pytest.raises(FCLError, match="bytes of local memory"):
+        run_cl(program)
+
+
+def test_same_program_on_the_same_device_is_built_once():
+    run_cl(CHUNKED_SUMS)
+    builds = cl_device.build_count
+    run_cl(CHUNKED_SUMS)
+    assert cl_device.build_count == builds
+
+
+def test_benchmark_reports_mean_then_min_and_median():
+    program = ("val main = do<grid> { xs <- forcePull<grid> (generate 100 (fn i => i)) ;\n"
+               "  benchmark 3 (forcePull<grid> (mapPull (fn x => x * 2) xs)) }\n")
+    out, err = run_cl(program)
+    lines = err.splitlines()
+    assert out == ""
+    assert lines[0].startswith("Benchmark (3 repetitions): ") and lines[0].endswith(" ms per run")
+    assert lines[1].startswith("  min ") and "median" in lines[1]
+
+
+def test_cli_compile_writes_the_kernels(tmp_path):
+    src = tmp_path / "p.fcl"
+    src.write_text(CHUNKED_SUMS)
+    out = tmp_path / "p.cl"
+    result = subprocess.run([sys.executable, "-m", "fcl", "compile", str(src), "-o", str(out)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert text.count("__kernel void") == 2 and "__local int*" in text and "barrier(" in text

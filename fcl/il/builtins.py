@@ -72,7 +72,9 @@ def _result(t: Type) -> Type:
 
 def _array_builtins(lw: Lowerer, t: Type, span):
     def program(run):
-        return Prog(run, span)
+        # Located at the whole application being built (`forceAndPrint 8 xs`), like the
+        # interpreter's errors.
+        return Prog(run, lw.spans[-1])
 
     def force(array):
         level = level_of(_arg(t, 0))
@@ -105,8 +107,8 @@ def _array_builtins(lw: Lowerer, t: Type, span):
             buffer = forced.fn(ir.Const(0, I)).array
             lw.emit(ir.Fail(mk_bin("||", mk_bin("<", count, ir.Const(1, I), B),
                                    mk_bin(">", count, forced.length, B), B),
-                            "cannot print that many elements: the count must be between 1 and "
-                            "the array's length"))
+                            "cannot print {} elements of an array of length {}: the count must "
+                            "be between 1 and the length", [count, forced.length]))
             lw.emit(ir.Print(count, buffer))
             return forced
         return program(run)

@@ -209,10 +209,12 @@ class ReadCSV(Stmt):
 
 @dataclass(eq=False)
 class Fail(Stmt):
-    """Stop with an FCL runtime error (raised at `span`) when `cond` holds."""
+    """Stop with an FCL runtime error (raised at `span`) when `cond` holds. On the host, the
+    message's `{}` placeholders are filled with `values`."""
 
     cond: Expr
     message: str
+    values: list[Expr] = field(default_factory=list)
 
 
 # ---- printing ----------------------------------------------------------------------------------

@@ -128,7 +128,8 @@ class Interpreter:
         if total > 1 << 31:
             raise FCLError(f"cannot allocate {total} elements: arrays are limited to 2^31 elements",
                            None)
-        offset = Vec(ctx, offsets) if ctx.n > 1 else np.int64(offsets[0]) if ctx.n else np.int64(0)
+        # One lane (the host) gets a plain offset; no lanes get an empty per-lane one.
+        offset = np.int64(offsets[0]) if ctx.n == 1 else Vec(ctx, offsets)
         return np.zeros(total, dtype=dtype), offset, length
 
     def force(self, array: PushArray, ctx: Ctx, dtype, span: Span | None) -> Buffer:

@@ -114,7 +114,7 @@ class HostRun:
             self.run(s.then if self.eval(s.cond) else s.else_)
         elif isinstance(s, ir.Fail):
             if self.eval(s.cond):
-                raise FCLError(s.message, s.span)
+                raise FCLError(s.message.format(*(int(self.eval(v)) for v in s.values)), s.span)
         elif isinstance(s, ir.Print):
             self.print_array(s)
         elif isinstance(s, ir.Benchmark):

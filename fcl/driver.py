@@ -1,6 +1,7 @@
 """From a checked session to a result: pick the root, monomorphize, run on a back end."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from fcl.errors import FCLError
@@ -32,12 +33,19 @@ def mono_program(session: Session, root: ast.Expr) -> MonoProgram:
     return monomorphize(session.decls, root)
 
 
-def run_interpreter(session: Session, root: ast.Expr, config: RunConfig | None = None):
+@contextmanager
+def _depth_guard(root: ast.Expr, what: str):
+    """Turn Python running out of stack on a deeply nested program into a located FCL error."""
     try:
-        return Interpreter(config).run(mono_program(session, root))
+        yield
     except RecursionError:
-        raise FCLError("the program is nested too deeply for the interpreter to run", root.span,
+        raise FCLError(f"the program is nested too deeply {what}", root.span,
                        ["split deeply nested expressions into smaller definitions"]) from None
+
+
+def run_interpreter(session: Session, root: ast.Expr, config: RunConfig | None = None):
+    with _depth_guard(root, "for the interpreter to run"):
+        return Interpreter(config).run(mono_program(session, root))
 
 
 @dataclass
@@ -50,13 +58,16 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
     """The IL host program for `root`."""
     from fcl.il.lower import lower_program
     options = options or CompileOptions()
-    return lower_program(mono_program(session, root), options.block_size, options.bounds_check)
+    with _depth_guard(root, "to compile"):
+        return lower_program(mono_program(session, root), options.block_size, options.bounds_check)
 
 
 def compile_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None):
     """Host program, kernels and OpenCL source (with its line table) for `root`."""
     from fcl.opencl.host import compile_host_program
-    return compile_host_program(lower(session, root, options))
+    il = lower(session, root, options)
+    with _depth_guard(root, "to compile"):
+        return compile_host_program(il)
 
 
 def run_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None,

@@ -115,13 +115,15 @@ def test_signature_name_mismatch_is_a_warning(tmp_path):
                                              "is followed by the definition of `f`")
 
 
-def test_run_prints_forced_arrays_exactly(tmp_path):
+# `fcl run` runs generated OpenCL by default; `--backend interp` runs the reference interpreter.
+@pytest.mark.parametrize("backend", [[], ["--backend", "interp"]], ids=["opencl", "interp"])
+def test_run_prints_forced_arrays_exactly(tmp_path, backend):
     path = write(tmp_path / "t.fcl",
                  "val main = do<grid> {\n"
                  "  forceAndPrint 3 (push<grid> (generate 3 (fn i => i * i - 1)));\n"
                  "  forceAndPrintDouble 2 (push<grid> (generate 2 (fn i => divd (i2d i) 3.0)))\n"
                  "}\n")
-    result = fcl("run", path, cwd=tmp_path)
+    result = fcl("run", *backend, path, cwd=tmp_path)
     assert (result.returncode, result.stdout, result.stderr) == (0, "[-1,0,3]\n[0.00000,0.33333]\n",
                                                                  "")
 
@@ -129,16 +131,17 @@ def test_run_prints_forced_arrays_exactly(tmp_path):
 def test_run_reads_files_in_order(tmp_path):
     lib = write(tmp_path / "lib.fcl", "fun square x = x * x\n")
     use = write(tmp_path / "use.fcl", "val main = forceAndPrint 4 (push<grid> (generate 4 square))\n")
-    assert fcl("run", lib, use, cwd=tmp_path).stdout == "[0,1,4,9]\n"
-    assert_clean_failure(fcl("run", use, lib, cwd=tmp_path),
+    assert fcl("run", "--backend", "interp", lib, use, cwd=tmp_path).stdout == "[0,1,4,9]\n"
+    assert_clean_failure(fcl("run", "--backend", "interp", use, lib, cwd=tmp_path),
                          f"{use}:1:52: error: `square` is not defined")
 
 
 def test_run_error_keeps_earlier_output_and_exits_1(tmp_path):
+    # The interpreter traps division by zero (OpenCL, like the original, does not).
     path = write(tmp_path / "t.fcl",
                  "val main = do<grid> { forceAndPrint 2 (push<grid> (iota 2));\n"
                  "  forceAndPrint 1 (push<grid> (generate 1 (fn i => 1 / i))) }\n")
-    result = fcl("run", path, cwd=tmp_path)
+    result = fcl("run", "--backend", "interp", path, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stdout == "[0,1]\n"
     assert result.stderr.splitlines()[0] == f"{path}:2:52: error: division by zero"
@@ -156,7 +159,25 @@ def test_read_int_csv_path_is_relative_to_the_working_directory(tmp_path):
     (tmp_path / "data.csv").write_text("4, 5,6\n7\n")
     path = write(tmp_path / "t.fcl", 'val main = do<grid> { xs <- readIntCSV "data.csv"; '
                                      "forceAndPrint 4 (push<grid> xs) }\n")
-    assert fcl("run", path, cwd=tmp_path).stdout == "[4,5,6,7]\n"
+    assert fcl("run", "--backend", "interp", path, cwd=tmp_path).stdout == "[4,5,6,7]\n"
+
+
+@pytest.mark.parametrize("command, stage", [
+    (["run"], "to compile"),
+    (["run", "--backend", "interp"], "for the interpreter to run"),
+    (["compile"], "to compile"),
+])
+def test_program_that_checks_but_nests_deeply_never_crashes(tmp_path, command, stage):
+    # 150 nested lets type-check; monomorphizing, lowering and interpreting them may still
+    # exhaust Python's stack, which must then be a located error rather than a traceback.
+    body = "".join(f"let a{k + 1} = a{k} + 1 in " for k in range(150)) + "a150"
+    path = write(tmp_path / "t.fcl", "val main = forceAndPrint 1 (push<grid> (generate 1 "
+                                     f"(fn a0 => {body})))\n")
+    result = fcl(*command, path, cwd=tmp_path)
+    if result.returncode != 0:
+        assert_clean_failure(result, f"{path}:1:5: error: the program is nested too deeply {stage}")
+    elif command[0] == "run":
+        assert result.stdout == "[150]\n"
 
 
 @pytest.mark.parametrize("args", [["check"], ["frobnicate", "x.fcl"]])

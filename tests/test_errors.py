@@ -380,6 +380,17 @@ def test_read_int_csv_of_a_missing_file(tmp_path):
                  f'readIntCSV "{missing}"')
 
 
+def test_seqfor_reading_its_accumulator_in_zero_blocks():
+    # Found by test_fuzz.py: this once escaped as an IndexError from an empty buffer.
+    err, _ = run_error("fun cell t = return<thread> (seqfor 1 2 (fn acc => fn k => (0, acc 0)))\n"
+                       "fun blk b = concat<thread> 1 (generate 1 cell)\n"
+                       "val main = do<grid> { r <- concat<block> 1 (generate 0 blk) ; "
+                       "forceAndPrint 1 r }")
+    # Zero blocks make an empty array, as when the step does not read the accumulator.
+    assert err.message == ("cannot print 1 elements of an array of length 0: the count must be "
+                           "between 1 and the length")
+
+
 def test_missing_main():
     session = Session.new()
     session.add_file(Source("t.fcl", "val x = 1"))
@@ -401,3 +412,43 @@ def test_main_must_be_a_grid_program(definition, shown):
         main_root(session)
     assert_error(info.value, f"`main` must have type `Program <grid> 'a` to be run, but it has "
                              f"type `{shown}`", 1, 5, "main")
+
+
+# ---- interpreter bugs found while writing these tests (fcl/interp is not ours to fix) ----------
+# strict: once fixed, these fail as XPASS, and the xfail mark should go.
+
+def _run_to_output(text: str) -> str:
+    session = Session.new()
+    session.add_file(Source("t.fcl", text))
+    out = io.StringIO()
+    run_interpreter(session, main_root(session), RunConfig(out=out, err=io.StringIO()))
+    return out.getvalue()
+
+
+def _csv_program(path) -> str:
+    return (f'val main = do<grid> {{ xs <- readIntCSV "{path}"; '
+            "forceAndPrint (lengthPull xs) (push<grid> xs) }")
+
+
+@pytest.mark.xfail(strict=True, raises=UnicodeDecodeError,
+                   reason="interpreter bug: readIntCSV decodes the file as UTF-8")
+def test_read_int_csv_of_a_file_that_is_not_utf8(tmp_path):
+    path = tmp_path / "bytes.csv"
+    path.write_bytes(b"1,2\n\xff\xfe,3\n")
+    # The original reads bytes with atoi, so the undecodable field is 0; an FCLError is fine too.
+    try:
+        assert _run_to_output(_csv_program(path)) == "[1,2,0,3]\n"
+    except FCLError as err:
+        assert str(path) in err.message
+
+
+@pytest.mark.xfail(strict=True, raises=OverflowError,
+                   reason="interpreter bug: readIntCSV puts values over 32 bits into an int32 array")
+def test_read_int_csv_of_a_value_over_32_bits(tmp_path):
+    path = tmp_path / "big.csv"
+    path.write_text("1,99999999999,3\n")
+    # C's (int) of the long that atoi reads wraps modulo 2^32; an FCLError is fine too.
+    try:
+        assert _run_to_output(_csv_program(path)) == "[1,1215752191,3]\n"
+    except FCLError as err:
+        assert str(path) in err.message

@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="OpenCL device: `platform:device` (see `fcl devices`) or part of its name")
     _compile_options(run)
     run.add_argument("--dump-il", action="store_true", help="print the IL before running")
+    run.add_argument("--check", action="store_true",
+                     help="run on Oclgrind and report data races, out-of-bounds accesses and "
+                          "uninitialized reads at FCL lines")
     _common(run)
 
     comp = commands.add_parser("compile", help="write the generated OpenCL kernels")
@@ -122,12 +125,30 @@ def _run_or_compile(args, session: Session) -> int:
         else:
             print(source)
         return 0
+    if args.command == "run" and args.check:
+        return _check(args, session, root, options)
     if args.backend == "interp":
         from fcl.interp.eval import RunConfig
         driver.run_interpreter(session, root, RunConfig(block_size=args.block_size))
     else:
         driver.run_opencl(session, root, options, device=args.device)
     return 0
+
+
+def _check(args, session: Session, root, options) -> int:
+    from fcl import driver
+    from fcl.opencl.check import run_checked
+    table = driver.compile_opencl(session, root, options).line_table
+    argv = [*args.files, "--block-size", str(args.block_size)]
+    argv += ["--no-prelude"] * args.no_prelude + ["--bounds-check"] * args.bounds_check
+    status, stdout, findings = run_checked(argv, table)
+    sys.stdout.write(stdout)
+    sys.stdout.flush()
+    for finding in findings:
+        print(finding.as_error().render(), file=sys.stderr)
+    if findings:
+        print(f"Oclgrind found {len(findings)} problem(s)", file=sys.stderr)
+    return 1 if findings or status else 0
 
 
 if __name__ == "__main__":

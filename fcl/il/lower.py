@@ -291,10 +291,13 @@ class Lowerer:
                 self.emit(ir.ParFor(LEVELS[array.level], i, array.pull.length, body))
         elif isinstance(array, Interleave):
             outer = self.fresh("b" if array.level >= 2 else "j", ir.INT)
+            def place(index, value):
+                # The element lands where the interleave's index function says: locate it there.
+                with self.at(array.span):
+                    write(self.apply(array.place, (outer, index)), value)
             with self.capture() as body:
                 pushed = self.run(array.programs.fn(outer))
-                self.force_to(pushed, lambda index, value: write(
-                    self.apply(array.place, (outer, index)), value))
+                self.force_to(pushed, place)
             with self.at(array.span):
                 if array.sequential:
                     self.emit(ir.SeqFor(outer, array.programs.length, body))

@@ -41,7 +41,7 @@ class Device:
 
     @property
     def has_fp64(self) -> bool:
-        return "cl_khr_fp64" in self.device.extensions or bool(self.device.double_fp_config)
+        return "cl_khr_fp64" in self.device.extensions
 
 
 def all_devices() -> list[tuple[str, cl.Device]]:

@@ -1,0 +1,83 @@
+"""The thesis's chapter 5 examples (tests/thesis/, typed as printed but for the fixes noted in
+each file) type-check, run on the reference interpreter, and compute what numpy computes."""
+import functools
+import io
+import operator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fcl.driver import main_root, run_interpreter
+from fcl.errors import Source
+from fcl.interp.eval import RunConfig
+from fcl.session import Session
+
+THESIS = Path(__file__).parent / "thesis"
+
+
+def run(name: str, block_size: int = 256) -> list[np.ndarray]:
+    """The arrays that tests/thesis/<name> prints, one per forceAndPrint."""
+    session = Session.new()
+    path = THESIS / name
+    session.add_file(Source(str(path), path.read_text()))
+    out = io.StringIO()
+    run_interpreter(session, main_root(session),
+                    RunConfig(block_size=block_size, out=out, err=io.StringIO()))
+    printed = []
+    for line in out.getvalue().splitlines():
+        assert line.startswith("[") and line.endswith("]"), line
+        printed.append(np.array([float(x) if "." in x else int(x) for x in line[1:-1].split(",")]))
+    return printed
+
+
+def assert_ints(printed: np.ndarray, expected) -> None:
+    expected = np.asarray(expected)
+    assert printed.dtype.kind == "i" and printed.tolist() == expected.tolist()
+
+
+def assert_doubles(printed: np.ndarray, expected) -> None:
+    """Equal up to the five printed decimals (the sums may be added in another order)."""
+    np.testing.assert_allclose(printed, np.asarray(expected).flatten(), rtol=0, atol=6e-6)
+
+
+def test_reverse():
+    (out,) = run("reverse.fcl")
+    assert_ints(out, (3 * np.arange(32) + 1)[::-1])
+
+
+def test_transpose():
+    tiled, naive = run("transpose.fcl")
+    assert_ints(tiled, (1000 + np.arange(256)).reshape(16, 16).T.flatten())
+    assert_ints(naive, np.arange(25).reshape(5, 5).T.flatten())
+
+
+@pytest.mark.parametrize("block_size", [256, 8])
+def test_reduce(block_size):
+    partial, full = run("reduce.fcl", block_size)
+    chunk = 2 * block_size
+    data = np.arange(chunk * chunk) * 37 % 101
+    assert_ints(partial, data.reshape(chunk, chunk).sum(axis=1))
+    assert_ints(full, [data.sum(), data.max()])
+
+
+def test_foldl_and_scanl():
+    sums, scans = run("foldl_scanl.fcl")
+    chunks = (np.arange(96) ** 2 % 17 - 8).reshape(16, 6)
+    assert_ints(sums, [functools.reduce(operator.sub, chunk, 100) for chunk in chunks])
+    assert_ints(scans, np.concatenate([np.concatenate([[0], np.cumsum(chunk)]) for chunk in chunks]))
+
+
+def test_matmul():
+    ints, doubles = run("matmul.fcl")
+    a = (np.arange(8 * 12) % 7 - 3).reshape(8, 12)
+    b = (np.arange(12 * 8) % 5 - 2).reshape(12, 8)
+    assert_ints(ints, (a @ b).flatten())
+    a = (np.arange(8 * 12) / 96.0).reshape(8, 12)
+    b = (np.arange(12 * 8) % 9 / 8.0).reshape(12, 8)
+    assert_doubles(doubles, a @ b)
+
+
+def test_scan():
+    (out,) = run("scan.fcl")
+    assert_ints(out, np.cumsum(np.arange(65536) * 7 % 10 - 3))

@@ -95,11 +95,18 @@ def test_malformed_number_is_underlined_whole(number):
     assert_error(err, f"malformed number `{number}`", 1, 9, number)
 
 
-@pytest.mark.parametrize("number", ["2147483648", "-2147483649", "0x80000000"])
+@pytest.mark.parametrize("number", ["2147483648", "-2147483649", "0x100000000", "0o40000000000"])
 def test_int_literal_over_32_bits(number):
     err = check_error(f"val x = {number}")
     assert_error(err, "this integer does not fit in 32 bits (FCL's `int` is a 32-bit int)",
                  1, 9, number)
+
+
+def test_hex_and_octal_literals_are_32_bit_patterns():
+    # As in C, where the original's literals end up: 0xFFFFFFFF is the int -1.
+    session = Session.new(prelude=False)
+    session.add_file(Source("t.fcl", "val a = 0xFFFFFFFF\nval b = 0x80000000\nval c = 0o37777777777"))
+    assert [d.value.value for d in session.user_decls()] == [-1, -2**31, -1]
 
 
 def test_int_literals_at_the_32_bit_limits_are_accepted():
@@ -414,8 +421,7 @@ def test_main_must_be_a_grid_program(definition, shown):
                              f"type `{shown}`", 1, 5, "main")
 
 
-# ---- interpreter bugs found while writing these tests (fcl/interp is not ours to fix) ----------
-# strict: once fixed, these fail as XPASS, and the xfail mark should go.
+# ---- readIntCSV reads like the original's C reader (strtok + atoi) --------------------------
 
 def _run_to_output(text: str) -> str:
     session = Session.new()
@@ -430,8 +436,6 @@ def _csv_program(path) -> str:
             "forceAndPrint (lengthPull xs) (push<grid> xs) }")
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeDecodeError,
-                   reason="interpreter bug: readIntCSV decodes the file as UTF-8")
 def test_read_int_csv_of_a_file_that_is_not_utf8(tmp_path):
     path = tmp_path / "bytes.csv"
     path.write_bytes(b"1,2\n\xff\xfe,3\n")
@@ -442,8 +446,6 @@ def test_read_int_csv_of_a_file_that_is_not_utf8(tmp_path):
         assert str(path) in err.message
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError,
-                   reason="interpreter bug: readIntCSV puts values over 32 bits into an int32 array")
 def test_read_int_csv_of_a_value_over_32_bits(tmp_path):
     path = tmp_path / "big.csv"
     path.write_text("1,99999999999,3\n")

@@ -443,9 +443,9 @@ def test_read_int_csv_reads_a_file_the_test_writes(tmp_path, monkeypatch):
 
 def test_benchmark_runs_the_program_and_reports_the_time_per_run():
     out, err = run("benchmark.fcl")
-    # The body prints the first two of its 1000 elements on each of its 3 runs (the interpreter
-    # does no warm-up run).
-    assert out == lines(ints([1, 2]) * 3, ints([7]))
+    # The body prints the first two of its 1000 elements on each of its 3 timed runs and on the
+    # warm-up run, as in the original.
+    assert out == lines(ints([1, 2]) * 4, ints([7]))
     assert re.fullmatch(r"Benchmark \(3 repetitions\): \d+\.\d{6} ms per run", err.splitlines()[0])
 
 

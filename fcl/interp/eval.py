@@ -51,6 +51,7 @@ class Interpreter:
         self.config = config or RunConfig()
         self.globals: dict[str, object] = {}
         self.host = Ctx(1)
+        self.outputs = 0  # host outputs so far (prints, benchmark reports)
 
     # ---- programs
     def run(self, program: MonoProgram):

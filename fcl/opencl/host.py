@@ -6,16 +6,15 @@ returned from a grid program) copies it back.
 """
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 import pyopencl as cl
 
 from fcl.errors import FCLError
+from fcl.hostio import format_array, read_int_csv
 from fcl.il import ir
 from fcl.interp.prims import _c_div, _c_mod, _clz
 from fcl.opencl.device import DTYPES, Device, build, open_device
@@ -192,8 +191,7 @@ class HostRun:
         count = int(self.eval(s.count))
         host = np.empty(count, dtype=array.dtype)
         cl.enqueue_copy(self.device.queue, host, array.buffer)
-        fmt = "%.5f" if array.dtype == np.float64 else "%i"
-        self.out.write("[" + ",".join(fmt % v for v in host.tolist()) + "]\n")
+        self.out.write(format_array(host))
 
     def benchmark(self, s: ir.Benchmark) -> None:
         count = int(self.eval(s.count))
@@ -213,13 +211,7 @@ class HostRun:
         self.err.write(f"  min {min(times):f} ms, median {float(np.median(times)):f} ms\n")
 
     def read_csv(self, s: ir.ReadCSV) -> None:
-        try:
-            text = Path(s.path).read_text()
-        except OSError as err:
-            raise FCLError(f"cannot read `{s.path}`: {err.strerror or err}", s.span) from None
-        fields = [f for f in re.split(r"[,\s]+", text) if f]
-        values = np.array([int(m.group()) if (m := re.match(r"[+-]?\d+", f)) else 0
-                           for f in fields], dtype=np.int32)
+        values = read_int_csv(s.path, s.span)
         buffer = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                            hostbuf=values if values.size else np.zeros(1, np.int32))
         self.env[s.array.name] = DeviceArray(buffer, np.int32, len(values))

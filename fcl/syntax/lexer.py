@@ -170,6 +170,8 @@ class Lexer:
                 raise self.error("this number is too large for a double", start, self.pos)
             self.emit("FLOAT", number, start)
             return
+        if INT32_MAX < value < 2**32 and text[digits_start:digits_start + 2].lower() in ("0x", "0o"):
+            value -= 2**32  # a bit pattern, as in C: 0xFFFFFFFF is -1
         if text[start] == "-":
             value = -value
         if not -INT32_MAX - 1 <= value <= INT32_MAX:

@@ -1,0 +1,36 @@
+"""Host-side input and output shared by both back ends, in the original compiler's formats."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from fcl.errors import FCLError, Span
+
+_LEADING_INT = re.compile(rb"[+-]?\d+")
+
+
+def read_int_csv(path: str, span: Span | None) -> np.ndarray:
+    """The ints of a file of values separated by commas, spaces or newlines.
+
+    Like the original's C reader (strtok + atoi): each field's leading integer, else 0, and a
+    value beyond 32 bits wraps as C's conversion to int does. Bytes, not text: any encoding reads.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise FCLError(f"cannot read `{path}`: {err.strerror or err}", span) from None
+    values = []
+    for field in re.split(rb"[,\s]+", data):
+        if field:
+            match = _LEADING_INT.match(field)
+            value = int(match.group()) if match else 0
+            values.append((value + 2**31) % 2**32 - 2**31)
+    return np.array(values, dtype=np.int32)
+
+
+def format_array(values: np.ndarray) -> str:
+    """`[a,b,c]` with no spaces: ints as %i, doubles as %.5f."""
+    fmt = "%.5f" if values.dtype == np.float64 else "%i"
+    return "[" + ",".join(fmt % v for v in values.tolist()) + "]\n"

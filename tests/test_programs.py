@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fcl.driver import main_root, run_interpreter
+from fcl.driver import CompileOptions, main_root, run_interpreter, run_opencl
 from fcl.errors import Source
 from fcl.interp.eval import RunConfig
 from fcl.session import Session
@@ -23,13 +23,17 @@ from fcl.types.builtins import BUILTINS
 PROGRAMS = Path(__file__).parent / "programs"
 
 
-def run(name: str, block_size: int = 256) -> tuple[str, str]:
+def run(name: str, block_size: int = 256, backend: str = "interp") -> tuple[str, str]:
     """stdout and stderr of tests/programs/<name> run with the prelude."""
     session = Session.new()
     path = PROGRAMS / name
     session.add_file(Source(str(path), path.read_text()))
     out, err = io.StringIO(), io.StringIO()
-    run_interpreter(session, main_root(session), RunConfig(block_size=block_size, out=out, err=err))
+    if backend == "interp":
+        run_interpreter(session, main_root(session),
+                        RunConfig(block_size=block_size, out=out, err=err))
+    else:
+        run_opencl(session, main_root(session), CompileOptions(block_size), out=out, err=err)
     return out.getvalue(), err.getvalue()
 
 
@@ -420,14 +424,16 @@ EXPECTED = {
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_program_prints_what_python_computes(name):
-    out, _ = run(name)
+@pytest.mark.parametrize("backend", ["interp", "opencl"])
+def test_program_prints_what_python_computes(name, backend):
+    out, _ = run(name, backend=backend)
     assert out == EXPECTED[name]()
 
 
+@pytest.mark.parametrize("backend", ["interp", "opencl"])
 @pytest.mark.parametrize("block_size", [256, 64])
-def test_block_size_is_the_configured_one(block_size):
-    out, _ = run("blocksize.fcl", block_size)
+def test_block_size_is_the_configured_one(block_size, backend):
+    out, _ = run("blocksize.fcl", block_size, backend)
     assert out == blocksize_expected(block_size)
 
 

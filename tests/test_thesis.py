@@ -1,5 +1,5 @@
 """The thesis's chapter 5 examples (tests/thesis/, typed as printed but for the fixes noted in
-each file) type-check, run on the reference interpreter, and compute what numpy computes."""
+each file) type-check, run on the reference interpreter and on OpenCL, and compute what numpy computes."""
 import functools
 import io
 import operator
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fcl.driver import main_root, run_interpreter
+from fcl.driver import CompileOptions, main_root, run_interpreter, run_opencl
 from fcl.errors import Source
 from fcl.interp.eval import RunConfig
 from fcl.session import Session
@@ -16,14 +16,23 @@ from fcl.session import Session
 THESIS = Path(__file__).parent / "thesis"
 
 
-def run(name: str, block_size: int = 256) -> list[np.ndarray]:
+@pytest.fixture(params=["interp", "opencl"])
+def backend(request) -> str:
+    return request.param
+
+
+def run(name: str, backend: str, block_size: int = 256) -> list[np.ndarray]:
     """The arrays that tests/thesis/<name> prints, one per forceAndPrint."""
     session = Session.new()
     path = THESIS / name
     session.add_file(Source(str(path), path.read_text()))
     out = io.StringIO()
-    run_interpreter(session, main_root(session),
-                    RunConfig(block_size=block_size, out=out, err=io.StringIO()))
+    if backend == "interp":
+        run_interpreter(session, main_root(session),
+                        RunConfig(block_size=block_size, out=out, err=io.StringIO()))
+    else:
+        run_opencl(session, main_root(session), CompileOptions(block_size), out=out,
+                   err=io.StringIO())
     printed = []
     for line in out.getvalue().splitlines():
         assert line.startswith("[") and line.endswith("]"), line
@@ -41,35 +50,35 @@ def assert_doubles(printed: np.ndarray, expected) -> None:
     np.testing.assert_allclose(printed, np.asarray(expected).flatten(), rtol=0, atol=6e-6)
 
 
-def test_reverse():
-    (out,) = run("reverse.fcl")
+def test_reverse(backend):
+    (out,) = run("reverse.fcl", backend)
     assert_ints(out, (3 * np.arange(32) + 1)[::-1])
 
 
-def test_transpose():
-    tiled, naive = run("transpose.fcl")
+def test_transpose(backend):
+    tiled, naive = run("transpose.fcl", backend)
     assert_ints(tiled, (1000 + np.arange(256)).reshape(16, 16).T.flatten())
     assert_ints(naive, np.arange(25).reshape(5, 5).T.flatten())
 
 
 @pytest.mark.parametrize("block_size", [256, 8])
-def test_reduce(block_size):
-    partial, full = run("reduce.fcl", block_size)
+def test_reduce(block_size, backend):
+    partial, full = run("reduce.fcl", backend, block_size)
     chunk = 2 * block_size
     data = np.arange(chunk * chunk) * 37 % 101
     assert_ints(partial, data.reshape(chunk, chunk).sum(axis=1))
     assert_ints(full, [data.sum(), data.max()])
 
 
-def test_foldl_and_scanl():
-    sums, scans = run("foldl_scanl.fcl")
+def test_foldl_and_scanl(backend):
+    sums, scans = run("foldl_scanl.fcl", backend)
     chunks = (np.arange(96) ** 2 % 17 - 8).reshape(16, 6)
     assert_ints(sums, [functools.reduce(operator.sub, chunk, 100) for chunk in chunks])
     assert_ints(scans, np.concatenate([np.concatenate([[0], np.cumsum(chunk)]) for chunk in chunks]))
 
 
-def test_matmul():
-    ints, doubles = run("matmul.fcl")
+def test_matmul(backend):
+    ints, doubles = run("matmul.fcl", backend)
     a = (np.arange(8 * 12) % 7 - 3).reshape(8, 12)
     b = (np.arange(12 * 8) % 5 - 2).reshape(12, 8)
     assert_ints(ints, (a @ b).flatten())
@@ -78,6 +87,6 @@ def test_matmul():
     assert_doubles(doubles, a @ b)
 
 
-def test_scan():
-    (out,) = run("scan.fcl")
+def test_scan(backend):
+    (out,) = run("scan.fcl", backend)
     assert_ints(out, np.cumsum(np.arange(65536) * 7 % 10 - 3))

@@ -19,7 +19,7 @@ from fcl.il import ir
 from fcl.interp.prims import _c_div, _c_mod, _clz
 from fcl.opencl.device import DTYPES, Device, build, open_device
 from fcl.opencl.emit import opencl_source
-from fcl.opencl.kernelize import Kernel, Launch, Special, kernelize
+from fcl.opencl.kernelize import Kernel, Launch, Special, expr_vars, kernelize
 
 NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}
 BINARY = {
@@ -48,11 +48,15 @@ class HostRun:
         self.fail_flags: dict[str, tuple[cl.Buffer, Kernel]] = {}
 
     # ---- expressions
-    def eval(self, e: ir.Expr):
+    def eval(self, e: ir.Expr, lanes: bool = False):
+        """A host expression's value; with lanes=True variables may hold one value per
+        iteration (numpy arrays) and conditionals select lane by lane."""
         if isinstance(e, ir.Const):
             return NP_TYPES[e.type](e.value)
         if isinstance(e, ir.Var):
             return self.env[e.name]
+        if lanes:
+            return self._eval_lanes(e)
         if isinstance(e, Special):
             if e.name in ("local_size",):
                 return np.int32(self.block_size)
@@ -86,6 +90,25 @@ class HostRun:
         if isinstance(e, ir.Select):
             return self.eval(e.then) if self.eval(e.cond) else self.eval(e.else_)
         raise TypeError(e)
+
+    def _eval_lanes(self, e: ir.Expr):
+        if isinstance(e, ir.Bin):
+            a, b = self.eval(e.left, True), self.eval(e.right, True)
+            if e.op in ("&&", "||"):
+                return (np.logical_and if e.op == "&&" else np.logical_or)(a, b)
+            if e.op in ("/", "%") and e.type == ir.INT:
+                b = np.where(b == 0, 1, b)  # undefined in C; only sizes are computed here
+                return _c_div(a, b) if e.op == "/" else _c_mod(a, b)
+            return BINARY[e.op](a, b) if e.op in BINARY else (np.divide if e.op == "/" else np.fmod)(a, b)
+        if isinstance(e, ir.Un):
+            a = self.eval(e.arg, True)
+            return {"neg": np.negative, "not": np.logical_not, "abs": np.abs, "sign": np.sign,
+                    "clz": _clz, "i2d": lambda x: np.asarray(x, np.float64),
+                    "d2i": lambda x: np.trunc(x).astype(np.int32), "b2i": lambda x: np.asarray(x, np.int32),
+                    "sqrt": np.sqrt}[e.op](a)
+        if isinstance(e, ir.Select):
+            return np.where(self.eval(e.cond, True), self.eval(e.then, True), self.eval(e.else_, True))
+        return self.eval(e)
 
     # ---- statements
     def run(self, stmts: list[ir.Stmt]) -> None:
@@ -151,7 +174,7 @@ class HostRun:
                 args.append(np.int32(value) if p.type == ir.BOOL else NP_TYPES[p.type](value))
         local_bytes = 0
         for local in kernel.locals:
-            n = int(self.eval(local.size)) * (self.block_size if local.per_item else 1)
+            n = self.local_size(kernel, local.size) * (self.block_size if local.per_item else 1)
             nbytes = max(n, 1) * np.dtype(DTYPES[local.var.type.elem]).itemsize
             local_bytes += nbytes
             args.append(cl.LocalMemory(nbytes))
@@ -168,6 +191,23 @@ class HostRun:
                                           (self.block_size,), *args)
         if self.events is not None:
             self.events.append(event)
+
+    def local_size(self, kernel: Kernel, size: ir.Expr) -> int:
+        """Elements of a local array: the largest over the kernel's iterations if it varies."""
+        names: dict[str, ir.Var] = {}
+        expr_vars(size, names)
+        group = kernel.group_var
+        if group is None or group.name not in names:
+            return int(self.eval(size))
+        count = int(self.eval(kernel.group_bound))
+        if count <= 0:
+            return 0
+        saved = self.env.get(group.name)
+        self.env[group.name] = np.arange(count, dtype=np.int32)
+        try:
+            return int(np.max(self.eval(size, lanes=True)))
+        finally:
+            self.env[group.name] = saved
 
     def fail_flag(self, kernel: Kernel) -> cl.Buffer:
         if kernel.name not in self.fail_flags:

@@ -54,6 +54,10 @@ class Kernel:
     private: list[tuple[ir.Var, int]] = field(default_factory=list)  # arrays in registers
     fails: list[ir.Fail] = field(default_factory=list)     # index into this list = fail code
     span: Span | None = None
+    # For one-group-per-iteration kernels: local sizes may depend on the iteration; the host
+    # sizes local memory for the largest.
+    group_var: ir.Var | None = None
+    group_bound: ir.Expr | None = None
 
 
 @dataclass(eq=False)
@@ -103,6 +107,7 @@ class Kernelizer:
         body = KernelBody(kernel).block(s.body, level="block")
         kernel.body = [StridedFor(s.var, Special("group_id"), s.bound, Special("num_groups"), body,
                                   span=s.span)]
+        kernel.group_var, kernel.group_bound = s.var, s.bound
         finish(kernel)
         groups = ir.Bin("min", s.bound, ir.Const(MAX_GROUPS, ir.INT), ir.INT)
         return Launch(kernel, groups, span=s.span)
@@ -172,20 +177,55 @@ class KernelBody:
 
 
 def finish(kernel: Kernel) -> None:
-    """Kernel parameters: the host variables the body uses. Local memory sizes are computed on
-    the host at launch, so they may only use host values."""
+    """Kernel parameters: the host variables the body uses. Local memory is sized on the host at
+    launch, so each size is rewritten over host values (and the group's iteration variable)."""
     bound: set[str] = {a.var.name for a in kernel.locals} | {v.name for v, _ in kernel.private}
     used: dict[str, ir.Var] = {}
     _scan(kernel.body, bound, used)
     kernel.params = sorted(used.values(), key=lambda v: v.name)
     inside = _declared_names(kernel.body)
+    definitions = _single_definitions(kernel.body)
+    allowed = {kernel.group_var.name} if kernel.group_var is not None else set()
     for local in kernel.locals:
-        names: dict[str, ir.Var] = {}
-        _expr_vars(local.size, names)
-        if any(name in inside for name in names):
+        local.size = _inline(local.size, definitions, inside - allowed, local.span)
+
+
+def _single_definitions(stmts: list[ir.Stmt]) -> dict[str, ir.Expr]:
+    """Variables declared once and never assigned, with their initial values."""
+    declared: dict[str, ir.Expr] = {}
+    assigned: set[str] = set()
+
+    def walk(stmts):
+        for s in stmts:
+            if isinstance(s, ir.Declare):
+                declared[s.var.name] = s.init
+            elif isinstance(s, ir.Assign):
+                assigned.add(s.var.name)
+            for child in _children(s):
+                walk(child)
+    walk(stmts)
+    return {name: init for name, init in declared.items() if name not in assigned}
+
+
+def _inline(e: ir.Expr, definitions: dict[str, ir.Expr], inside: set[str], span) -> ir.Expr:
+    """e with kernel-local variables replaced by their definitions, so the host can evaluate it."""
+    if isinstance(e, ir.Var) and e.name in inside:
+        if e.name not in definitions:
             raise FCLError("the size of this array depends on values computed inside the "
-                           "kernel, but local memory must be sized before the kernel starts",
-                           local.span)
+                           "kernel, but local memory must be sized before the kernel starts", span)
+        return _inline(definitions[e.name], definitions, inside, span)
+    if isinstance(e, (ir.Index, Special)):
+        raise FCLError("the size of this array depends on values computed inside the kernel, "
+                       "but local memory must be sized before the kernel starts", span)
+    if isinstance(e, ir.Bin):
+        return ir.Bin(e.op, _inline(e.left, definitions, inside, span),
+                      _inline(e.right, definitions, inside, span), e.type)
+    if isinstance(e, ir.Un):
+        return ir.Un(e.op, _inline(e.arg, definitions, inside, span), e.type)
+    if isinstance(e, ir.Select):
+        return ir.Select(*(_inline(x, definitions, inside, span) for x in (e.cond, e.then, e.else_)),
+                         e.type)
+    return e
 
 
 def _declared_names(stmts: list[ir.Stmt]) -> set[str]:
@@ -232,7 +272,7 @@ def _scan(stmts: list[ir.Stmt], bound: set[str], used: dict[str, ir.Var]) -> Non
             exprs = [s.cond]
         found: dict[str, ir.Var] = {}
         for e in exprs:
-            _expr_vars(e, found)
+            expr_vars(e, found)
         for name, var in found.items():
             if name not in bound:
                 used.setdefault(name, var)
@@ -245,21 +285,21 @@ def _scan(stmts: list[ir.Stmt], bound: set[str], used: dict[str, ir.Var]) -> Non
             bound.add(s.var.name)
 
 
-def _expr_vars(e: ir.Expr, out: dict[str, ir.Var]) -> None:
+def expr_vars(e: ir.Expr, out: dict[str, ir.Var]) -> None:
     if isinstance(e, ir.Var):
         out.setdefault(e.name, e)
     elif isinstance(e, ir.Index):
-        _expr_vars(e.array, out)
-        _expr_vars(e.index, out)
+        expr_vars(e.array, out)
+        expr_vars(e.index, out)
     elif isinstance(e, ir.Bin):
-        _expr_vars(e.left, out)
-        _expr_vars(e.right, out)
+        expr_vars(e.left, out)
+        expr_vars(e.right, out)
     elif isinstance(e, ir.Un):
-        _expr_vars(e.arg, out)
+        expr_vars(e.arg, out)
     elif isinstance(e, ir.Select):
-        _expr_vars(e.cond, out)
-        _expr_vars(e.then, out)
-        _expr_vars(e.else_, out)
+        expr_vars(e.cond, out)
+        expr_vars(e.then, out)
+        expr_vars(e.else_, out)
 
 
 def kernelize(host_program: list[ir.Stmt]) -> tuple[list[ir.Stmt], list[Kernel]]:

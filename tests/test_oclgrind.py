@@ -1,7 +1,9 @@
 """Generated kernels under Oclgrind: no data races, out-of-bounds accesses or uninitialized reads.
 
-Each check runs `fcl run --check` (a child process on the Oclgrind platform), at small sizes.
+`fcl run --check` runs in a child process; the many example programs run in this process on the
+Oclgrind device (conftest.py turns its checks on), with its reports read from stderr.
 """
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +11,15 @@ from pathlib import Path
 import pytest
 
 import test_opencl
+from fcl import driver
+from fcl.errors import Source
+from fcl.opencl.check import parse_reports
+from fcl.session import Session
+
+TESTS = Path(__file__).parent
+EXAMPLES = sorted((TESTS / "programs").glob("*.fcl")) + sorted((TESTS / "thesis").glob("*.fcl"))
+# Programs that need a file in their working directory, or are too big for a simulator.
+SKIP = {"readIntCSV.fcl", "scan.fcl"}
 
 PROGRAMS = {
     "block-while": test_opencl.CHUNKED_SUMS,
@@ -43,3 +54,17 @@ def test_a_race_between_work_groups_is_reported_at_the_interleave(tmp_path):
     assert result.returncode == 1
     first = result.stderr.splitlines()[0]
     assert first.startswith(f"{tmp_path / 'prog.fcl'}:3:12: error: Oclgrind: Write-write data race")
+
+
+@pytest.mark.parametrize("path", [p for p in EXAMPLES if p.name not in SKIP], ids=lambda p: p.name)
+def test_every_example_program_is_clean_under_oclgrind(path, capfd):
+    session = Session.new()
+    session.add_file(Source(str(path), path.read_text()))
+    root = driver.main_root(session)
+    options = driver.CompileOptions(block_size=32)
+    table = driver.compile_opencl(session, root, options).line_table
+    capfd.readouterr()
+    driver.run_opencl(session, root, options, device="oclgrind", out=io.StringIO(),
+                      err=io.StringIO())
+    findings = parse_reports(capfd.readouterr().err, table)
+    assert not findings, "\n".join(f.as_error().render() for f in findings)

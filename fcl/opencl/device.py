@@ -88,21 +88,23 @@ _devices: dict[int, Device] = {}
 def open_device(choice: str | None = None) -> Device:
     dev = pick_device(choice)
     key = dev.int_ptr
-    if key not in _devices:
+    if key not in _devices or is_oclgrind(dev):
+        # Oclgrind gets a fresh context per run: its uninitialized-memory tracking otherwise
+        # carries over from earlier runs in the same context and reports values that are set.
         context = cl.Context([dev])
         queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         _devices[key] = Device(context, queue, dev)
     return _devices[key]
 
 
-_programs: dict[tuple[int, str], dict[str, cl.Kernel]] = {}
+_programs: dict[tuple[int, str], dict[str, cl.Kernel]] = {}  # by (context, source)
 build_count = 0  # programs actually built, for tests of the cache
 
 
 def build(device: Device, source: str) -> dict[str, cl.Kernel]:
     """The kernels of `source` by name, built once per device."""
     global build_count
-    key = (device.device.int_ptr, source)
+    key = (device.context.int_ptr, source)
     if key not in _programs:
         try:
             with warnings.catch_warnings():

@@ -46,6 +46,7 @@ class HostRun:
         self.env: dict[str, object] = {}
         self.events: list[cl.Event] | None = None  # collected while benchmarking
         self.fail_flags: dict[str, tuple[cl.Buffer, Kernel]] = {}
+        self.buffers: list[cl.Buffer] = []  # everything allocated, released when the run ends
 
     # ---- expressions
     def eval(self, e: ir.Expr, lanes: bool = False):
@@ -160,8 +161,9 @@ class HostRun:
         if nbytes > self.device.max_alloc:
             raise FCLError(f"cannot allocate {length} elements ({nbytes} bytes): the device "
                            f"allows at most {self.device.max_alloc} bytes in one buffer", s.span)
-        return DeviceArray(cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes),
-                           dtype, length)
+        buffer = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
+        self.buffers.append(buffer)
+        return DeviceArray(buffer, dtype, length)
 
     def launch(self, s: Launch) -> None:
         kernel = s.kernel
@@ -192,6 +194,14 @@ class HostRun:
         if self.events is not None:
             self.events.append(event)
 
+    def release(self) -> None:
+        """Give the device memory back now rather than whenever Python collects it."""
+        self.device.queue.finish()
+        for buffer in self.buffers:
+            buffer.release()
+        self.buffers.clear()
+        self.env.clear()
+
     def local_size(self, kernel: Kernel, size: ir.Expr) -> int:
         """Elements of a local array: the largest over the kernel's iterations if it varies."""
         names: dict[str, ir.Var] = {}
@@ -213,6 +223,7 @@ class HostRun:
         if kernel.name not in self.fail_flags:
             flag = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                              hostbuf=np.zeros(1, dtype=np.int32))
+            self.buffers.append(flag)
             self.fail_flags[kernel.name] = (flag, kernel)
         return self.fail_flags[kernel.name][0]
 
@@ -254,6 +265,7 @@ class HostRun:
         values = read_int_csv(s.path, s.span)
         buffer = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                            hostbuf=values if values.size else np.zeros(1, np.int32))
+        self.buffers.append(buffer)
         self.env[s.array.name] = DeviceArray(buffer, np.int32, len(values))
         self.env[s.length.name] = np.int32(len(values))
 
@@ -286,6 +298,9 @@ def run_compiled(compiled: Compiled, device: str | None = None, block_size: int 
                        f"size {dev.max_work_group_size}")
     kernels = build(dev, compiled.source) if compiled.kernels else {}
     run = HostRun(dev, kernels, block_size, out or sys.stdout, err or sys.stderr)
-    run.run(compiled.host)
-    dev.queue.finish()
-    run.check_failures()
+    try:
+        run.run(compiled.host)
+        dev.queue.finish()
+        run.check_failures()
+    finally:
+        run.release()

@@ -20,6 +20,8 @@ def _c_div(a, b):
         # A power of two: shift, first adding b-1 to negative numbers so they round up.
         shift = int(b).bit_length() - 1
         return (a + ((a >> 31) & (b - 1))) >> shift
+    if isinstance(b, np.integer) and b > 0 and np.min(a, initial=0) >= 0:
+        return np.floor_divide(a, b)  # no negative operands: floor and truncation agree
     q = np.floor_divide(a, b)
     return q + (((a % b) != 0) & ((a < 0) ^ (b < 0)))
 
@@ -28,6 +30,8 @@ def _c_mod(a, b):
     """Remainder with the sign of the dividend, as in C."""
     if isinstance(b, np.integer) and b > 0 and b & (b - 1) == 0:
         return a - (_c_div(a, b) << (int(b).bit_length() - 1))
+    if isinstance(b, np.integer) and b > 0 and np.min(a, initial=0) >= 0:
+        return np.remainder(a, b)
     return np.fmod(a, b)
 
 

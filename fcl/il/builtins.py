@@ -6,7 +6,7 @@ from fcl.il import ir
 from fcl.il.lower import (Interleave, Lowerer, MapPush, Prim, Prog, Pull, PushPull, SeqForPush,
                           elem_type, level_of, snapshot)
 from fcl.il.simplify import mk_bin, mk_un
-from fcl.types.types import TArrow, Type, chase
+from fcl.types.types import Type, arg_type, result_type
 
 I, D, B = ir.INT, ir.DOUBLE, ir.BOOL
 BINARY = {
@@ -56,20 +56,6 @@ def _powi(lw: Lowerer, base: ir.Expr, exponent: ir.Expr) -> ir.Expr:
     return result
 
 
-def _arg(t: Type, k: int) -> Type:
-    t = chase(t)
-    for _ in range(k):
-        t = chase(t.res)
-    return chase(t.arg)
-
-
-def _result(t: Type) -> Type:
-    t = chase(t)
-    while isinstance(t, TArrow):
-        t = chase(t.res)
-    return t
-
-
 def _array_builtins(lw: Lowerer, t: Type, span):
     def program(run):
         # Located at the whole application being built (`forceAndPrint 8 xs`), like the
@@ -77,12 +63,12 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         return Prog(run, lw.spans[-1])
 
     def force(array):
-        level = level_of(_arg(t, 0))
+        level = level_of(arg_type(t, 0))
         return program(lambda: lw.force(array, level, elem_type(t)))
 
     def interleave(sequential):
         def build(size, place, programs):
-            level = level_of(_result(t))
+            level = level_of(result_type(t))
             return program(lambda: Interleave(level, size, place, programs, sequential, span))
         return build
 
@@ -91,19 +77,19 @@ def _array_builtins(lw: Lowerer, t: Type, span):
 
     def power(count, step, init):
         return program(lambda: lw.loop(
-            level_of(_result(t)), elem_type(t), init,
+            level_of(result_type(t)), elem_type(t), init,
             lambda state, k: mk_bin("<", k, count, B),
             lambda state, k: lw.apply(lw.apply(step, k), state), span))
 
     def while_(cond, step, init):
         return program(lambda: lw.loop(
-            level_of(_result(t)), elem_type(t), init,
+            level_of(result_type(t)), elem_type(t), init,
             lambda state, k: lw.apply(cond, state),
             lambda state, k: lw.apply(step, state), span))
 
     def print_array(count, array):
         def run():
-            forced = lw.force(array, 2, elem_type(_arg(t, 1)))
+            forced = lw.force(array, 2, elem_type(arg_type(t, 1)))
             buffer = forced.fn(ir.Const(0, I)).array
             lw.emit(ir.Fail(mk_bin("||", mk_bin("<", count, ir.Const(1, I), B),
                                    mk_bin(">", count, forced.length, B), B),
@@ -139,7 +125,7 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         "generate": (2, lambda n, f: Pull(n, lambda i: lw.apply(f, i))),
         "mapPull": (2, lambda f, array: Pull(array.length, lambda i: lw.apply(f, array.fn(i)))),
         "mapPush": (2, lambda f, array: MapPush(f, array)),
-        "push": (1, lambda array: PushPull(level_of(_result(t)), array)),
+        "push": (1, lambda array: PushPull(level_of(result_type(t)), array)),
         "force": (1, force),
         "return": (1, lambda value: program(lambda: snapshot(lw, value))),
         "bind": (2, bind),

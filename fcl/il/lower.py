@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
+from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.simplify import is_atomic, mk_bin
@@ -97,21 +98,6 @@ class Prim:
     arity: int
     impl: Callable
     args: tuple = ()
-
-
-class Env:
-    __slots__ = ("name", "value", "parent")
-
-    def __init__(self, name, value, parent):
-        self.name, self.value, self.parent = name, value, parent
-
-    def lookup(self, name):
-        env = self
-        while env is not None:
-            if env.name == name:
-                return env.value
-            env = env.parent
-        raise KeyError(name)
 
 
 # ---- the lowering ------------------------------------------------------------------------------

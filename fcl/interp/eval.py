@@ -12,6 +12,7 @@ from typing import TextIO
 
 import numpy as np
 
+from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.interp.lanes import Ctx, Vec, lift, lift_full, restrict
 from fcl.interp.prims import make_primitive
@@ -27,23 +28,6 @@ class RunConfig:
     block_size: int = 256
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
-
-
-class Env:
-    """A persistent chain of bindings."""
-
-    __slots__ = ("name", "value", "parent")
-
-    def __init__(self, name, value, parent):
-        self.name, self.value, self.parent = name, value, parent
-
-    def lookup(self, name):
-        env = self
-        while env is not None:
-            if env.name == name:
-                return env.value
-            env = env.parent
-        raise KeyError(name)
 
 
 class Interpreter:

@@ -11,7 +11,7 @@ from fcl.interp.lanes import Ctx, Vec, elementwise, lift, lift_full
 from fcl.interp.values import (UNIT, Buffer, Interleave, MapPush, Program, PullArray, PushPull,
                                SeqFor, dtype_of, first_failure)
 from fcl.mono import level_number
-from fcl.types.types import TArrow, TProgram, TPull, TPush, Type, chase
+from fcl.types.types import TProgram, TPull, TPush, Type, arg_type, chase, result_type
 
 
 def _c_div(a, b):
@@ -107,21 +107,6 @@ def _powi(ctx, span, base, exponent):
 
 # ---- arrays and programs ---------------------------------------------------------------------
 
-def _arg(t: Type, k: int) -> Type:
-    """The k-th argument type of a function type."""
-    t = chase(t)
-    for _ in range(k):
-        t = chase(t.res)
-    return chase(t.arg)
-
-
-def _final(t: Type) -> Type:
-    t = chase(t)
-    while isinstance(t, TArrow):
-        t = chase(t.res)
-    return t
-
-
 def _elem_dtype(t: Type):
     t = chase(t)
     while isinstance(t, TProgram):
@@ -141,13 +126,13 @@ def _map_pull(interp, t, span, ctx, f, arr):
 
 
 def _force(interp, t, span, ctx, arr):
-    dtype = _elem_dtype(_arg(t, 0))
+    dtype = _elem_dtype(arg_type(t, 0))
     return Program(lambda lanes, it: it.force(arr, lanes, dtype, span))
 
 
 def _interleave(sequential):
     def build(interp, t, span, ctx, n, place, programs):
-        host = sequential and level_number(_final(t).level) == 2
+        host = sequential and level_number(result_type(t).level) == 2
         return Program(lambda lanes, it: Interleave(n, place, programs, host, span))
     return build
 
@@ -186,7 +171,7 @@ def _merge(old: Buffer, new: Buffer, ctx: Ctx, lanes: Ctx, idx) -> Buffer:
 
 
 def _power(interp, t, span, ctx, n, step, init):
-    dtype = _elem_dtype(_arg(t, 2))
+    dtype = _elem_dtype(arg_type(t, 2))
     return Program(lambda lanes, it: _iterate(
         it, span, lanes, dtype, init,
         lambda state, where, k: elementwise(lambda n: k < n, n, ctx=where),
@@ -195,7 +180,7 @@ def _power(interp, t, span, ctx, n, step, init):
 
 
 def _while(interp, t, span, ctx, cond, step, init):
-    dtype = _elem_dtype(_arg(t, 2))
+    dtype = _elem_dtype(arg_type(t, 2))
     return Program(lambda lanes, it: _iterate(
         it, span, lanes, dtype, init,
         lambda state, where, k: it.apply(cond, state, where, span),
@@ -267,7 +252,7 @@ ARRAY = {
     "interleave": (3, _interleave(False)),
     "interleaveSeq": (3, _interleave(True)),
     "seqfor": (3, lambda interp, t, span, ctx, size, iters, step:
-               SeqFor(size, iters, step, dtype_of(chase(_final(t)).elem), span)),
+               SeqFor(size, iters, step, dtype_of(chase(result_type(t)).elem), span)),
     "power": (3, _power),
     "while": (3, _while),
     "readIntCSV": (1, _read_int_csv),

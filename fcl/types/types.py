@@ -169,6 +169,22 @@ def free_vars(t: Type, tvs: dict[int, TVar], lvs: dict[int, LVar]) -> None:
         free_vars(t.elem if isinstance(t, TPush) else t.result, tvs, lvs)
 
 
+def arg_type(t: Type, k: int) -> Type:
+    """The k-th (from 0) argument type of a function type."""
+    t = chase(t)
+    for _ in range(k):
+        t = chase(t.res)
+    return chase(t.arg)
+
+
+def result_type(t: Type) -> Type:
+    """What a function type returns once given all its arguments."""
+    t = chase(t)
+    while isinstance(t, TArrow):
+        t = chase(t.res)
+    return t
+
+
 def kind_of(t: Type) -> int:
     """The most restrictive kind t belongs to (variables: their own kind)."""
     t = chase(t)

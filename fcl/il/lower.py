@@ -383,4 +383,5 @@ def level_of(t: Type) -> int:
 
 def lower_program(program: MonoProgram, block_size: int = 256,
                   bounds_check: bool = False) -> list[ir.Stmt]:
-    return Lowerer(block_size, bounds_check).lower(program)
+    from fcl.il.passes import optimize
+    return optimize(Lowerer(block_size, bounds_check).lower(program))

@@ -1,0 +1,197 @@
+"""Optimisation passes over the IL, each a function from statements to statements.
+
+    propagate   variables declared once and never assigned, with a constant or another such
+                variable as value, are replaced by that value (then expressions are refolded)
+    prune       statements with a constant condition keep only the branch that runs
+    sweep       declarations and assignments of variables nothing depends on are dropped
+
+`optimize` runs them to a fixed point. Every expression in the IL is pure, so dropping an
+unused computation never changes what a program does.
+"""
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass, replace
+
+from fcl.il import ir
+from fcl.il.simplify import mk_bin, mk_un
+
+
+def optimize(stmts: list[ir.Stmt], rounds: int = 4) -> list[ir.Stmt]:
+    for _ in range(rounds):
+        before = ir.show_stmts(stmts)
+        stmts = sweep(prune(propagate(stmts)))
+        if ir.show_stmts(stmts) == before:
+            break
+    return stmts
+
+
+# ---- traversal helpers -------------------------------------------------------------------------
+
+BODIES = ("body", "then", "else_", "test")
+
+
+def _children(s: ir.Stmt) -> list[list[ir.Stmt]]:
+    return [getattr(s, name) for name in BODIES if isinstance(getattr(s, name, None), list)]
+
+
+def _walk(stmts: list[ir.Stmt]):
+    for s in stmts:
+        yield s
+        for child in _children(s):
+            yield from _walk(child)
+
+
+def _read_fields(s: ir.Stmt) -> list[str]:
+    """The fields holding expressions the statement reads (arrays stored to count as read)."""
+    writes = {"var"} if isinstance(s, (ir.Declare, ir.Assign, ir.Alloc)) else \
+        {"length"} if isinstance(s, ir.ReadCSV) else set()
+    return [f.name for f in fields(s) if f.name not in writes and f.name not in BODIES
+            and (isinstance(getattr(s, f.name), ir.Expr) or
+                 (isinstance(getattr(s, f.name), list) and getattr(s, f.name)
+                  and isinstance(getattr(s, f.name)[0], ir.Expr)))]
+
+
+def _exprs(s: ir.Stmt) -> list[ir.Expr]:
+    found = []
+    for name in _read_fields(s):
+        value = getattr(s, name)
+        found += value if isinstance(value, list) else [value]
+    return found
+
+
+def expr_vars(e: ir.Expr, out: set[str]) -> None:
+    if isinstance(e, ir.Var):
+        out.add(e.name)
+    elif is_dataclass(e):
+        for f in fields(e):
+            value = getattr(e, f.name)
+            if isinstance(value, ir.Expr):
+                expr_vars(value, out)
+
+
+def map_exprs(stmts: list[ir.Stmt], fn) -> list[ir.Stmt]:
+    """The statements with every expression they read rewritten by fn."""
+    out = []
+    for s in stmts:
+        changes = {name: map_exprs(getattr(s, name), fn) for name in BODIES
+                   if isinstance(getattr(s, name, None), list)}
+        for name in _read_fields(s):
+            value = getattr(s, name)
+            changes[name] = [fn(v) for v in value] if isinstance(value, list) else fn(value)
+        new = replace(s, **changes) if changes else s
+        new.span = s.span
+        out.append(new)
+    return out
+
+
+def rebuild(e: ir.Expr, substitute) -> ir.Expr:
+    """e with variables substituted and constant parts refolded."""
+    if isinstance(e, ir.Var):
+        return substitute.get(e.name, e)
+    if isinstance(e, ir.Index):
+        array = substitute.get(e.array.name, e.array)
+        return ir.Index(array if isinstance(array, ir.Var) else e.array, rebuild(e.index, substitute))
+    if isinstance(e, ir.Bin):
+        return mk_bin(e.op, rebuild(e.left, substitute), rebuild(e.right, substitute), e.type)
+    if isinstance(e, ir.Un):
+        return mk_un(e.op, rebuild(e.arg, substitute), e.type)
+    if isinstance(e, ir.Select):
+        cond = rebuild(e.cond, substitute)
+        then, else_ = rebuild(e.then, substitute), rebuild(e.else_, substitute)
+        if isinstance(cond, ir.Const):
+            return then if cond.value else else_
+        return ir.Select(cond, then, else_, e.type)
+    return e
+
+
+def _assigned(stmts: list[ir.Stmt]) -> set[str]:
+    """Variables changed after their declaration."""
+    return ({s.var.name for s in _walk(stmts) if isinstance(s, ir.Assign)} |
+            {s.length.name for s in _walk(stmts) if isinstance(s, ir.ReadCSV)})
+
+
+# ---- the passes --------------------------------------------------------------------------------
+
+def propagate(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+    assigned = _assigned(stmts)
+    substitute: dict[str, ir.Expr] = {}
+    for s in _walk(stmts):
+        if isinstance(s, ir.Declare) and s.var.name not in assigned:
+            init = rebuild(s.init, substitute)
+            if isinstance(init, ir.Const) or (isinstance(init, ir.Var) and init.name not in assigned):
+                substitute[s.var.name] = init
+    if not substitute:
+        return stmts
+    rewritten = map_exprs(stmts, lambda e: rebuild(e, substitute))
+    return [s for s in _drop_declares(rewritten, set(substitute))]
+
+
+def _drop_declares(stmts: list[ir.Stmt], names: set[str]) -> list[ir.Stmt]:
+    out = []
+    for s in stmts:
+        if isinstance(s, ir.Declare) and s.var.name in names:
+            continue
+        for name in BODIES:
+            if isinstance(getattr(s, name, None), list):
+                setattr(s, name, _drop_declares(getattr(s, name), names))
+        out.append(s)
+    return out
+
+
+def prune(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+    out: list[ir.Stmt] = []
+    for s in stmts:
+        for name in BODIES:
+            if isinstance(getattr(s, name, None), list):
+                setattr(s, name, prune(getattr(s, name)))
+        if isinstance(s, ir.If) and isinstance(s.cond, ir.Const):
+            out += s.then if s.cond.value else s.else_
+        elif isinstance(s, ir.Fail) and isinstance(s.cond, ir.Const) and not s.cond.value:
+            continue
+        elif isinstance(s, (ir.SeqFor, ir.ParFor, ir.Distribute)) and isinstance(s.bound, ir.Const) \
+                and s.bound.value <= 0:
+            continue
+        elif isinstance(s, ir.Assign) and isinstance(s.value, ir.Var) and s.value.name == s.var.name:
+            continue
+        else:
+            out.append(s)
+    return out
+
+
+def sweep(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+    """Drop declarations and assignments of variables no other statement needs."""
+    defining: dict[str, list[ir.Expr]] = {}
+    live: set[str] = set()
+    for s in _walk(stmts):
+        if isinstance(s, (ir.Declare, ir.Assign)) and not isinstance(s.var.type, ir.ArrayType):
+            defining.setdefault(s.var.name, []).append(s.init if isinstance(s, ir.Declare)
+                                                       else s.value)
+        else:
+            for e in _exprs(s):
+                expr_vars(e, live)
+            if isinstance(s, (ir.Declare, ir.Assign)):
+                live.add(s.var.name)
+            if isinstance(s, ir.ReadCSV):
+                live.add(s.length.name)
+    frontier = list(live)
+    while frontier:
+        name = frontier.pop()
+        for e in defining.get(name, []):
+            found: set[str] = set()
+            expr_vars(e, found)
+            for v in found - live:
+                live.add(v)
+                frontier.append(v)
+    return _drop_dead(stmts, set(defining) - live)
+
+
+def _drop_dead(stmts: list[ir.Stmt], dead: set[str]) -> list[ir.Stmt]:
+    out = []
+    for s in stmts:
+        if isinstance(s, (ir.Declare, ir.Assign)) and s.var.name in dead:
+            continue
+        for name in BODIES:
+            if isinstance(getattr(s, name, None), list):
+                setattr(s, name, _drop_dead(getattr(s, name), dead))
+        out.append(s)
+    return out

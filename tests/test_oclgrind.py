@@ -27,6 +27,7 @@ PROGRAMS = {
     "tiled-transpose": test_opencl.TILED_TRANSPOSE,
     "doubles-power": test_opencl.DOUBLES_AND_POWER,
     "grid-while-host-scalar": test_opencl.GRID_LOOP_SCALAR,
+    "shared-local-memory": test_opencl.THREE_STAGES,
 }
 
 

@@ -158,3 +158,25 @@ def test_cli_compile_writes_the_kernels(tmp_path):
     assert result.returncode == 0, result.stderr
     text = out.read_text()
     assert text.count("__kernel void") == 2 and "__local int*" in text and "barrier(" in text
+
+
+THREE_STAGES = """
+val main = do<grid> {
+  ys <- generate 4 (fn b => do<block> {
+          a <- forcePull<block> (generate 64 (fn i => i + b)) ;
+          c <- forcePull<block> (generate 64 (fn i => index a (63 - i) * 2)) ;
+          d <- forcePull<block> (generate 64 (fn i => index c ((i + 1) % 64) + 1)) ;
+          pushM<block> d })
+        |> concat<block> 64 ;
+  forceAndPrint 256 ys }
+"""
+
+
+def test_local_arrays_that_are_never_live_together_share_memory():
+    session = session_for(THREE_STAGES)
+    compiled = driver.compile_opencl(session, driver.main_root(session))
+    (kernel,) = compiled.kernels
+    # `a` is dead once `c` is computed, so `d` can take its place; `c` overlaps both.
+    assert sorted(len(slot) for slot in kernel.slots) == [1, 2]
+    assert compiled.source.count("__local uchar* local_slot") == 2
+    assert run_cl(THREE_STAGES)[0] == run_interp(THREE_STAGES)

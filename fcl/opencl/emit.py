@@ -71,13 +71,20 @@ class KernelPrinter:
                 params.append(f"__global {MEMORY_TYPES[p.type.elem]}* {p.name}")
             else:
                 params.append(f"{C_TYPES[p.type]} {p.name}")
+        for n, _ in enumerate(k.slots):
+            params.append(f"__local uchar* local_slot{n}")
         for local in k.locals:
             self.spaces[local.var.name] = "__local"
-            name = local.var.name + ("_pool" if local.per_item else "")
-            params.append(f"__local {MEMORY_TYPES[local.var.type.elem]}* {name}")
+            if local.per_item:
+                params.append(f"__local {MEMORY_TYPES[local.var.type.elem]}* {local.var.name}_pool")
         if k.fails:
             params.append(f"__global int* {FAIL_FLAG}")
         self.line(f"__kernel void {k.name}({', '.join(params)}) {{", 0, k.span)
+        for n, slot in enumerate(k.slots):
+            for local in slot:
+                elem = MEMORY_TYPES[local.var.type.elem]
+                self.line(f"__local {elem}* {local.var.name} = (__local {elem}*)local_slot{n};", 1,
+                          local.span)
         for local in k.locals:
             if local.per_item:
                 elem = MEMORY_TYPES[local.var.type.elem]
@@ -143,7 +150,9 @@ class KernelPrinter:
             self.line(f"if ({c_expr(s.cond)}) atomic_cmpxchg({FAIL_FLAG}, 0, {code});", indent,
                       span)
         elif isinstance(s, ir.Alloc):
-            raise AssertionError("allocations are hoisted out of kernels")
+            # The memory itself is a kernel argument, sized by the host before the launch.
+            self.line(f"/* {s.var.name}: {c_expr(s.size)} x {MEMORY_TYPES[s.var.type.elem]} "
+                      f"in local memory */", indent, span)
         else:
             raise TypeError(s)
 

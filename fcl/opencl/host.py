@@ -174,12 +174,14 @@ class HostRun:
                 args.append(value.buffer)
             else:
                 args.append(np.int32(value) if p.type == ir.BOOL else NP_TYPES[p.type](value))
-        local_bytes = 0
+        sizes = []
+        for slot in kernel.slots:  # arrays never live at once share one buffer
+            sizes.append(max(self.local_bytes(kernel, local, 1) for local in slot))
         for local in kernel.locals:
-            n = self.local_size(kernel, local.size) * (self.block_size if local.per_item else 1)
-            nbytes = max(n, 1) * np.dtype(DTYPES[local.var.type.elem]).itemsize
-            local_bytes += nbytes
-            args.append(cl.LocalMemory(nbytes))
+            if local.per_item:
+                sizes.append(self.local_bytes(kernel, local, self.block_size))
+        args += [cl.LocalMemory(max(n, 8)) for n in sizes]
+        local_bytes = sum(sizes)
         if local_bytes > self.device.local_mem_size:
             raise FCLError(f"this kernel needs {local_bytes} bytes of local memory per work-group, "
                            f"but the device has {self.device.local_mem_size}", s.span,
@@ -201,6 +203,10 @@ class HostRun:
             buffer.release()
         self.buffers.clear()
         self.env.clear()
+
+    def local_bytes(self, kernel: Kernel, local, copies: int) -> int:
+        itemsize = np.dtype(DTYPES[local.var.type.elem]).itemsize
+        return self.local_size(kernel, local.size) * copies * itemsize
 
     def local_size(self, kernel: Kernel, size: ir.Expr) -> int:
         """Elements of a local array: the largest over the kernel's iterations if it varies."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from fcl.errors import FCLError, Span
 from fcl.il import ir
+from fcl.opencl.sharing import lifetimes, pack
 
 MAX_GROUPS = 65536        # more iterations than this are virtualized: each group loops
 PRIVATE_ARRAY_LIMIT = 64  # thread-level arrays up to this size live in registers
@@ -51,6 +52,8 @@ class Kernel:
     body: list[ir.Stmt]
     params: list[ir.Var] = field(default_factory=list)  # host values, by value or __global
     locals: list[LocalArray] = field(default_factory=list)
+    # Local arrays grouped into slots that share memory (per-work-item slices stay apart).
+    slots: list[list[LocalArray]] = field(default_factory=list)
     private: list[tuple[ir.Var, int]] = field(default_factory=list)  # arrays in registers
     fails: list[ir.Fail] = field(default_factory=list)     # index into this list = fail code
     span: Span | None = None
@@ -173,7 +176,8 @@ class KernelBody:
             return []
         per_item = s.level == "thread" and level == "thread"
         self.kernel.locals.append(LocalArray(s.var, s.size, per_item, s.span))
-        return []
+        # Shared arrays keep their allocation in the body: it is where their lifetime starts.
+        return [] if per_item else [s]
 
 
 def finish(kernel: Kernel) -> None:
@@ -188,6 +192,9 @@ def finish(kernel: Kernel) -> None:
     allowed = {kernel.group_var.name} if kernel.group_var is not None else set()
     for local in kernel.locals:
         local.size = _inline(local.size, definitions, inside - allowed, local.span)
+    shared = {local.var.name: local for local in kernel.locals if not local.per_item}
+    spans = lifetimes(kernel.body, set(shared), (StridedFor, ir.SeqFor, ir.While))
+    kernel.slots = [[shared[name] for name in slot] for slot in pack(spans)]
 
 
 def _single_definitions(stmts: list[ir.Stmt]) -> dict[str, ir.Expr]:

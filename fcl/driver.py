@@ -52,6 +52,7 @@ def run_interpreter(session: Session, root: ast.Expr, config: RunConfig | None =
 class CompileOptions:
     block_size: int = 256
     bounds_check: bool = False
+    keep_result: bool = False  # end by handing main's result back to the host (notebooks)
 
 
 def lower(session: Session, root: ast.Expr, options: CompileOptions | None = None) -> list:
@@ -59,7 +60,8 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
     from fcl.il.lower import lower_program
     options = options or CompileOptions()
     with _depth_guard(root, "to compile"):
-        return lower_program(mono_program(session, root), options.block_size, options.bounds_check)
+        return lower_program(mono_program(session, root), options.block_size, options.bounds_check,
+                         options.keep_result)
 
 
 def compile_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None):
@@ -71,8 +73,8 @@ def compile_opencl(session: Session, root: ast.Expr, options: CompileOptions | N
 
 
 def run_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None,
-               device: str | None = None, out=None, err=None) -> None:
+               device: str | None = None, out=None, err=None):
     from fcl.opencl.host import run_compiled
     options = options or CompileOptions()
     compiled = compile_opencl(session, root, options)
-    run_compiled(compiled, device, options.block_size, out, err)
+    return run_compiled(compiled, device, options.block_size, out, err)

@@ -208,6 +208,14 @@ class ReadCSV(Stmt):
 
 
 @dataclass(eq=False)
+class Result(Stmt):
+    """Hand the program's result to the host: `value` is a nested structure of scalar
+    expressions, (array, length) pairs for arrays in global memory, tuples and None (unit)."""
+
+    value: object
+
+
+@dataclass(eq=False)
 class Fail(Stmt):
     """Stop with an FCL runtime error (raised at `span`) when `cond` holds. On the host, the
     message's `{}` placeholders are filled with `values`."""
@@ -237,6 +245,22 @@ def show_expr(e: Expr) -> str:
     if isinstance(e, Select):
         return f"({show_expr(e.cond)} ? {show_expr(e.then)} : {show_expr(e.else_)})"
     raise TypeError(e)
+
+
+def _show_result(value) -> str:
+    if value is None:
+        return "()"
+    if isinstance(value, Expr):
+        return show_expr(value)
+    if isinstance(value, ArrayResult):
+        return f"{value.array.name}[0:{show_expr(value.length)}]"
+    return "(" + ", ".join(_show_result(v) for v in value) + ")"
+
+
+@dataclass(frozen=True, eq=False)
+class ArrayResult:
+    array: Var
+    length: Expr
 
 
 def show_type(t: ILType) -> str:
@@ -284,6 +308,8 @@ def _show(s: Stmt, indent: int) -> str:
         return _block(f"benchmark({show_expr(s.count)})", s.body, indent)
     if isinstance(s, ReadCSV):
         return f'{pad}({s.array.name}, {s.length.name}) = readIntCSV("{s.path}");'
+    if isinstance(s, Result):
+        return f"{pad}result({_show_result(s.value)});"
     if isinstance(s, Fail):
         return f'{pad}failIf({show_expr(s.cond)}, "{s.message}");'
     return pad + s.show_il()  # statements defined by later stages

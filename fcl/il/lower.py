@@ -150,14 +150,40 @@ class Lowerer:
         return var
 
     # ---- programs
-    def lower(self, program: MonoProgram) -> list[ir.Stmt]:
-        """The host program for the root (a `Program <grid>` value)."""
+    def lower(self, program: MonoProgram, keep_result: bool = False) -> list[ir.Stmt]:
+        """The host program for the root (a `Program <grid>` value); with keep_result, it ends by
+        handing the program's result to the host."""
         for name, expr in program.defs:
             self.globals[name] = self.eval(expr, None)
         root = self.eval(program.root, None)
         if isinstance(root, Prog):
-            self.run(root)
+            value = self.run(root)
+            if keep_result:
+                with self.at(program.root.span):
+                    self.emit(ir.Result(self.result(value, chase(program.root.type).result)))
         return self.blocks[0]
+
+    def result(self, value, t: Type):
+        """A program result in a form the host can read: arrays in global memory."""
+        t = chase(t)
+        if isinstance(value, ir.Expr):
+            return self.declare("result", value)
+        if isinstance(value, tuple) and value:
+            return tuple(self.result(v, u) for v, u in zip(value, (t.fst, t.snd)))
+        if isinstance(value, Pull):
+            if not isinstance(chase(t.elem), TCon):
+                raise FCLError("only arrays of int, double or bool can be shown; this array holds "
+                               f"`{t.elem}`")
+            probe = value.fn(ir.Var("probe", ir.INT))
+            if not (isinstance(probe, ir.Index) and isinstance(probe.index, ir.Var)
+                    and probe.index.name == "probe" and isinstance(probe.array.type, ir.ArrayType)):
+                value = self.force(PushPull(2, value), 2, il_type(t.elem))
+                probe = value.fn(ir.Var("probe", ir.INT))
+            return ir.ArrayResult(probe.array, self.declare("len", value.length))
+        if isinstance(value, (PushPull, Interleave, SeqForPush, MapPush)):
+            raise FCLError("a push array cannot be shown before it is forced; bind the result of "
+                           "`force` (or use forceAndPrint)")
+        return None
 
     def run(self, prog: Prog):
         with self.at(prog.span):
@@ -382,6 +408,6 @@ def level_of(t: Type) -> int:
 
 
 def lower_program(program: MonoProgram, block_size: int = 256,
-                  bounds_check: bool = False) -> list[ir.Stmt]:
+                  bounds_check: bool = False, keep_result: bool = False) -> list[ir.Stmt]:
     from fcl.il.passes import optimize
-    return optimize(Lowerer(block_size, bounds_check).lower(program))
+    return optimize(Lowerer(block_size, bounds_check).lower(program, keep_result))

@@ -51,7 +51,25 @@ def _read_fields(s: ir.Stmt) -> list[str]:
                   and isinstance(getattr(s, f.name)[0], ir.Expr)))]
 
 
+def _result_exprs(value) -> list[ir.Expr]:
+    if isinstance(value, ir.Expr):
+        return [value]
+    if isinstance(value, ir.ArrayResult):
+        return [value.array, value.length]
+    return [e for v in value or () for e in _result_exprs(v)]
+
+
+def _map_result(value, fn):
+    if isinstance(value, ir.Expr):
+        return fn(value)
+    if isinstance(value, ir.ArrayResult):
+        return ir.ArrayResult(value.array, fn(value.length))
+    return None if value is None else tuple(_map_result(v, fn) for v in value)
+
+
 def _exprs(s: ir.Stmt) -> list[ir.Expr]:
+    if isinstance(s, ir.Result):
+        return _result_exprs(s.value)
     found = []
     for name in _read_fields(s):
         value = getattr(s, name)
@@ -75,6 +93,8 @@ def map_exprs(stmts: list[ir.Stmt], fn) -> list[ir.Stmt]:
     for s in stmts:
         changes = {name: map_exprs(getattr(s, name), fn) for name in BODIES
                    if isinstance(getattr(s, name, None), list)}
+        if isinstance(s, ir.Result):
+            changes["value"] = _map_result(s.value, fn)
         for name in _read_fields(s):
             value = getattr(s, name)
             changes[name] = [fn(v) for v in value] if isinstance(value, list) else fn(value)

@@ -47,6 +47,7 @@ class HostRun:
         self.events: list[cl.Event] | None = None  # collected while benchmarking
         self.fail_flags: dict[str, tuple[cl.Buffer, Kernel]] = {}
         self.buffers: list[cl.Buffer] = []  # everything allocated, released when the run ends
+        self.result = None
 
     # ---- expressions
     def eval(self, e: ir.Expr, lanes: bool = False):
@@ -144,6 +145,9 @@ class HostRun:
             self.benchmark(s)
         elif isinstance(s, ir.ReadCSV):
             self.read_csv(s)
+        elif isinstance(s, ir.Result):
+            self.check_failures()
+            self.result = self.fetch(s.value)
         elif isinstance(s, ir.Store):
             array = self.env[s.array.name]
             value = np.array([self.eval(s.value)], dtype=array.dtype)
@@ -195,6 +199,18 @@ class HostRun:
                                           (self.block_size,), *args)
         if self.events is not None:
             self.events.append(event)
+
+    def fetch(self, value):
+        """A result as host values: numpy arrays, numpy scalars, tuples, None for unit."""
+        if isinstance(value, ir.Expr):
+            return self.eval(value)
+        if isinstance(value, ir.ArrayResult):
+            array = self.env[value.array.name]
+            host = np.empty(int(self.eval(value.length)), dtype=array.dtype)
+            if host.size:
+                cl.enqueue_copy(self.device.queue, host, array.buffer)
+            return host.astype(np.bool_) if array.dtype == np.uint8 else host
+        return None if value is None else tuple(self.fetch(v) for v in value)
 
     def release(self) -> None:
         """Give the device memory back now rather than whenever Python collects it."""
@@ -295,7 +311,8 @@ def compile_host_program(host_program: list[ir.Stmt]) -> Compiled:
 
 
 def run_compiled(compiled: Compiled, device: str | None = None, block_size: int = 256,
-                 out: TextIO | None = None, err: TextIO | None = None) -> None:
+                 out: TextIO | None = None, err: TextIO | None = None):
+    """Run on a device; the program's result if it was compiled to keep it (see ir.Result)."""
     dev = open_device(device)
     if "double" in compiled.source and not dev.has_fp64:
         raise FCLError(f"the device {dev.name} does not support doubles")
@@ -308,5 +325,6 @@ def run_compiled(compiled: Compiled, device: str | None = None, block_size: int 
         run.run(compiled.host)
         dev.queue.finish()
         run.check_failures()
+        return run.result
     finally:
         run.release()

@@ -1,0 +1,234 @@
+"""Notebook semantics for FCL, independent of Jupyter: a workspace that runs cells.
+
+A cell holds declarations and/or a final expression. Declarations accumulate across cells (a
+later definition shadows an earlier one of the same name); a cell that fails in any way (parse,
+type, runtime, interrupt) leaves the workspace exactly as it was. A final expression of type
+`Program <grid> t` runs on the chosen back end and its result is returned; a pure expression is
+evaluated by the interpreter; a cell that defines `main` runs it, as a file does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import numpy as np
+
+from fcl import driver
+from fcl.errors import FCLError, Source
+from fcl.interp.eval import Interpreter, RunConfig
+from fcl.interp.lanes import lift_full
+from fcl.interp.values import (DTYPES, Buffer, Closure, Primitive, Program, PullArray, PushArray,
+                               PushPull)
+from fcl.mono import level_number
+from fcl.session import Session
+from fcl.syntax import ast
+from fcl.types.types import TArrow, TCon, TPair, TProgram, Type, chase, show_types
+
+BACKENDS = ("opencl", "interp")
+
+
+@dataclass
+class Settings:
+    backend: str = "opencl"
+    block_size: int = 256
+    bounds_check: bool = False
+    device: str | None = None
+
+    def options(self, keep_result: bool = True) -> driver.CompileOptions:
+        return driver.CompileOptions(self.block_size, self.bounds_check, keep_result)
+
+
+@dataclass
+class Outcome:
+    """What running a cell produced."""
+
+    defined: list[ast.Decl] = field(default_factory=list)
+    value: object = None
+    type: Type | None = None
+    shown: bool = False  # whether there is a value to show (a unit result is not shown)
+
+
+class Workspace:
+    def __init__(self, prelude: bool = True):
+        self.prelude = prelude
+        self.session = Session.new(prelude=prelude)
+        self.settings = Settings()
+        self.cells = 0
+
+    def reset(self) -> None:
+        self.session = Session.new(prelude=self.prelude)
+
+    def cell_name(self) -> str:
+        self.cells += 1
+        return f"<cell {self.cells}>"
+
+    # ---- running cells
+    def execute(self, code: str, out: TextIO, err: TextIO, name: str | None = None) -> Outcome:
+        snapshot = self.session.snapshot()
+        try:
+            decls, expr = self.session.add_cell(Source(name or self.cell_name(), code))
+            outcome = Outcome(defined=decls)
+            root = expr
+            if root is None and any(d.name == "main" for d in decls):
+                root = driver.main_root(self.session)
+            if root is not None:
+                outcome.type = chase(root.type)
+                outcome.value = self.evaluate(root, out, err)
+                outcome.shown = not _is_unit(_result_type(outcome.type))
+            return outcome
+        except BaseException:
+            self.session.restore(snapshot)
+            raise
+
+    def evaluate(self, root: ast.Expr, out: TextIO, err: TextIO):
+        """Run a grid program on the chosen back end, or evaluate a pure expression."""
+        t = chase(root.type)
+        if isinstance(t, TProgram):
+            if level_number(t.level) != 2:
+                raise FCLError(f"only grid-level programs can run from a cell; this is a "
+                               f"`{show_types(t)[0]}`", root.span,
+                               ["wrap it in a grid-level program, e.g. with concat<block>"])
+            if self.settings.backend == "opencl":
+                return driver.run_opencl(self.session, root, self.settings.options(),
+                                         self.settings.device, out, err)
+        return self.interpret(root, out, err)
+
+    def interpret(self, root: ast.Expr, out: TextIO, err: TextIO):
+        config = RunConfig(block_size=self.settings.block_size, out=out, err=err)
+        interpreter = Interpreter(config)
+        value = interpreter.run(driver.mono_program(self.session, root))
+        return to_host(value, _result_type(chase(root.type)), interpreter)
+
+    def define(self, source: Source) -> list[ast.Decl]:
+        """Add a file's declarations (for %load)."""
+        return self.session.add_file(source)
+
+    # ---- questions about the workspace
+    def type_of_expression(self, text: str) -> str:
+        snapshot = self.session.snapshot()
+        try:
+            _, expr = self.session.add_cell(Source("<type>", text))
+            if expr is None:
+                raise FCLError("give an expression to find its type")
+            return show_types(expr.type)[0]
+        finally:
+            self.session.restore(snapshot)
+
+    def user_definitions(self) -> list[tuple[str, str]]:
+        """(name, type scheme) of the user's definitions that are still in scope, in order."""
+        seen = {}
+        for decl in self.session.user_decls():
+            binding = self.session.scope.names.get(decl.name)
+            if binding is not None and binding.scheme is decl.scheme:
+                seen[decl.name] = str(decl.scheme)
+        return list(seen.items())
+
+    def names(self) -> list[str]:
+        return sorted(self.session.scope.names)
+
+    def describe(self, name: str) -> str | None:
+        """`name : scheme` and its doc, for inspection."""
+        binding = self.session.scope.names.get(name)
+        if binding is None:
+            return None
+        text = f"{name} : {binding.scheme}"
+        if binding.doc:
+            text += f"\n    {binding.doc}"
+        elif binding.span is not None:
+            origin = "prelude" if binding.span.source.name.endswith("prelude.fcl") else \
+                binding.span.source.name
+            text += f"\n    defined in {origin}, line {binding.span.line}"
+        return text
+
+
+def _result_type(t: Type) -> Type:
+    t = chase(t)
+    return chase(t.result) if isinstance(t, TProgram) else t
+
+
+def _is_unit(t: Type) -> bool:
+    t = chase(t)
+    return isinstance(t, TCon) and t.name == "unit"
+
+
+def to_host(value, t: Type, interpreter: Interpreter):
+    """An interpreter value as plain host data: numpy arrays and scalars, tuples, None."""
+    t = chase(t)
+    if isinstance(value, PullArray):
+        if not isinstance(chase(t.elem), TCon):
+            raise FCLError(f"only arrays of int, double or bool can be shown, not `{show_types(t)[0]}`")
+        dtype = DTYPES.get(chase(t.elem).name, np.int32)
+        if not isinstance(value, Buffer):
+            value = interpreter.force(PushPull(value), interpreter.host, dtype, None)
+        start = int(lift_full(value.offset, interpreter.host, np.int64)[0])
+        length = int(lift_full(value.length, interpreter.host, np.int64)[0])
+        return value.data[start:start + length].copy()
+    if isinstance(value, tuple) and value and isinstance(t, TPair):
+        return tuple(to_host(v, u, interpreter) for v, u in zip(value, (t.fst, t.snd)))
+    if isinstance(value, (Closure, Primitive, Program, PushArray)) or isinstance(t, TArrow):
+        return Opaque(show_types(t)[0])
+    if isinstance(value, tuple):  # unit
+        return None
+    return value
+
+
+@dataclass
+class Opaque:
+    """A value that has no data to show (a function, a program, a push array)."""
+
+    type_text: str
+
+
+# ---- showing results -------------------------------------------------------------------------
+
+ELIDE_AFTER = 200  # longer arrays show their first and last elements only
+SHOW_EACH_END = 20
+
+
+def render(value, t: Type | None) -> dict[str, str]:
+    """A mime bundle (text/plain always, text/html for arrays) for a cell's result."""
+    type_text = show_types(_result_type(t))[0] if t is not None else ""
+    plain = _plain(value)
+    bundle = {"text/plain": plain}
+    if isinstance(value, np.ndarray):
+        bundle["text/html"] = _array_html(value, type_text)
+    return bundle
+
+
+def _plain(value) -> str:
+    if isinstance(value, np.ndarray):
+        items = _format_items(value)
+        return "[" + ",".join(items) + "]" + (f"  ({len(value)} elements)" if "…" in items else "")
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_plain(v) for v in value) + ")"
+    if isinstance(value, Opaque):
+        return f"<{value.type_text}>"
+    if value is None:
+        return "()"
+    return _scalar(value)
+
+
+def _scalar(v) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (float, np.floating)):
+        return "%.5f" % v
+    return str(int(v))
+
+
+def _format_items(values: np.ndarray) -> list[str]:
+    if len(values) <= ELIDE_AFTER:
+        return [_scalar(v) for v in values]
+    head = [_scalar(v) for v in values[:SHOW_EACH_END]]
+    tail = [_scalar(v) for v in values[-SHOW_EACH_END:]]
+    return head + ["…"] + tail
+
+
+def _array_html(values: np.ndarray, type_text: str) -> str:
+    cells = "".join(f"<td>{item}</td>" if item != "…" else
+                    f"<td title='{len(values) - 2 * SHOW_EACH_END} more'>…</td>"
+                    for item in _format_items(values))
+    return ("<div class='fcl-array' style='font-family:monospace;font-size:90%'>"
+            f"<div style='color:#666'>{type_text} · {len(values)} elements</div>"
+            "<table style='border-collapse:collapse'><tr>"
+            f"{cells}</tr></table></div>")

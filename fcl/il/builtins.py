@@ -58,9 +58,9 @@ def _powi(lw: Lowerer, base: ir.Expr, exponent: ir.Expr) -> ir.Expr:
 
 def _array_builtins(lw: Lowerer, t: Type, span):
     def program(run):
-        # Located at the whole application being built (`forceAndPrint 8 xs`), like the
-        # interpreter's errors.
-        return Prog(run, lw.spans[-1])
+        # Located at the user's line that builds it (not inside the prelude), so the code it
+        # generates is shown next to that line.
+        return Prog(run, lw.user_span())
 
     def force(array):
         level = level_of(arg_type(t, 0))

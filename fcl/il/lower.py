@@ -16,10 +16,12 @@ from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.simplify import is_atomic, mk_bin
 from fcl.mono import MonoProgram, level_number
+from fcl.session import PRELUDE_PATH
 from fcl.syntax import ast
 from fcl.types.types import TArrow, TCon, TProgram, Type, chase
 
 LEVELS = ir.LEVELS
+PRELUDE_NAME = str(PRELUDE_PATH)
 
 
 def il_type(t: Type) -> str:
@@ -121,8 +123,16 @@ class Lowerer:
         if isinstance(stmt, ir.Fail) and isinstance(stmt.cond, ir.Const) and not stmt.cond.value:
             return
         if stmt.span is None:
-            stmt.span = self.spans[-1]
+            stmt.span = self.user_span()
         self.blocks[-1].append(stmt)
+
+    def user_span(self) -> Span | None:
+        """The innermost source location in the user's code (not the prelude): generated code
+        is attributed to the line the user wrote, e.g. the call of `concat`, not its body."""
+        for span in reversed(self.spans):
+            if span is not None and span.source.name != PRELUDE_NAME:
+                return span
+        return self.spans[-1]
 
     @contextmanager
     def capture(self):

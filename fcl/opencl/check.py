@@ -96,3 +96,24 @@ def run_checked(argv: list[str], line_table: list[tuple[int, Span]]) -> tuple[in
     elif other and child.returncode != 0:
         sys.stderr.write(other + "\n")
     return child.returncode, child.stdout, findings
+
+
+def check_in_process(session, root, options, out, err):
+    """Run on Oclgrind in this process (its options must have been in the environment when
+    OpenCL was first loaded, as the kernel arranges); (result, findings)."""
+    import tempfile
+
+    from fcl import driver
+    table = driver.compile_opencl(session, root, options).line_table
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(capture.fileno(), 2)
+        try:
+            value = driver.run_opencl(session, root, options, "oclgrind", out, err)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        capture.seek(0)
+        reports = capture.read().decode("utf-8", "replace")
+    return value, parse_reports(reports, table)

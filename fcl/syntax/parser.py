@@ -408,3 +408,14 @@ def action_span(e: ast.Expr) -> Span:
 
 def _names(items) -> list[tuple[str, Span]]:
     return [x for x in items if isinstance(x, tuple)]
+
+
+def cell_status(text: str) -> str:
+    """`complete`, `incomplete` (more lines could finish it) or `invalid`, for a cell's text."""
+    source = Source("<cell>", text)
+    try:
+        parse_cell(source)
+        return "complete"
+    except FCLError as err:
+        unfinished = err.message.startswith("unexpected end of input") or "never closed" in err.message
+        return "incomplete" if unfinished else "invalid"

@@ -1,0 +1,1 @@
+"""The FCL Jupyter kernel."""

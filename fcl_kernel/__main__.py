@@ -1,0 +1,15 @@
+"""`python -m fcl_kernel -f CONNECTION_FILE` starts the kernel."""
+import os
+
+from fcl.opencl.check import OCLGRIND_ENV
+
+# Oclgrind reads its options when OpenCL loads its platforms: set them first, so that %%check
+# finds data races and uninitialized values. They change nothing on other devices.
+for name, value in OCLGRIND_ENV.items():
+    os.environ.setdefault(name, value)
+
+from ipykernel.kernelapp import IPKernelApp  # noqa: E402
+
+from fcl_kernel.kernel import FCLKernel  # noqa: E402
+
+IPKernelApp.launch_instance(kernel_class=FCLKernel)

@@ -1,0 +1,133 @@
+"""The FCL Jupyter kernel: a thin ipykernel wrapper around fcl.notebook.Workspace."""
+from __future__ import annotations
+
+import traceback
+
+from ipykernel.kernelbase import Kernel
+
+from fcl import __version__
+from fcl.errors import FCLError
+from fcl.notebook import Workspace, render
+from fcl_kernel import complete
+from fcl_kernel.magics import Magics, split_magics
+
+
+class StreamWriter:
+    """A file-like object that sends what is written to the notebook as it comes."""
+
+    def __init__(self, kernel: "FCLKernel", name: str):
+        self.kernel, self.name = kernel, name
+
+    def write(self, text: str) -> int:
+        if text:
+            self.kernel.send_response(self.kernel.iopub_socket, "stream",
+                                      {"name": self.name, "text": text})
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+class FCLKernel(Kernel):
+    implementation = "fcl_kernel"
+    implementation_version = __version__
+    banner = "FCL — hierarchical functional GPU programming (thread, block, grid)"
+    language_info = {
+        "name": "fcl",
+        "version": __version__,
+        "mimetype": "text/x-fcl",
+        "file_extension": ".fcl",
+        "pygments_lexer": "fcl",
+        # No CodeMirror mode exists for FCL; Haskell's is the closest (`--` comments, `fn`, `->`).
+        "codemirror_mode": "haskell",
+    }
+    help_links = [{"text": "FCL (thesis chapter 5)", "url": "https://github.com/dybber/fcl"}]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.workspace = Workspace()
+        self.magics = Magics(self)
+        self.out = StreamWriter(self, "stdout")
+        self.err = StreamWriter(self, "stderr")
+        self._setup_widgets()
+
+    def _setup_widgets(self) -> None:
+        """Route widget comms (ipywidgets) through the comm manager ipywidgets itself uses."""
+        try:
+            import comm
+            manager = comm.get_comm_manager()
+        except Exception:  # pragma: no cover - comm is a dependency; stay usable without it
+            return
+        self.comm_manager = manager
+        for msg_type in ("comm_open", "comm_msg", "comm_close"):
+            self.shell_handlers[msg_type] = getattr(manager, msg_type)
+        try:
+            import ipywidgets
+            ipywidgets.register_comm_target()
+        except Exception:  # pragma: no cover - widgets are optional at run time
+            pass
+
+    # ---- output helpers used by the magics too
+    def display(self, bundle: dict, metadata: dict | None = None) -> None:
+        self.send_response(self.iopub_socket, "display_data",
+                           {"data": bundle, "metadata": metadata or {}})
+
+    def show_error(self, ename: str, message: str, lines: list[str]) -> dict:
+        content = {"ename": ename, "evalue": message, "traceback": lines}
+        self.send_response(self.iopub_socket, "error", content)
+        return {"status": "error", "execution_count": self.execution_count, **content}
+
+    # ---- the protocol
+    def do_execute(self, code, silent, store_history=True, user_expressions=None,
+                   allow_stdin=False):
+        try:
+            line_magics, cell_magic, body = split_magics(code)
+            for name, args in line_magics:
+                self.magics.run_line(name, args)
+            if cell_magic is not None:
+                self.magics.run_cell(cell_magic[0], cell_magic[1], body)
+            elif body.strip():
+                self.run_fcl(body, silent)
+        except FCLError as err:
+            return self.show_error("FCLError", err.message, err.render().splitlines())
+        except KeyboardInterrupt:
+            return self.show_error("KeyboardInterrupt", "interrupted; nothing in this cell was kept",
+                                   ["Interrupted: the cell stopped and its definitions were not "
+                                    "added."])
+        except Exception as err:  # a bug in fcl, not in the user's program: keep the kernel alive
+            return self.show_error(type(err).__name__, str(err),
+                                   ["internal error in the FCL kernel (please report it):"] +
+                                   traceback.format_exc().splitlines())
+        return {"status": "ok", "execution_count": self.execution_count, "payload": [],
+                "user_expressions": {}}
+
+    def run_fcl(self, code: str, silent: bool = False) -> None:
+        outcome = self.workspace.execute(code, self.out, self.err)
+        if outcome.shown and not silent:
+            self.send_response(self.iopub_socket, "execute_result",
+                               {"execution_count": self.execution_count,
+                                "data": render(outcome.value, outcome.type), "metadata": {}})
+
+    def do_complete(self, code, cursor_pos):
+        start, matches = complete.completions(self.workspace, self.magics.names(), code, cursor_pos)
+        return {"status": "ok", "matches": matches, "cursor_start": start,
+                "cursor_end": cursor_pos, "metadata": {}}
+
+    def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+        name = complete.word_at(code, cursor_pos)
+        text = self.workspace.describe(name) if name else None
+        if text is None and name and name.lstrip("%") in self.magics.names():
+            text = self.magics.doc(name.lstrip("%"))
+        if text is None:
+            return {"status": "ok", "found": False, "data": {}, "metadata": {}}
+        return {"status": "ok", "found": True, "data": {"text/plain": text}, "metadata": {}}
+
+    def do_is_complete(self, code):
+        status = complete.is_complete(code)
+        reply = {"status": status}
+        if status == "incomplete":
+            reply["indent"] = "  "
+        return reply
+
+    def do_shutdown(self, restart):
+        return {"status": "ok", "restart": restart}

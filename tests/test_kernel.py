@@ -1,0 +1,200 @@
+"""The Jupyter kernel, driven through jupyter_client like a notebook front end would."""
+import json
+import os
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+
+import jupyter_kernel_test
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+# A kernelspec for this interpreter, found through JUPYTER_PATH (no installation needed).
+_SPEC_DIR = Path(tempfile.mkdtemp(prefix="fcl-kernelspec-"))
+(_SPEC_DIR / "kernels" / "fcl").mkdir(parents=True)
+(_SPEC_DIR / "kernels" / "fcl" / "kernel.json").write_text(json.dumps({
+    "argv": [sys.executable, "-m", "fcl_kernel", "-f", "{connection_file}"],
+    "display_name": "FCL", "language": "fcl", "interrupt_mode": "signal"}))
+os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(_SPEC_DIR),
+                                                           os.environ.get("JUPYTER_PATH")]))
+
+
+class FCLKernelTests(jupyter_kernel_test.KernelTests):
+    kernel_name = "fcl"
+    language_name = "fcl"
+    file_extension = ".fcl"
+    # FCL prints arrays only: its hello world is a forceAndPrint.
+    code_hello_world = 'val main = do<grid> { forceAndPrint 3 (push<grid> (generate 3 (fn i => i))) }'
+    code_display_data = [{"code": "%%opencl\nforcePull<grid> (generate 8 (fn i => i * 2))",
+                          "mime": "text/html"}]
+    code_generate_error = "val broken = 1 + true"
+    completion_samples = [{"text": "forceAndPri", "matches": {"forceAndPrint", "forceAndPrintDouble"}}]
+    complete_code_samples = ["val x = 1", "1 + 2", "%lsmagic"]
+    incomplete_code_samples = ["val x =", "fun f x = (x +", "do<grid> {"]
+    invalid_code_samples = ["val x = 1 )"]
+    code_inspect_sample = "generate"
+    code_execute_result = [{"code": "fun sq x = x * x\nsq 12", "result": "144"},
+                           {"code": "generate 4 (fn i => i * i)", "result": "[0,1,4,9]"}]
+
+    def test_execute_stdout(self):
+        self.flush_channels()
+        reply, output = self.execute_helper(code=self.code_hello_world)
+        streams = "".join(m["content"]["text"] for m in output if m["msg_type"] == "stream")
+        assert streams == "[0,1,2]\n"
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    km, kc = start_new_kernel(kernel_name="fcl")
+    yield km, kc
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+def execute(kc, code: str, timeout: float = 120):
+    """(reply content, iopub messages of the execution)."""
+    msg_id = kc.execute(code)
+    reply = kc.get_shell_msg(timeout=timeout)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=timeout)
+    messages = []
+    while True:
+        msg = kc.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+        messages.append(msg)
+    return reply["content"], messages
+
+
+def stdout(messages) -> str:
+    return "".join(m["content"]["text"] for m in messages
+                   if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+
+
+def result_text(messages) -> str | None:
+    found = [m["content"]["data"]["text/plain"] for m in messages if m["msg_type"] == "execute_result"]
+    return found[0] if found else None
+
+
+def test_definitions_accumulate_and_a_failed_cell_changes_nothing(kernel):
+    _, kc = kernel
+    execute(kc, "%reset")
+    assert execute(kc, "fun twice x = 2 * x")[0]["status"] == "ok"
+    # Redefines `twice`, then fails: neither the new `twice` nor `three` may survive.
+    reply, messages = execute(kc, "fun twice x = 3 * x\nval three = twice true")
+    assert reply["status"] == "error" and reply["ename"] == "FCLError"
+    error = next(m for m in messages if m["msg_type"] == "error")["content"]
+    assert error["traceback"][0].startswith("<cell") and ":2:" in error["traceback"][0]
+    assert result_text(execute(kc, "twice 21")[1]) == "42"
+    assert "three" not in stdout(execute(kc, "%who")[1]) + str(execute(kc, "%who")[1])
+
+
+def test_rerunning_a_cell_replaces_its_definition(kernel):
+    _, kc = kernel
+    execute(kc, "val base = 1")
+    execute(kc, "val base = 100")
+    assert result_text(execute(kc, "base + 1")[1]) == "101"
+
+
+def test_program_results_on_both_back_ends(kernel):
+    _, kc = kernel
+    program = "do<grid> { xs <- forcePull<grid> (generate 5 (fn i => i + 1)) ; return<grid> (index xs 4, xs) }"
+    for backend in ("interp", "opencl"):
+        execute(kc, f"%config backend={backend}")
+        assert result_text(execute(kc, program)[1]) == "(5, [1,2,3,4,5])"
+
+
+def test_long_arrays_are_elided_in_the_middle(kernel):
+    _, kc = kernel
+    _, messages = execute(kc, "generate 1000 (fn i => i)")
+    text = result_text(messages)
+    assert text.startswith("[0,1,2,") and ",…,999]" in text.replace("…,980", "…") or "…" in text
+    assert "(1000 elements)" in text
+    html = next(m for m in messages if m["msg_type"] == "execute_result")["content"]["data"]["text/html"]
+    assert "1000 elements" in html
+
+
+def test_magics(kernel, tmp_path):
+    _, kc = kernel
+    assert "%%opencl" in stdout(execute(kc, "%lsmagic")[1])
+    assert "Oclgrind" in stdout(execute(kc, "%check?")[1])
+    assert stdout(execute(kc, "%type generate 3 (fn i => 2.0)")[1]) == "generate 3 (fn i => 2.0) : [double]\n"
+    assert "block_size=64" in stdout(execute(kc, "%config block_size=64")[1])
+    execute(kc, "%config block_size=256 backend=opencl")
+    assert "pthread" in stdout(execute(kc, "%device")[1]) or "Portable" in stdout(execute(kc, "%device")[1])
+    source = tmp_path / "lib.fcl"
+    source.write_text("fun cube x = x * x * x\n")
+    assert "loaded 1 definitions" in stdout(execute(kc, f"%load {source}")[1])
+    assert result_text(execute(kc, "cube 3")[1]) == "27"
+    who = execute(kc, "%who")[1]
+    assert any("cube : int -> int" in m["content"]["data"]["text/plain"]
+               for m in who if m["msg_type"] == "display_data")
+    il = execute(kc, "%%il\nforcePull<grid> (generate 4 (fn i => i))")[1]
+    assert "parfor<grid>" in il[-1]["content"]["data"]["text/plain"]
+    bench = execute(kc, "%%bench 3\ngenerate 10 (fn i => i)")[1]
+    assert any(m["msg_type"] == "update_display_data" for m in bench)
+    assert "3 runs: mean" in stdout(bench)
+    timed = execute(kc, "%time 6 * 7")[1]
+    assert result_text(timed) == "42" and "Wall time" in stdout(timed)
+    execute(kc, "%reset")
+    assert execute(kc, "cube 3")[0]["status"] == "error"
+
+
+def test_opencl_view_colour_matches_lines(kernel):
+    _, kc = kernel
+    _, messages = execute(kc, "%%opencl\nforcePull<grid> (generate 8 (fn i => i * 2))")
+    data = messages[-1]["content"]["data"]
+    assert "__kernel void" in data["text/plain"]
+    assert data["text/html"].count("background:#fde2e4") >= 2  # the FCL line and its OpenCL
+
+
+def test_check_magic_reports_a_race_at_the_fcl_line(kernel):
+    _, kc = kernel
+    racy = ("%%check\nval main = do<grid> {\n"
+            "  ys <- generate 2 (fn b => pushM<block> (generate 32 (fn i => i + b)))\n"
+            "        |> interleave<block> 32 (fn ij => snd ij) ;\n"
+            "  forceAndPrint 32 ys }")
+    _, messages = execute(kc, racy)
+    errors = "".join(m["content"]["text"] for m in messages
+                     if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+    assert "Write-write data race" in errors and ":3:12:" in errors
+    assert "1 problem(s) found" in stdout(messages)
+
+
+def test_interrupting_an_endless_interpreter_loop_keeps_definitions(kernel):
+    km, kc = kernel
+    execute(kc, "%config backend=interp")
+    execute(kc, "val kept = 7")
+    loop = ("val main = do<grid> { xs <- while<grid> (fn a => true) "
+            "(fn a => pushM<grid> (mapPull (fn x => x + 1) a)) (pushM<grid> (generate 1000 (fn i => i))) ;"
+            " forceAndPrint 1 (push<grid> xs) }")
+    msg_id = kc.execute(loop)
+    time.sleep(1.5)
+    started = time.time()
+    km.interrupt_kernel()
+    reply = kc.get_shell_msg(timeout=30)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=30)
+    assert time.time() - started < 1.0
+    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+    assert result_text(execute(kc, "kept")[1]) == "7"
+    execute(kc, "%config backend=opencl")
+
+
+def test_config_shows_a_settings_widget(kernel):
+    _, kc = kernel
+    reply, messages = execute(kc, "%config")
+    assert reply["status"] == "ok"
+    opened = [m for m in messages if m["msg_type"] == "comm_open"]
+    assert opened and all(m["content"]["target_name"] == "jupyter.widget" for m in opened)
+    views = [m for m in messages if m["msg_type"] == "display_data"
+             and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]]
+    assert len(views) == 1
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -165,9 +165,10 @@ def test_check_magic_reports_a_race_at_the_fcl_line(kernel):
     assert "1 problem(s) found" in stdout(messages)
 
 
-def test_interrupting_an_endless_interpreter_loop_keeps_definitions(kernel):
+@pytest.mark.parametrize("backend", ["interp", "opencl"])
+def test_interrupting_an_endless_loop_keeps_definitions(kernel, backend):
     km, kc = kernel
-    execute(kc, "%config backend=interp")
+    execute(kc, f"%config backend={backend}")
     execute(kc, "val kept = 7")
     loop = ("val main = do<grid> { xs <- while<grid> (fn a => true) "
             "(fn a => pushM<grid> (mapPull (fn x => x + 1) a)) (pushM<grid> (generate 1000 (fn i => i))) ;"
@@ -183,6 +184,17 @@ def test_interrupting_an_endless_interpreter_loop_keeps_definitions(kernel):
     assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
     assert result_text(execute(kc, "kept")[1]) == "7"
     execute(kc, "%config backend=opencl")
+
+
+def test_the_kernel_starts_quickly():
+    started = time.time()
+    km, kc = start_new_kernel(kernel_name="fcl")
+    try:
+        assert time.time() - started < 2.0
+        assert execute(kc, "1 + 1")[0]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
 
 
 def test_config_shows_a_settings_widget(kernel):

@@ -1,0 +1,124 @@
+"""Packaging of the FCL kernel: the install CLI, the kernelspec shipped in the wheel, the logos."""
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+
+from fcl_kernel import install
+from fcl_kernel.install import LOGOS, RESOURCES, kernel_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_install_kernel_py_writes_a_kernelspec_under_the_prefix(tmp_path):
+    result = subprocess.run([sys.executable, "install_kernel.py", "--prefix", str(tmp_path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    spec_dir = tmp_path / "share" / "jupyter" / "kernels" / "fcl"
+    assert str(spec_dir) in result.stdout
+    assert json.loads((spec_dir / "kernel.json").read_text()) == {
+        "argv": [sys.executable, "-m", "fcl_kernel", "-f", "{connection_file}"],
+        "display_name": "FCL",
+        "language": "fcl",
+        "interrupt_mode": "signal",
+    }
+    for logo in LOGOS:
+        assert (spec_dir / logo).read_bytes() == (RESOURCES / logo).read_bytes()
+
+    # Jupyter finds it there.
+    spec = KernelSpecManager(kernel_dirs=[str(spec_dir.parent)]).get_kernel_spec("fcl")
+    assert (spec.display_name, spec.language, spec.interrupt_mode) == ("FCL", "fcl", "signal")
+    assert Path(spec.resource_dir) == spec_dir
+
+
+def test_installing_again_replaces_the_old_kernelspec(tmp_path):
+    spec_dir = tmp_path / "share" / "jupyter" / "kernels" / "fcl"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "stale.txt").write_text("from an older version")
+    install.main(["--prefix", str(tmp_path)])
+    assert not (spec_dir / "stale.txt").exists()
+    assert (spec_dir / "kernel.json").exists()
+
+
+@pytest.mark.parametrize("argv, in_environment, root, expected", [
+    (["--user"], True, False, (True, None)),
+    (["--sys-prefix"], False, False, (False, sys.prefix)),
+    (["--prefix", "/p"], True, True, (False, "/p")),
+    # No option: the environment the spec's interpreter belongs to, else system-wide for root,
+    # else the user's directory.
+    ([], True, True, (False, sys.prefix)),
+    ([], False, True, (False, None)),
+    ([], False, False, (True, None)),
+])
+def test_where_the_cli_installs(monkeypatch, capsys, argv, in_environment, root, expected):
+    calls = []
+
+    def fake_install(user, prefix):
+        calls.append((user, prefix))
+        return "/somewhere"
+
+    monkeypatch.setattr(install, "install_kernel_spec", fake_install)
+    monkeypatch.setattr(install, "_in_environment", lambda: in_environment)
+    monkeypatch.setattr(install, "_is_root", lambda: root)
+    install.main(argv)
+    assert calls == [expected]
+    assert "/somewhere" in capsys.readouterr().out
+
+
+def test_the_cli_rejects_two_destinations():
+    with pytest.raises(SystemExit):
+        install.main(["--user", "--sys-prefix"])
+
+
+def test_the_shipped_kernel_json_runs_the_environments_python():
+    """The static kernelspec in the wheel is the CLI's, with "python" for the interpreter."""
+    assert json.loads((RESOURCES / "kernel.json").read_text()) == kernel_spec("python")
+
+
+def test_the_logos_are_what_the_generator_draws():
+    spec = importlib.util.spec_from_file_location("make_logos", ROOT / "tools" / "make_logos.py")
+    make_logos = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_logos)
+    drawn = make_logos.logos()
+    assert set(drawn) == set(LOGOS)
+    for name, data in drawn.items():
+        assert (RESOURCES / name).read_bytes() == data, f"run tools/make_logos.py ({name})"
+    for name, side in (("logo-32x32.png", 32), ("logo-64x64.png", 64)):
+        data = drawn[name]
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        assert int.from_bytes(data[16:20], "big") == int.from_bytes(data[20:24], "big") == side
+        assert len(data) < 2048  # small enough to ship in every kernelspec
+
+
+def test_the_wheel_ships_the_kernelspec_and_the_lexer(tmp_path):
+    """`pip install` of the wheel registers the kernel (shared data) and the Pygments lexer."""
+    # Built from a copy so that the build leaves nothing in the working tree.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for package in ("fcl", "fcl_kernel"):
+        shutil.copytree(ROOT / package, src / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", str(tmp_path)],
+        cwd=src, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    (wheel,) = tmp_path.glob("fcl_jupyter-*.whl")
+    dist = "-".join(wheel.name.split("-")[:2])  # name-version
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        data = f"{dist}.data/data/share/jupyter/kernels/fcl/"
+        assert json.loads(zf.read(data + "kernel.json")) == kernel_spec("python")
+        for logo in LOGOS:
+            assert zf.read(data + logo) == (RESOURCES / logo).read_bytes()
+            assert f"fcl_kernel/resources/{logo}" in names
+        assert {"fcl/highlight.py", "fcl_kernel/install.py"} <= names
+        entry_points = zf.read(f"{dist}.dist-info/entry_points.txt").decode()
+    assert "[pygments.lexers]\nfcl = fcl.highlight:FCLLexer" in entry_points

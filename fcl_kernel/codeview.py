@@ -1,9 +1,16 @@
 """FCL next to the OpenCL it became: each FCL line and its OpenCL lines share a colour."""
 from __future__ import annotations
 
-import html
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers.c_cpp import CLexer
 
 from fcl.errors import Span
+from fcl.highlight import FCLLexer
+
+# Inline colours, so the view looks the same in every front end and in exported HTML.
+_FORMATTER = HtmlFormatter(nowrap=True, noclasses=True)
+_LEXERS = {"fcl": FCLLexer(), "opencl": CLexer()}
 
 PALETTE = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1c1", "#e8dff5", "#d6f5e3", "#fce1c8",
            "#d7ecf7", "#f5d6eb", "#e6f2c2"]
@@ -19,8 +26,8 @@ def side_by_side(fcl_source: str, opencl_source: str, line_table: list[tuple[int
         if span.source.name == cell_name:
             colour = colour_of.setdefault(span.line, PALETTE[len(colour_of) % len(PALETTE)])
             opencl_colour[cl_line] = colour
-    left = "".join(_row(n, text, colour_of.get(n)) for n, text in enumerate(fcl_lines, 1))
-    right = "".join(_row(n, text, opencl_colour.get(n))
+    left = "".join(_row(n, text, colour_of.get(n), "fcl") for n, text in enumerate(fcl_lines, 1))
+    right = "".join(_row(n, text, opencl_colour.get(n), "opencl")
                     for n, text in enumerate(opencl_source.split("\n"), 1))
     style = ("font-family:monospace;font-size:85%;white-space:pre;vertical-align:top;"
              "padding:0 1em")
@@ -36,7 +43,8 @@ def _cell_source_name(line_table: list[tuple[int, Span]], text: str) -> str | No
     return None
 
 
-def _row(number: int, text: str, colour: str | None) -> str:
+def _row(number: int, text: str, colour: str | None, language: str) -> str:
     background = f"background:{colour};" if colour else ""
+    code = highlight(text, _LEXERS[language], _FORMATTER).rstrip("\n") if text.strip() else " "
     return (f"<div style='{background}'><span style='color:#999'>{number:>3} </span>"
-            f"{html.escape(text) or ' '}</div>")
+            f"{code}</div>")

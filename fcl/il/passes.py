@@ -143,19 +143,7 @@ def propagate(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
     if not substitute:
         return stmts
     rewritten = map_exprs(stmts, lambda e: rebuild(e, substitute))
-    return [s for s in _drop_declares(rewritten, set(substitute))]
-
-
-def _drop_declares(stmts: list[ir.Stmt], names: set[str]) -> list[ir.Stmt]:
-    out = []
-    for s in stmts:
-        if isinstance(s, ir.Declare) and s.var.name in names:
-            continue
-        for name in BODIES:
-            if isinstance(getattr(s, name, None), list):
-                setattr(s, name, _drop_declares(getattr(s, name), names))
-        out.append(s)
-    return out
+    return _drop(rewritten, set(substitute), (ir.Declare,))
 
 
 def prune(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
@@ -202,16 +190,17 @@ def sweep(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
             for v in found - live:
                 live.add(v)
                 frontier.append(v)
-    return _drop_dead(stmts, set(defining) - live)
+    return _drop(stmts, set(defining) - live, (ir.Declare, ir.Assign))
 
 
-def _drop_dead(stmts: list[ir.Stmt], dead: set[str]) -> list[ir.Stmt]:
+def _drop(stmts: list[ir.Stmt], names: set[str], kinds: tuple[type, ...]) -> list[ir.Stmt]:
+    """The statements without those of `kinds` that define one of `names`, at any depth."""
     out = []
     for s in stmts:
-        if isinstance(s, (ir.Declare, ir.Assign)) and s.var.name in dead:
+        if isinstance(s, kinds) and s.var.name in names:
             continue
         for name in BODIES:
             if isinstance(getattr(s, name, None), list):
-                setattr(s, name, _drop_dead(getattr(s, name), dead))
+                setattr(s, name, _drop(getattr(s, name), names, kinds))
         out.append(s)
     return out

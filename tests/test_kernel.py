@@ -30,6 +30,8 @@ class FCLKernelTests(jupyter_kernel_test.KernelTests):
     code_display_data = [{"code": "%%opencl\nforcePull<grid> (generate 8 (fn i => i * 2))",
                           "mime": "text/html"}]
     code_generate_error = "val broken = 1 + true"
+    # `benchmark` reports on stderr.
+    code_stderr = "val main = do<grid> { benchmark 2 (forcePull<grid> (generate 4 (fn i => i))) }"
     completion_samples = [{"text": "forceAndPri", "matches": {"forceAndPrint", "forceAndPrintDouble"}}]
     complete_code_samples = ["val x = 1", "1 + 2", "%lsmagic"]
     incomplete_code_samples = ["val x =", "fun f x = (x +", "do<grid> {"]

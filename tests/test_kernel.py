@@ -167,14 +167,22 @@ def test_check_magic_reports_a_race_at_the_fcl_line(kernel):
     assert "1 problem(s) found" in stdout(messages)
 
 
-@pytest.mark.parametrize("backend", ["interp", "opencl"])
-def test_interrupting_an_endless_loop_keeps_definitions(kernel, backend):
+GRID_LOOP = ("val main = do<grid> { xs <- while<grid> (fn a => true) "
+             "(fn a => pushM<grid> (mapPull (fn x => x + 1) a)) (pushM<grid> (generate 1000 (fn i => i))) ;"
+             " forceAndPrint 1 (push<grid> xs) }")
+# The loop runs inside one kernel: stopping it needs the kernel's cooperation.
+KERNEL_LOOP = ("val main = do<grid> { ys <- generate 2 (fn b => do<block> { a <- while<block> (fn a => true)"
+               " (fn a => pushM<block> (mapPull (fn x => x + 1) a)) (pushM<block> (generate 64 (fn i => i))) ;"
+               " pushM<block> a }) |> concat<block> 64 ; forceAndPrint 3 ys }")
+
+
+@pytest.mark.parametrize("backend, loop", [("interp", GRID_LOOP), ("opencl", GRID_LOOP),
+                                           ("opencl", KERNEL_LOOP)],
+                         ids=["interpreter", "opencl-host-loop", "opencl-loop-in-a-kernel"])
+def test_interrupting_an_endless_loop_keeps_definitions(kernel, backend, loop):
     km, kc = kernel
     execute(kc, f"%config backend={backend}")
     execute(kc, "val kept = 7")
-    loop = ("val main = do<grid> { xs <- while<grid> (fn a => true) "
-            "(fn a => pushM<grid> (mapPull (fn x => x + 1) a)) (pushM<grid> (generate 1000 (fn i => i))) ;"
-            " forceAndPrint 1 (push<grid> xs) }")
     msg_id = kc.execute(loop)
     time.sleep(1.5)
     started = time.time()

@@ -163,11 +163,13 @@ class SeqFor(Stmt):
 
 @dataclass(eq=False)
 class While(Stmt):
-    """Run `test` statements, then the body while `cond` holds (test runs before each check)."""
+    """Run `test` statements, then the body while `cond` holds (test runs before each check).
+    Inside kernels, `level` says who runs it in step: a whole work-group or one work-item."""
 
     test: list[Stmt]
     cond: Expr
     body: list[Stmt]
+    level: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(eq=False)

@@ -12,6 +12,7 @@ SPECIALS = {"local_id": "get_local_id(0)", "local_size": "get_local_size(0)",
             "group_id": "get_group_id(0)", "num_groups": "get_num_groups(0)",
             "global_id": "get_global_id(0)", "global_size": "get_global_size(0)"}
 FAIL_FLAG = "fcl_fail"
+ABORT_FLAG = "fcl_abort"
 
 
 def c_expr(e: ir.Expr) -> str:
@@ -79,7 +80,11 @@ class KernelPrinter:
                 params.append(f"__local {MEMORY_TYPES[local.var.type.elem]}* {local.var.name}_pool")
         if k.fails:
             params.append(f"__global int* {FAIL_FLAG}")
+        if k.abortable:
+            params.append(f"__global volatile int* {ABORT_FLAG}")
         self.line(f"__kernel void {k.name}({', '.join(params)}) {{", 0, k.span)
+        if k.abortable:
+            self.line("__local int fcl_stop;", 1, None)
         for n, slot in enumerate(k.slots):
             for local in slot:
                 elem = MEMORY_TYPES[local.var.type.elem]
@@ -133,7 +138,14 @@ class KernelPrinter:
         elif isinstance(s, ir.While):
             self.line("while (1) {", indent, span)
             self.block(s.test, indent + 1)
-            self.line(f"if (!{c_expr(s.cond)}) break;", indent + 1, span)
+            if s.level == "block":
+                # The whole group must agree to stop, or some would wait at a barrier forever.
+                self.line("barrier(CLK_LOCAL_MEM_FENCE);", indent + 1, None)
+                self.line(f"if (get_local_id(0) == 0) fcl_stop = *{ABORT_FLAG};", indent + 1, None)
+                self.line("barrier(CLK_LOCAL_MEM_FENCE);", indent + 1, None)
+                self.line(f"if (fcl_stop || !{c_expr(s.cond)}) break;", indent + 1, span)
+            else:
+                self.line(f"if (*{ABORT_FLAG} || !{c_expr(s.cond)}) break;", indent + 1, span)
             self.block(s.body, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.If):

@@ -7,6 +7,7 @@ returned from a grid program) copies it back.
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -17,7 +18,7 @@ from fcl.errors import FCLError
 from fcl.hostio import format_array, read_int_csv
 from fcl.il import ir
 from fcl.interp.prims import _c_div, _c_mod, _clz
-from fcl.opencl.device import DTYPES, Device, build, open_device
+from fcl.opencl.device import DTYPES, Device, build, is_oclgrind, open_device
 from fcl.opencl.emit import opencl_source
 from fcl.opencl.kernelize import Kernel, Launch, Special, expr_vars, kernelize
 
@@ -48,6 +49,8 @@ class HostRun:
         self.fail_flags: dict[str, tuple[cl.Buffer, Kernel]] = {}
         self.buffers: list[cl.Buffer] = []  # everything allocated, released when the run ends
         self.result = None
+        self.abort: cl.Buffer | None = None
+        self.abort_flag: np.ndarray | None = None
 
     # ---- expressions
     def eval(self, e: ir.Expr, lanes: bool = False):
@@ -192,6 +195,8 @@ class HostRun:
                            ["use smaller chunks per work-group, or a smaller block size"])
         if kernel.fails:
             args.append(self.fail_flag(kernel))
+        if kernel.abortable:
+            args.append(self.abort_buffer())
         groups = int(self.eval(s.groups))
         if groups <= 0:
             return
@@ -199,6 +204,33 @@ class HostRun:
                                           (self.block_size,), *args)
         if self.events is not None:
             self.events.append(event)
+        if kernel.abortable:
+            self.wait_interruptibly(event)
+
+    def abort_buffer(self) -> cl.Buffer:
+        """A flag in host memory the kernels' loops read: set, they stop."""
+        if self.abort is None:
+            self.abort_flag = np.zeros(1, dtype=np.int32)
+            # Oclgrind treats memory it does not own as uninitialized; a simulation need not
+            # be interrupted, so it gets a copy instead.
+            sharing = cl.mem_flags.COPY_HOST_PTR if is_oclgrind(self.device.device) else \
+                cl.mem_flags.USE_HOST_PTR
+            self.abort = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | sharing,
+                                   hostbuf=self.abort_flag)
+            self.buffers.append(self.abort)
+        return self.abort
+
+    def wait_interruptibly(self, event: cl.Event) -> None:
+        """Wait in Python, not in the OpenCL library, so that an interrupt is noticed; on one,
+        tell the running kernel to stop and wait for it before giving up."""
+        self.device.queue.flush()  # some devices (Oclgrind) only start work when flushed
+        try:
+            while event.command_execution_status != cl.command_execution_status.COMPLETE:
+                time.sleep(0.002)
+        except KeyboardInterrupt:
+            self.abort_flag[0] = 1
+            event.wait()
+            raise
 
     def fetch(self, value):
         """A result as host values: numpy arrays, numpy scalars, tuples, None for unit."""

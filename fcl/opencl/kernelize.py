@@ -61,6 +61,8 @@ class Kernel:
     # sizes local memory for the largest.
     group_var: ir.Var | None = None
     group_bound: ir.Expr | None = None
+    # A `while` may never end: such kernels watch a flag the host sets on an interrupt.
+    abortable: bool = False
 
 
 @dataclass(eq=False)
@@ -154,8 +156,9 @@ class KernelBody:
         if isinstance(s, ir.SeqFor):
             return [ir.SeqFor(s.var, s.bound, self.block(s.body, level), span=s.span)]
         if isinstance(s, ir.While):
+            self.kernel.abortable = True
             return [ir.While(self.block(s.test, level), s.cond, self.block(s.body, level),
-                             span=s.span)]
+                             span=s.span, level=level)]
         if isinstance(s, ir.If):
             return [ir.If(s.cond, self.block(s.then, level), self.block(s.else_, level),
                           span=s.span)]

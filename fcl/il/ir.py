@@ -11,7 +11,7 @@ mapped back to source lines.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Union
 
 from fcl.errors import Span
@@ -225,6 +225,35 @@ class Fail(Stmt):
     cond: Expr
     message: str
     values: list[Expr] = field(default_factory=list)
+
+
+# ---- traversal ---------------------------------------------------------------------------------
+
+BODIES = ("body", "then", "else_", "test")  # the fields that hold nested statements
+
+
+def children(s: Stmt) -> list[list[Stmt]]:
+    """The statement lists nested in s (loop bodies, branches, a while's test)."""
+    return [getattr(s, name) for name in BODIES if isinstance(getattr(s, name, None), list)]
+
+
+def walk(stmts: list[Stmt]):
+    """Every statement, nested ones included, in program order."""
+    for s in stmts:
+        yield s
+        for child in children(s):
+            yield from walk(child)
+
+
+def expr_vars(e: Expr, out: dict[str, "Var"]) -> None:
+    """Collect the variables an expression mentions (name -> Var)."""
+    if isinstance(e, Var):
+        out.setdefault(e.name, e)
+        return
+    for f in fields(e):
+        value = getattr(e, f.name)
+        if isinstance(value, Expr):
+            expr_vars(value, out)
 
 
 # ---- printing ----------------------------------------------------------------------------------

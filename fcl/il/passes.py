@@ -10,7 +10,7 @@ unused computation never changes what a program does.
 """
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import fields, replace
 
 from fcl.il import ir
 from fcl.il.simplify import mk_bin, mk_un
@@ -27,18 +27,7 @@ def optimize(stmts: list[ir.Stmt], rounds: int = 4) -> list[ir.Stmt]:
 
 # ---- traversal helpers -------------------------------------------------------------------------
 
-BODIES = ("body", "then", "else_", "test")
-
-
-def _children(s: ir.Stmt) -> list[list[ir.Stmt]]:
-    return [getattr(s, name) for name in BODIES if isinstance(getattr(s, name, None), list)]
-
-
-def _walk(stmts: list[ir.Stmt]):
-    for s in stmts:
-        yield s
-        for child in _children(s):
-            yield from _walk(child)
+BODIES, _walk = ir.BODIES, ir.walk
 
 
 def _read_fields(s: ir.Stmt) -> list[str]:
@@ -75,16 +64,6 @@ def _exprs(s: ir.Stmt) -> list[ir.Expr]:
         value = getattr(s, name)
         found += value if isinstance(value, list) else [value]
     return found
-
-
-def expr_vars(e: ir.Expr, out: set[str]) -> None:
-    if isinstance(e, ir.Var):
-        out.add(e.name)
-    elif is_dataclass(e):
-        for f in fields(e):
-            value = getattr(e, f.name)
-            if isinstance(value, ir.Expr):
-                expr_vars(value, out)
 
 
 def map_exprs(stmts: list[ir.Stmt], fn) -> list[ir.Stmt]:
@@ -169,28 +148,28 @@ def prune(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
 def sweep(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
     """Drop declarations and assignments of variables no other statement needs."""
     defining: dict[str, list[ir.Expr]] = {}
-    live: set[str] = set()
+    live: dict[str, ir.Var] = {}
     for s in _walk(stmts):
         if isinstance(s, (ir.Declare, ir.Assign)) and not isinstance(s.var.type, ir.ArrayType):
             defining.setdefault(s.var.name, []).append(s.init if isinstance(s, ir.Declare)
                                                        else s.value)
         else:
             for e in _exprs(s):
-                expr_vars(e, live)
+                ir.expr_vars(e, live)
             if isinstance(s, (ir.Declare, ir.Assign)):
-                live.add(s.var.name)
+                live[s.var.name] = s.var
             if isinstance(s, ir.ReadCSV):
-                live.add(s.length.name)
+                live[s.length.name] = s.length
     frontier = list(live)
     while frontier:
         name = frontier.pop()
         for e in defining.get(name, []):
-            found: set[str] = set()
-            expr_vars(e, found)
-            for v in found - live:
-                live.add(v)
+            found: dict[str, ir.Var] = {}
+            ir.expr_vars(e, found)
+            for v in found.keys() - live.keys():
+                live[v] = found[v]
                 frontier.append(v)
-    return _drop(stmts, set(defining) - live, (ir.Declare, ir.Assign))
+    return _drop(stmts, set(defining) - live.keys(), (ir.Declare, ir.Assign))
 
 
 def _drop(stmts: list[ir.Stmt], names: set[str], kinds: tuple[type, ...]) -> list[ir.Stmt]:

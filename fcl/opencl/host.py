@@ -20,7 +20,7 @@ from fcl.il import ir
 from fcl.interp.prims import _c_div, _c_mod, _clz
 from fcl.opencl.device import DTYPES, Device, build, is_oclgrind, open_device
 from fcl.opencl.emit import opencl_source
-from fcl.opencl.kernelize import Kernel, Launch, Special, expr_vars, kernelize
+from fcl.opencl.kernelize import Kernel, Launch, Special, kernelize
 
 NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}
 BINARY = {
@@ -259,7 +259,7 @@ class HostRun:
     def local_size(self, kernel: Kernel, size: ir.Expr) -> int:
         """Elements of a local array: the largest over the kernel's iterations if it varies."""
         names: dict[str, ir.Var] = {}
-        expr_vars(size, names)
+        ir.expr_vars(size, names)
         group = kernel.group_var
         if group is None or group.name not in names:
             return int(self.eval(size))

@@ -211,7 +211,7 @@ def _single_definitions(stmts: list[ir.Stmt]) -> dict[str, ir.Expr]:
                 declared[s.var.name] = s.init
             elif isinstance(s, ir.Assign):
                 assigned.add(s.var.name)
-            for child in _children(s):
+            for child in ir.children(s):
                 walk(child)
     walk(stmts)
     return {name: init for name, init in declared.items() if name not in assigned}
@@ -243,21 +243,11 @@ def _declared_names(stmts: list[ir.Stmt]) -> set[str]:
     for s in stmts:
         if isinstance(s, ir.Declare):
             names.add(s.var.name)
-        for child in _children(s):
+        for child in ir.children(s):
             names |= _declared_names(child)
         if isinstance(s, (StridedFor, ir.SeqFor)):
             names.add(s.var.name)
     return names
-
-
-def _children(s: ir.Stmt) -> list[list[ir.Stmt]]:
-    if isinstance(s, (StridedFor, ir.SeqFor, ir.ParFor, ir.Distribute, ir.Benchmark)):
-        return [s.body]
-    if isinstance(s, ir.While):
-        return [s.test, s.body]
-    if isinstance(s, ir.If):
-        return [s.then, s.else_]
-    return []
 
 
 def _scan(stmts: list[ir.Stmt], bound: set[str], used: dict[str, ir.Var]) -> None:
@@ -282,34 +272,17 @@ def _scan(stmts: list[ir.Stmt], bound: set[str], used: dict[str, ir.Var]) -> Non
             exprs = [s.cond]
         found: dict[str, ir.Var] = {}
         for e in exprs:
-            expr_vars(e, found)
+            ir.expr_vars(e, found)
         for name, var in found.items():
             if name not in bound:
                 used.setdefault(name, var)
         if isinstance(s, (StridedFor, ir.SeqFor)):
             _scan(s.body, bound | {s.var.name}, used)
         else:
-            for child in _children(s):
+            for child in ir.children(s):
                 _scan(child, bound, used)
         if isinstance(s, ir.Declare):
             bound.add(s.var.name)
-
-
-def expr_vars(e: ir.Expr, out: dict[str, ir.Var]) -> None:
-    if isinstance(e, ir.Var):
-        out.setdefault(e.name, e)
-    elif isinstance(e, ir.Index):
-        expr_vars(e.array, out)
-        expr_vars(e.index, out)
-    elif isinstance(e, ir.Bin):
-        expr_vars(e.left, out)
-        expr_vars(e.right, out)
-    elif isinstance(e, ir.Un):
-        expr_vars(e.arg, out)
-    elif isinstance(e, ir.Select):
-        expr_vars(e.cond, out)
-        expr_vars(e.then, out)
-        expr_vars(e.else_, out)
 
 
 def kernelize(host_program: list[ir.Stmt]) -> tuple[list[ir.Stmt], list[Kernel]]:

@@ -9,7 +9,6 @@ slot, as large as its largest member.
 from __future__ import annotations
 
 from fcl.il import ir
-from fcl.il.passes import BODIES, expr_vars
 
 
 def lifetimes(body: list[ir.Stmt], arrays: set[str], loop_types: tuple[type, ...]
@@ -27,14 +26,13 @@ def lifetimes(body: list[ir.Stmt], arrays: set[str], loop_types: tuple[type, ...
             position = counter[0]
             if isinstance(s, ir.Alloc) and s.var.name in arrays:
                 allocs[s.var.name] = position
-            names: set[str] = set()
+            names: dict[str, ir.Var] = {}
             for e in _reads(s):
-                expr_vars(e, names)
+                ir.expr_vars(e, names)
             used = set().union(*(aliases.get(n, set()) for n in names)) if names else set()
             if used:
                 uses.append((position, used))
-            children = [getattr(s, name) for name in BODIES if isinstance(getattr(s, name, None), list)]
-            for child in children:
+            for child in ir.children(s):
                 visit(child)
             if isinstance(s, loop_types):
                 loops.append((position, counter[0]))
@@ -71,7 +69,7 @@ def pack(spans: dict[str, tuple[int, int]]) -> list[list[str]]:
 def _reads(s: ir.Stmt) -> list[ir.Expr]:
     found = []
     for name, value in vars(s).items():
-        if name in BODIES or name == "span":
+        if name in ir.BODIES or name == "span":
             continue
         if isinstance(value, ir.Expr):
             found.append(value)
@@ -91,9 +89,8 @@ def _aliases(body: list[ir.Stmt], arrays: set[str]) -> dict[str, set[str]]:
                 value = s.init if isinstance(s, ir.Declare) else s.value
                 if isinstance(value, ir.Var):
                     pointer_sources.append((s.var.name, value.name))
-            for name in BODIES:
-                if isinstance(getattr(s, name, None), list):
-                    collect(getattr(s, name))
+            for child in ir.children(s):
+                collect(child)
     collect(body)
     changed = True
     while changed:

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from fcl.syntax import ast
 from fcl.types.infer import substitute, substitute_level
-from fcl.types.types import (INT, Level, TArrow, TCon, TPair, TProgram, TPull, TPush, TVar, Type,
-                             chase, level_depth, level_of_depth, zonk)
+from fcl.types.types import (INT, Level, TArrow, TCon, TPair, TProgram, TPull, TPush, Type, chase,
+                             level_depth, level_of_depth, map_type, zonk)
 
 
 @dataclass
@@ -113,20 +113,7 @@ def _copy(e: ast.Expr) -> ast.Expr:
 
 
 def _default(t: Type) -> Type:
-    t = chase(t)
-    if isinstance(t, TVar):
-        return INT
-    if isinstance(t, TArrow):
-        return TArrow(_default(t.arg), _default(t.res))
-    if isinstance(t, TPair):
-        return TPair(_default(t.fst), _default(t.snd))
-    if isinstance(t, TPull):
-        return TPull(_default(t.elem))
-    if isinstance(t, TPush):
-        return TPush(_default_level(t.level), _default(t.elem))
-    if isinstance(t, TProgram):
-        return TProgram(_default_level(t.level), _default(t.result))
-    return t
+    return map_type(t, lambda v: INT, _default_level)
 
 
 def _default_level(level: Level) -> Level:

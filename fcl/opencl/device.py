@@ -113,8 +113,7 @@ def build(device: Device, source: str) -> dict[str, cl.Kernel]:
                 program = cl.Program(device.context, source).build()
             _programs[key] = {k.function_name: k for k in program.all_kernels()}
         except cl.RuntimeError as err:
-            log = getattr(err, "what", lambda: str(err))()
-            raise FCLError(f"the OpenCL compiler rejected the generated code:\n{log}") from None
+            raise FCLError(f"the OpenCL compiler rejected the generated code:\n{err}") from None
         build_count += 1
     return _programs[key]
 

@@ -368,7 +368,6 @@ class _Builder(Transformer_NonRecursive):
 
     def do(self, meta, items):
         do_tok, levels, _, stmts, _ = items
-        span = self.span(meta)
         kind, payload, stmt_span = stmts[-1]
         if kind != "expr":
             raise FCLError("the last statement of a `do` block must be an expression, "

@@ -14,10 +14,10 @@ from fcl.errors import FCLError, Source, Span
 from fcl.syntax import ast
 from fcl.syntax.parser import parse_scheme
 from fcl.types.builtins import BUILTINS
-from fcl.types.types import (BOOL, BT, DOUBLE, GT, INT, STRING, TYP, UNIT, LStep, LVar, LZero,
-                             Level, Scheme, TArrow, TCon, TPair, TProgram, TPull, TPush, TVar,
-                             Namer, Type, chase, chase_level, free_vars, level_of_depth, show_types,
-                             zonk)
+from fcl.types.types import (BOOL, BT, DOUBLE, GT, INT, STRING, TYP, UNIT, LStep, LVar, Level,
+                             Namer, Scheme, TArrow, TCon, TPair, TProgram, TPull, TPush, TVar,
+                             Type, chase, chase_level, free_vars, level_of_depth, map_type,
+                             show_types, zonk)
 from fcl.types.unify import KindError, LevelError, UnifyError, restrict_kind, unify
 
 CONCRETE_LEVELS = {"thread": 0, "block": 1, "grid": 2, "Z": 0}
@@ -380,20 +380,7 @@ class Checker:
 
 def substitute(t: Type, tmap: dict, lmap: dict) -> Type:
     """t with quantified variables replaced (tmap/lmap keyed by variable object)."""
-    t = chase(t)
-    if isinstance(t, TVar):
-        return tmap.get(t, t)
-    if isinstance(t, TArrow):
-        return TArrow(substitute(t.arg, tmap, lmap), substitute(t.res, tmap, lmap))
-    if isinstance(t, TPair):
-        return TPair(substitute(t.fst, tmap, lmap), substitute(t.snd, tmap, lmap))
-    if isinstance(t, TPull):
-        return TPull(substitute(t.elem, tmap, lmap))
-    if isinstance(t, TPush):
-        return TPush(substitute_level(t.level, lmap), substitute(t.elem, tmap, lmap))
-    if isinstance(t, TProgram):
-        return TProgram(substitute_level(t.level, lmap), substitute(t.result, tmap, lmap))
-    return t
+    return map_type(t, lambda v: tmap.get(v, v), lambda level: substitute_level(level, lmap))
 
 
 def substitute_level(level: Level, lmap: dict) -> Level:

@@ -135,20 +135,28 @@ def chase(t: Type) -> Type:
     return t
 
 
+def map_type(t: Type, on_var, on_level) -> Type:
+    """t rebuilt with each unbound type variable replaced by on_var(v) and each level by
+    on_level(level); bound variables are followed first."""
+    t = chase(t)
+    if isinstance(t, TVar):
+        return on_var(t)
+    if isinstance(t, TArrow):
+        return TArrow(map_type(t.arg, on_var, on_level), map_type(t.res, on_var, on_level))
+    if isinstance(t, TPair):
+        return TPair(map_type(t.fst, on_var, on_level), map_type(t.snd, on_var, on_level))
+    if isinstance(t, TPull):
+        return TPull(map_type(t.elem, on_var, on_level))
+    if isinstance(t, TPush):
+        return TPush(on_level(t.level), map_type(t.elem, on_var, on_level))
+    if isinstance(t, TProgram):
+        return TProgram(on_level(t.level), map_type(t.result, on_var, on_level))
+    return t
+
+
 def zonk(t: Type) -> Type:
     """t with every bound variable replaced by what it is bound to."""
-    t = chase(t)
-    if isinstance(t, TArrow):
-        return TArrow(zonk(t.arg), zonk(t.res))
-    if isinstance(t, TPair):
-        return TPair(zonk(t.fst), zonk(t.snd))
-    if isinstance(t, TPull):
-        return TPull(zonk(t.elem))
-    if isinstance(t, TPush):
-        return TPush(zonk_level(t.level), zonk(t.elem))
-    if isinstance(t, TProgram):
-        return TProgram(zonk_level(t.level), zonk(t.result))
-    return t
+    return map_type(t, lambda v: v, zonk_level)
 
 
 def free_vars(t: Type, tvs: dict[int, TVar], lvs: dict[int, LVar]) -> None:

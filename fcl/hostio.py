@@ -34,3 +34,9 @@ def format_array(values: np.ndarray) -> str:
     """`[a,b,c]` with no spaces: ints as %i, doubles as %.5f."""
     fmt = "%.5f" if values.dtype == np.float64 else "%i"
     return "[" + ",".join(fmt % v for v in values.tolist()) + "]\n"
+
+
+def benchmark_report(times_ms: list[float]) -> str:
+    """The original's line (the mean per run), then min and median."""
+    return (f"Benchmark ({len(times_ms)} repetitions): {sum(times_ms) / len(times_ms):f} ms per run\n"
+            f"  min {min(times_ms):f} ms, median {float(np.median(times_ms)):f} ms\n")

@@ -6,7 +6,7 @@ import time
 import numpy as np
 
 from fcl.errors import FCLError
-from fcl.hostio import format_array, read_int_csv
+from fcl.hostio import benchmark_report, format_array, read_int_csv
 from fcl.interp.lanes import Ctx, Vec, elementwise, lift, lift_full
 from fcl.interp.values import (UNIT, Buffer, Interleave, MapPush, Program, PullArray, PushPull,
                                SeqFor, dtype_of, first_failure)
@@ -222,8 +222,7 @@ def _benchmark(interp, t, span, ctx, n, program):
             # The original also runs an untimed warm-up. Nothing warms up in the interpreter,
             # but a body that prints must print as often; FCL is pure, so each run prints the same.
             program.run(lanes, it)
-        it.config.err.write(f"Benchmark ({count} repetitions): {sum(times) / count:f} ms per run\n")
-        it.config.err.write(f"  min {min(times):f} ms, median {float(np.median(times)):f} ms\n")
+        it.config.err.write(benchmark_report(times))
         it.outputs += 1
         return UNIT
     return Program(run)

@@ -15,7 +15,7 @@ import numpy as np
 import pyopencl as cl
 
 from fcl.errors import FCLError
-from fcl.hostio import format_array, read_int_csv
+from fcl.hostio import benchmark_report, format_array, read_int_csv
 from fcl.il import ir
 from fcl.interp.prims import _c_div, _c_mod, _clz
 from fcl.opencl.device import DTYPES, Device, build, is_oclgrind, open_device
@@ -312,8 +312,7 @@ class HostRun:
             times.append(sum((e.profile.end - e.profile.start) for e in self.events) / 1e6)
         self.events = None
         self.check_failures()
-        self.err.write(f"Benchmark ({count} repetitions): {sum(times) / count:f} ms per run\n")
-        self.err.write(f"  min {min(times):f} ms, median {float(np.median(times)):f} ms\n")
+        self.err.write(benchmark_report(times))
 
     def read_csv(self, s: ir.ReadCSV) -> None:
         values = read_int_csv(s.path, s.span)

@@ -3,20 +3,35 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup test clean
+.PHONY: setup lab test test-setup clean
 
+# The Python side in .venv, then Graphviz's `dot` (for IR graphs) through apt where we can: as
+# root or with sudo on Debian/Ubuntu. Elsewhere tools/system_deps.sh prints a note and carries on;
+# the magics then show the DOT text instead of a drawing.
 setup: $(STAMP)
+	@sh tools/system_deps.sh dot:graphviz
+
+# JupyterLab on the course notebooks, with the FCL kernel. LAB_ARGS passes options through, e.g.
+# `make lab LAB_ARGS="--no-browser --port 8899"`.
+LAB_ARGS ?=
+lab: setup
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ARGS)
 
 # An editable install leaves out the wheel's data files, the kernelspec among them, so the FCL
 # kernel is registered in the venv explicitly: a Jupyter run from .venv then offers it.
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,lab]'
 	$(PY) install_kernel.py --sys-prefix
 	touch $(STAMP)
 
-test: setup
+# The end-to-end test drives JupyterLab with the system Chromium (Debian's `chromium` package;
+# Playwright never downloads a browser of its own).
+test-setup: setup
+	@sh tools/system_deps.sh chromium:chromium
+
+test: test-setup
 	$(PY) -m pytest -q
 
 clean:

@@ -36,7 +36,7 @@ def split_magics(code: str) -> tuple[list[tuple[str, str]], tuple[str, str] | No
 
 class Magics:
     LINE = ("lsmagic", "magic", "type", "time", "device", "config", "load", "who", "reset")
-    CELL = ("opencl", "il", "bench", "check", "time")
+    CELL = ("opencl", "il", "bench", "check", "time", "expect")
 
     def __init__(self, kernel):
         self.kernel = kernel
@@ -230,6 +230,19 @@ class Magics:
                    "Oclgrind: no data races, out-of-bounds accesses or uninitialized reads")
         if value is not None:
             self.kernel.display(render(value, None))
+
+    def cell_expect(self, args: str, body: str) -> None:
+        """`%%expect NUMPY-EXPR`: run the cell like any other (its definitions are kept), then
+        compare its result with a numpy expression (`np` is numpy), e.g.
+        `%%expect np.arange(8)[::-1]`. Shows ✓ when they match (floats approximately), else ✗ and
+        the first wrong positions: an output, not an error, so Run All goes on."""
+        from fcl_kernel.expect import compare, evaluate_expected
+        expected = evaluate_expected(args)
+        outcome = self.workspace.execute(body, self.kernel.out, self.kernel.err)
+        if outcome.shown:
+            self.kernel.display(render(outcome.value, outcome.type))
+        _, verdict = compare(outcome.value if outcome.shown else None, expected)
+        self.kernel.display(verdict)
 
 
 def settings_panel(settings):

@@ -218,5 +218,49 @@ def test_config_shows_a_settings_widget(kernel):
     assert len(views) == 1
 
 
+def displayed(messages) -> list[str]:
+    return [m["content"]["data"]["text/plain"] for m in messages if m["msg_type"] == "display_data"]
+
+
+def test_expect_checks_a_result_against_numpy(kernel):
+    _, kc = kernel
+    execute(kc, "%config backend=opencl")
+    # A match: the cell runs (its definitions stay), its result is shown, then a ✓.
+    reply, messages = execute(kc, "%%expect np.arange(8)[::-1] * 2\n"
+                                  "fun twiceRev xs = map (fn x => 2 * x) (reverse xs)\n"
+                                  "forcePull<grid> (twiceRev (iota 8))")
+    assert reply["status"] == "ok"
+    assert displayed(messages) == ["[14,12,10,8,6,4,2,0]", "✓ all 8 elements match numpy"]
+    assert result_text(execute(kc, "index (twiceRev (iota 3)) 0")[1]) == "4"
+    # Doubles compare approximately; a numpy matrix is compared row-major.
+    reply, messages = execute(kc, "%%expect np.arange(6).reshape(2, 3) / 3\n"
+                                  "generate 6 (fn i => divd (i2d i) 3.0)")
+    assert displayed(messages)[-1] == "✓ all 6 elements match numpy"
+    # A mismatch is an output, not an error, and names the first wrong positions.
+    reply, messages = execute(kc, "%%expect np.arange(5)\ngenerate 5 (fn i => i * i)")
+    assert reply["status"] == "ok"
+    verdict = displayed(messages)[-1]
+    assert verdict.startswith("✗ 3 of 5 elements differ; first at index 2: got 4, expected 2")
+    assert "[4] got 16, expected 4" in verdict
+    html = next(m for m in messages if m["msg_type"] == "display_data"
+                and "fcl-expect" in m["content"]["data"].get("text/html", ""))
+    assert "fcl-expect-wrong" in html["content"]["data"]["text/html"]
+    # Wrong length, scalars, pairs, and a cell with nothing to check yet.
+    assert "expected 4 elements, got 3 elements" in displayed(
+        execute(kc, "%%expect np.zeros(4)\ngenerate 3 (fn i => 0)")[1])[-1]
+    assert displayed(execute(kc, "%%expect 45\n"
+                                 "do<grid> { a <- forcePull<grid> (iota 10); return<grid> (5 * index a 9) }")[1]) \
+        == ["45", "✓ the value matches numpy"]
+    assert displayed(execute(kc, "%%expect (3, np.array([1, 2]))\n(3, range 1 2)")[1])[-1] \
+        .startswith("✓ component 1")
+    assert displayed(execute(kc, "%%expect np.arange(3)\n-- write your solution here")[1]) \
+        == ["✗ nothing to check yet: the cell has no result (end it with an expression or a grid "
+            "program)"]
+    # A broken expectation is an error, and the cell is not run.
+    reply, _ = execute(kc, "%%expect np.arange(\nval neverDefined = 1")
+    assert reply["status"] == "error" and "not a valid numpy expression" in reply["evalue"]
+    assert execute(kc, "neverDefined")[0]["status"] == "error"
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,78 @@
+"""Every course notebook in notebooks/ runs top to bottom on the `fcl` kernel without an error.
+
+The notebooks are executed with nbclient, as `jupyter nbconvert --execute` would, on the default
+OpenCL device (PoCL on a machine without a GPU). Besides error outputs, the self-checking
+exercises are checked: a `%%expect` cell must show ✓, except the exercise cells themselves
+(tagged `exercise`), which hold the student's starting point and are expected to show ✗.
+"""
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+# A kernelspec for this interpreter, found through JUPYTER_PATH (no installation needed).
+_SPEC_DIR = Path(tempfile.mkdtemp(prefix="fcl-kernelspec-"))
+(_SPEC_DIR / "kernels" / "fcl").mkdir(parents=True)
+(_SPEC_DIR / "kernels" / "fcl" / "kernel.json").write_text(json.dumps({
+    "argv": [sys.executable, "-m", "fcl_kernel", "-f", "{connection_file}"],
+    "display_name": "FCL", "language": "fcl", "interrupt_mode": "signal"}))
+os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(_SPEC_DIR),
+                                                           os.environ.get("JUPYTER_PATH")]))
+
+
+def run_notebook(path: Path) -> nbformat.NotebookNode:
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, kernel_name="fcl", timeout=300, startup_timeout=120,
+                            allow_errors=True, resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    return nb
+
+
+def texts(cell) -> list[str]:
+    found = []
+    for output in cell.get("outputs", []):
+        if output["output_type"] == "stream":
+            found.append(output["text"])
+        elif "data" in output:
+            found.append(output["data"].get("text/plain", ""))
+    return found
+
+
+def test_there_are_course_notebooks():
+    names = [p.name for p in NOTEBOOKS]
+    assert names[:2] == ["01-fcl-in-ten-minutes.ipynb", "02-machine-model.ipynb"]
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        assert nb.metadata.kernelspec.name == "fcl"
+        # Committed without outputs: they are produced on the reader's machine.
+        assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), path.name
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_without_errors(path):
+    nb = run_notebook(path)
+    problems = []
+    for number, cell in enumerate(nb.cells, 1):
+        if cell.cell_type != "code":
+            continue
+        where = f"{path.name}, cell {number}:\n{cell.source}\n"
+        for output in cell.outputs:
+            if output["output_type"] == "error":
+                problems.append(where + "\n".join(output["traceback"]))
+        tags = cell.metadata.get("tags", [])
+        if cell.source.startswith("%%expect"):
+            verdicts = [t for t in texts(cell) if t.startswith(("✓", "✗"))]
+            if "exercise" in tags:
+                assert verdicts, where + "no verdict"
+            elif not (verdicts and verdicts[-1].startswith("✓")):
+                problems.append(where + f"expected ✓, got {verdicts}")
+    assert not problems, "\n\n".join(problems)

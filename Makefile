@@ -15,7 +15,7 @@ setup: $(STAMP)
 # `make lab LAB_ARGS="--no-browser --port 8899"`.
 LAB_ARGS ?=
 lab: setup
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # An editable install leaves out the wheel's data files, the kernelspec among them, so the FCL
 # kernel is registered in the venv explicitly: a Jupyter run from .venv then offers it.

@@ -29,9 +29,11 @@ def side_by_side(fcl_source: str, opencl_source: str, line_table: list[tuple[int
     left = "".join(_row(n, text, colour_of.get(n), "fcl") for n, text in enumerate(fcl_lines, 1))
     right = "".join(_row(n, text, opencl_colour.get(n), "opencl")
                     for n, text in enumerate(opencl_source.split("\n"), 1))
+    # text-align: JupyterLab right-aligns table cells in rendered HTML, which scrambles code.
     style = ("font-family:monospace;font-size:85%;white-space:pre;vertical-align:top;"
-             "padding:0 1em")
-    return (f"<table class='fcl-codeview'><tr><th>FCL</th><th>OpenCL</th></tr>"
+             "text-align:left;padding:0 1em")
+    head = "style='text-align:left;padding:0 1em'"
+    return (f"<table class='fcl-codeview'><tr><th {head}>FCL</th><th {head}>OpenCL</th></tr>"
             f"<tr><td style='{style}'>{left}</td><td style='{style}'>{right}</td></tr></table>")
 
 

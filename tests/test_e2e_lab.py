@@ -49,6 +49,16 @@ def missing(reason: str):
     pytest.skip(reason)
 
 
+def kernel_dialog(page) -> bool:
+    """Accept a "Select Kernel" dialog if one is open (its choice is the notebook's FCL)."""
+    dialog = page.locator(".jp-Dialog")
+    if dialog.count() and "Select Kernel" in dialog.first.inner_text():
+        assert "FCL" in dialog.first.locator("select").first.inner_text()
+        dialog.first.locator(".jp-mod-accept").click()
+        return True
+    return False
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -126,14 +136,19 @@ def test_a_course_notebook_runs_in_jupyterlab(lab, tmp_path):
             page.goto(f"{base}/lab/tree/{NOTEBOOK}?token={token}")
             notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
             expect(notebook.locator(".jp-Cell").first).to_be_visible(timeout=90_000)
-            # The kernel is the FCL one and has started.
+            # Wait until the FCL kernel has started and is idle (the status bar says "FCL | Idle";
+            # the toolbar's indicator says idle even before there is a kernel, and Run All
+            # without a kernel opens a "Select Kernel" dialog, which we would accept).
             status = notebook.locator(".jp-Notebook-ExecutionIndicator")
-            expect(page.locator(".jp-KernelName, .jp-Toolbar-kernelName").first) \
-                .to_contain_text("FCL", timeout=60_000)
-            expect(status).to_have_attribute("data-status", "idle", timeout=90_000)
+            kernel_status = page.locator(".jp-StatusBar-TextItem", has_text="FCL |")
+            deadline = time.time() + 90
+            while kernel_dialog(page) or "Idle" not in " ".join(kernel_status.all_text_contents()):
+                assert time.time() < deadline, "the FCL kernel did not start"
+                time.sleep(0.3)
 
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
             page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+            kernel_dialog(page)
 
             # Done when every code cell shows its execution count (cells whose source is hidden,
             # the solutions, show no prompt), none is queued or running, and the kernel is idle.
@@ -163,6 +178,10 @@ def test_a_course_notebook_runs_in_jupyterlab(lab, tmp_path):
             assert any("runs: mean" in text for text in outputs)
             expect(notebook.locator(".fcl-expect-ok")).to_have_count(len(solutions))
             assert solutions
+            # Code stays left-aligned in the FCL/OpenCL view (JupyterLab right-aligns table cells).
+            views = notebook.locator(".fcl-codeview td")
+            assert views.count() > 0
+            assert views.first.evaluate("e => getComputedStyle(e).textAlign") in ("left", "start")
 
             # The memory diagrams (SVG: the notebook's own figure, and any drawn by a magic) are
             # on screen: scroll to each, check it was drawn and has a real size.

@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab test test-setup clean
+.PHONY: setup lab test test-setup bench clean
 
 # The Python side in .venv, then Graphviz's `dot` (for IR graphs) through apt where we can: as
 # root or with sudo on Debian/Ubuntu. Elsewhere tools/system_deps.sh prints a note and carries on;
@@ -33,6 +33,12 @@ test-setup: setup
 
 test: test-setup
 	$(PY) -m pytest -q
+
+# FCL programs against hand-written OpenCL on the selected device (PYOPENCL_CTX or the default):
+# kernel times, compile speed; appends the table to bench/README.md. BENCH_ARGS passes options.
+BENCH_ARGS ?=
+bench: setup
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -67,9 +67,10 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
 def compile_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None):
     """Host program, kernels and OpenCL source (with its line table) for `root`."""
     from fcl.opencl.host import compile_host_program
+    options = options or CompileOptions()
     il = lower(session, root, options)
     with _depth_guard(root, "to compile"):
-        return compile_host_program(il)
+        return compile_host_program(il, options.block_size)
 
 
 def run_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None,

@@ -180,3 +180,42 @@ def test_local_arrays_that_are_never_live_together_share_memory():
     assert sorted(len(slot) for slot in kernel.slots) == [1, 2]
     assert compiled.source.count("__local uchar* local_slot") == 2
     assert run_cl(THREE_STAGES)[0] == run_interp(THREE_STAGES)
+
+
+def compiled_source(text: str, block_size: int = 256) -> str:
+    session = session_for(text)
+    return driver.compile_opencl(session, driver.main_root(session),
+                                 driver.CompileOptions(block_size)).source
+
+
+def test_loops_with_known_tests_are_unrolled_and_loops_of_known_shape_are_not_loops():
+    # CHUNKED_SUMS halves 64 elements six times: no loop is left, only one step per work-item
+    # count (32, 16, ..., 1), and one work-group per chunk with no loop over groups.
+    text = compiled_source(CHUNKED_SUMS, block_size=64).split("__kernel")[-1]
+    assert "while" not in text and "for (" not in text and "fcl_abort" not in text
+    assert "get_local_id(0)) < 16)" in text and "get_num_groups" not in text
+    assert run_cl(CHUNKED_SUMS, block_size=64)[0] == run_interp(CHUNKED_SUMS)
+
+
+POWER_LOOP = """
+val main = do<grid> {
+  ys <- generate 3 (fn b => do<block> {
+          s <- power<block> 40 (fn k => fn xs => pushM<block> (generate 32 (fn i =>
+                 index xs ((i + k) % 32) + b)))
+               (pushM<block> (generate 32 (fn i => i)));
+          pushM<block> s })
+        |> concat<block> 32 ;
+  forceAndPrint 96 ys }
+"""
+
+
+def test_power_beyond_the_unrolling_limit_is_a_counted_loop_that_needs_no_abort_flag():
+    text = compiled_source(POWER_LOOP)
+    assert "for (int iter_" in text and "while" not in text and "fcl_abort" not in text
+    assert run_cl(POWER_LOOP)[0] == run_interp(POWER_LOOP)
+
+
+def test_folds_start_from_their_first_element_without_testing_for_it():
+    text = compiled_source(THREAD_SCANS)
+    assert "== 0)" not in text
+    assert run_cl(THREAD_SCANS)[0] == run_interp(THREAD_SCANS)

@@ -42,3 +42,31 @@ def test_sweep_drops_counters_nothing_reads():
 def test_sweep_keeps_what_a_store_needs():
     stmts = [ir.Declare(k, ir.Bin("*", n, n, I)), ir.Store(arr, ir.Const(0, I), k)]
     assert sweep(stmts) == stmts
+
+
+def test_bound_decides_comparisons_with_the_ranges_of_loop_variables():
+    from fcl.il.passes import bound
+    m = ir.Var("m", I)
+    inside = ir.Bin("<", ir.Bin("+", ir.Bin("*", k, ir.Const(4, I), I), m, I), ir.Const(32, I),
+                    ir.BOOL)
+    stmts = [ir.SeqFor(k, ir.Const(8, I), [ir.SeqFor(m, ir.Const(4, I), [
+        ir.Store(arr, m, ir.Select(inside, k, n, I))])])]
+    assert "arr[m] = k;" in ir.show_stmts(bound(stmts))
+
+
+def test_bound_turns_division_of_non_negative_values_by_powers_of_two_into_shifts():
+    from fcl.il.passes import bound
+    stmts = [ir.SeqFor(k, n, [ir.Store(arr, ir.Bin("/", k, ir.Const(8, I), I),
+                                       ir.Bin("%", k, ir.Const(8, I), I)),
+                              ir.Store(arr, ir.Bin("/", x, ir.Const(8, I), I), ir.Const(0, I))])]
+    shown = ir.show_stmts(bound(stmts))
+    # x may be negative: C's division rounds towards zero, a shift would not.
+    assert "arr[(k >> 3)] = (k & 7);" in shown and "arr[(x / 8)] = 0;" in shown
+
+
+def test_bound_leaves_what_could_wrap_around():
+    from fcl.il.passes import bound
+    big = ir.Bin("*", k, ir.Const(2**30, I), I)
+    stmts = [ir.SeqFor(k, ir.Const(8, I), [ir.Store(arr, k, ir.Select(
+        ir.Bin(">=", big, ir.Const(0, I), ir.BOOL), k, n, I))])]
+    assert "?" in ir.show_stmts(bound(stmts))

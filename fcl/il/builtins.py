@@ -79,7 +79,7 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         return program(lambda: lw.loop(
             level_of(result_type(t)), elem_type(t), init,
             lambda state, k: mk_bin("<", k, count, B),
-            lambda state, k: lw.apply(lw.apply(step, k), state), span))
+            lambda state, k: lw.apply(lw.apply(step, k), state), span, count))
 
     def while_(cond, step, init):
         return program(lambda: lw.loop(

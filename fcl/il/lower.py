@@ -8,7 +8,7 @@ Materialization points are exactly the `force`s (and loops and host builtins, wh
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Callable
 
 from fcl.env import Env
@@ -22,6 +22,7 @@ from fcl.types.types import TArrow, TCon, TProgram, Type, chase
 
 LEVELS = ir.LEVELS
 PRELUDE_NAME = str(PRELUDE_PATH)
+UNROLL_LIMIT = 16  # loops known to stop within this many steps are unrolled
 
 
 def il_type(t: Type) -> str:
@@ -333,15 +334,15 @@ class Lowerer:
     def force_seqfor(self, array: SeqForPush, write: Callable) -> None:
         elem = array.elem
         zero = ir.Const(ZERO[elem], elem)
-        i = self.fresh("it", ir.INT)
         with self.at(array.span):
             if isinstance(array.size, ir.Const) and array.size.value == 1:
                 cell = self.fresh("acc", elem)
                 self.emit(ir.Declare(cell, zero))
-                with self.capture() as body:
+
+                def accumulate(i):
                     _, value = self.apply(self.apply(array.step, Prim("read", 1, lambda k: cell)), i)
                     self.emit(ir.Assign(cell, value))
-                self.emit(ir.SeqFor(i, array.iterations, body))
+                self.seq_loop(array.iterations, accumulate)
                 write(ir.Const(0, ir.INT), cell)
                 return
             temp = self.fresh("tmp", ir.ArrayType(elem))
@@ -349,20 +350,45 @@ class Lowerer:
             k = self.fresh("k", ir.INT)
             # Zeroed like the interpreter's, so reading an unwritten element is deterministic.
             self.emit(ir.SeqFor(k, array.size, [ir.Store(temp, k, zero)]))
-            with self.capture() as body:
-                stored = Pull(array.size, lambda index: ir.Index(temp, index))
-                read = Prim("read", 1, lambda index: self.index(stored, index))
+            stored = Pull(array.size, lambda index: ir.Index(temp, index))
+            read = Prim("read", 1, lambda index: self.index(stored, index))
+
+            def store(i):
                 index, value = self.apply(self.apply(array.step, read), i)
                 self.emit(ir.Store(temp, index, value))
-            self.emit(ir.SeqFor(i, array.iterations, body))
+            self.seq_loop(array.iterations, store)
             out = self.fresh("k", ir.INT)
             with self.capture() as body:
                 write(out, ir.Index(temp, out))
             self.emit(ir.SeqFor(out, array.size, body))
 
+    def seq_loop(self, iterations: ir.Expr, iteration: Callable[[ir.Expr], None]) -> None:
+        """for i in [0, iterations): iteration(i). An iteration that tests whether i is 0 (as
+        folds and scans do, to start from their initial value) has its first run peeled off:
+        the loop then starts at 1, where the test is known (see passes.bound)."""
+        i = self.fresh("it", ir.INT)
+        with self.capture() as body:
+            iteration(i)
+        if not _compares_with_zero(body, i.name):
+            self.emit(ir.SeqFor(i, iterations, body))
+            return
+        with self.capture() as peeled:
+            iteration(ir.Const(0, ir.INT))
+            rest = self.fresh("it", ir.INT)
+            with self.capture() as body:
+                iteration(mk_bin("+", rest, ir.Const(1, ir.INT), ir.INT))
+            self.emit(ir.SeqFor(rest, mk_bin("-", iterations, ir.Const(1, ir.INT), ir.INT), body))
+        if isinstance(iterations, ir.Const) and iterations.value >= 1:
+            self.blocks[-1].extend(peeled)
+        else:
+            self.emit(ir.If(mk_bin(">", iterations, ir.Const(0, ir.INT), ir.BOOL), peeled, []))
+
     def loop(self, level: int, elem: str, init: Prog, keep_going: Callable, step: Callable,
-             span: Span | None) -> Pull:
-        """`while`/`power`: double-buffered in the memory of `level`; never growing."""
+             span: Span | None, count: ir.Expr | None = None) -> Pull:
+        """`while`, or `power` with its iteration `count`: double-buffered in the memory of
+        `level`; never growing. A loop whose every test is known at compile time and that stops
+        within UNROLL_LIMIT iterations is unrolled: each step then sees its array's length and
+        iteration number as constants."""
         first = self.run(init)
         capacity = self.declare("capacity", self.length(first))
         array_t = ir.ArrayType(elem)
@@ -370,38 +396,95 @@ class Lowerer:
         self.emit(ir.Alloc(front, capacity, LEVELS[level]))
         self.emit(ir.Alloc(back, capacity, LEVELS[level]))
         self.force_to(first, lambda index, value: self.emit(ir.Store(front, index, value)))
+        if not (isinstance(count, ir.Const) and count.value > UNROLL_LIMIT):
+            with self.capture() as unrolled:
+                state = self.unroll(front, back, capacity, keep_going, step, span)
+            if state is not None:
+                self.blocks[-1].extend(unrolled)
+                return state
         current, spare = self.fresh("cur", array_t), self.fresh("next", array_t)
-        length = self.fresh("len", ir.INT)
         self.emit(ir.Declare(current, front))
         self.emit(ir.Declare(spare, back))
-        self.emit(ir.Declare(length, capacity))
-        state = Pull(length, lambda index: ir.Index(current, index))
         counter = self.fresh("iter", ir.INT)
-        self.emit(ir.Declare(counter, ir.Const(0, ir.INT)))
         go = self.fresh("go", ir.BOOL)
+
+        def iteration(length: ir.Expr):
+            state = Pull(length, lambda index: ir.Index(current, index))
+            with self.capture() as test:
+                if count is None:
+                    self.emit(ir.Assign(go, keep_going(state, counter)))
+            with self.capture() as body:
+                new_length = self.step_into(spare, capacity, state, counter, step, span)
+                swap = self.fresh("swap", array_t)
+                self.emit(ir.Declare(swap, current))
+                self.emit(ir.Assign(current, spare))
+                self.emit(ir.Assign(spare, swap))
+            return state, test, body, new_length
+
+        # Most loops keep their array's length: then it stays a constant, not a variable.
+        if isinstance(capacity, ir.Const):
+            state, test, body, new_length = iteration(capacity)
+        if not (isinstance(capacity, ir.Const) and isinstance(new_length, ir.Const)
+                and new_length.value == capacity.value):
+            length = self.fresh("len", ir.INT)
+            self.emit(ir.Declare(length, capacity))
+            state, test, body, new_length = iteration(length)
+            body.append(ir.Assign(length, new_length))
+        if count is not None:
+            self.emit(ir.SeqFor(counter, count, body))
+            return state
+        self.emit(ir.Declare(counter, ir.Const(0, ir.INT)))
         self.emit(ir.Declare(go, ir.Const(False, ir.BOOL)))
-        with self.capture() as test:
-            self.emit(ir.Assign(go, keep_going(state, counter)))
-        with self.capture() as body:
-            pushed = self.run(step(state, counter))
-            new_length = self.declare("newlen", self.length(pushed))
-            self.emit(ir.Fail(mk_bin(">", new_length, capacity, ir.BOOL),
-                              "a loop step produced a larger array than the initial one "
-                              "(while and power never grow arrays)", span=span))
-            self.force_to(pushed, lambda index, value: self.emit(ir.Store(spare, index, value)))
-            swap = self.fresh("swap", array_t)
-            self.emit(ir.Declare(swap, current))
-            self.emit(ir.Assign(current, spare))
-            self.emit(ir.Assign(spare, swap))
-            self.emit(ir.Assign(length, new_length))
-            self.emit(ir.Assign(counter, mk_bin("+", counter, ir.Const(1, ir.INT), ir.INT)))
+        body.append(ir.Assign(counter, mk_bin("+", counter, ir.Const(1, ir.INT), ir.INT)))
         self.emit(ir.While(test, go, body))
         return state
+
+    def step_into(self, target: ir.Var, capacity: ir.Expr, state: Pull, counter: ir.Expr,
+                  step: Callable, span: Span | None) -> ir.Expr:
+        """Run one loop step on `state`, writing its result to `target`; its length."""
+        pushed = self.run(step(state, counter))
+        new_length = self.declare("newlen", self.length(pushed))
+        self.emit(ir.Fail(mk_bin(">", new_length, capacity, ir.BOOL),
+                          "a loop step produced a larger array than the initial one "
+                          "(while and power never grow arrays)", span=span))
+        self.force_to(pushed, lambda index, value: self.emit(ir.Store(target, index, value)))
+        return new_length
+
+    def unroll(self, current: ir.Var, spare: ir.Var, capacity: ir.Expr, keep_going: Callable,
+               step: Callable, span: Span | None) -> Pull | None:
+        """The loop's final state, its steps emitted one after another, if every test folds to a
+        constant (with no statements left to run) and it stops within UNROLL_LIMIT steps."""
+        length = capacity
+        for k in range(UNROLL_LIMIT + 1):
+            state = Pull(length, lambda index, array=current: ir.Index(array, index))
+            with self.capture() as test:
+                go = keep_going(state, ir.Const(k, ir.INT))
+            if not isinstance(go, ir.Const) or not all(isinstance(s, ir.Declare) for s in test):
+                return None
+            if not go.value:
+                return state
+            if k == UNROLL_LIMIT:
+                return None
+            length = self.step_into(spare, capacity, state, ir.Const(k, ir.INT), step, span)
+            current, spare = spare, current
+        return None
 
     # ---- builtins
     def primitive(self, var: ast.Var):
         from fcl.il.builtins import make_primitive
         return make_primitive(self, var.name, var.type, var.span)
+
+
+def _compares_with_zero(stmts: list[ir.Stmt], name: str) -> bool:
+    """Whether some expression of the statements compares the variable `name` with 0."""
+    def found(e) -> bool:
+        if isinstance(e, ir.Bin) and e.op in ir.COMPARISONS:
+            sides = (e.left, e.right)
+            if any(isinstance(x, ir.Var) and x.name == name for x in sides) and \
+                    any(isinstance(x, ir.Const) and x.value == 0 for x in sides):
+                return True
+        return isinstance(e, ir.Expr) and any(found(getattr(e, f.name)) for f in fields(e))
+    return any(found(getattr(s, f.name)) for s in ir.walk(stmts) for f in fields(s))
 
 
 def snapshot(lowerer: Lowerer, value):

@@ -2,6 +2,9 @@
 
     propagate   variables declared once and never assigned, with a constant or another such
                 variable as value, are replaced by that value (then expressions are refolded)
+    bound       integer ranges of loop variables and of what is computed from them decide
+                comparisons, and turn division and remainder of non-negative values by powers
+                of two into shifts and masks
     prune       statements with a constant condition keep only the branch that runs
     sweep       declarations and assignments of variables nothing depends on are dropped
 
@@ -19,7 +22,7 @@ from fcl.il.simplify import mk_bin, mk_un
 def optimize(stmts: list[ir.Stmt], rounds: int = 4) -> list[ir.Stmt]:
     for _ in range(rounds):
         before = ir.show_stmts(stmts)
-        stmts = sweep(prune(propagate(stmts)))
+        stmts = sweep(prune(bound(propagate(stmts))))
         if ir.show_stmts(stmts) == before:
             break
     return stmts
@@ -123,6 +126,129 @@ def propagate(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         return stmts
     rewritten = map_exprs(stmts, lambda e: rebuild(e, substitute))
     return _drop(rewritten, set(substitute), (ir.Declare,))
+
+
+Interval = tuple[int, int]
+INT_MIN, INT_MAX = -2**31, 2**31 - 1
+
+
+def bound(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+    """Rewrite expressions with what the ranges of integer variables tell (see the module
+    docstring). A loop variable lies in [0, bound); a variable declared once and never assigned
+    lies in the range of its initial value. Names are unique, so one table serves all scopes."""
+    assigned = _assigned(stmts)
+    ranges: dict[str, Interval] = {}
+
+    def visit(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+        out = []
+        for s in stmts:
+            changes = {name: _ranged(getattr(s, name), ranges) for name in _read_fields(s)
+                       if isinstance(getattr(s, name), ir.Expr)}
+            new = replace(s, **changes) if changes else s
+            new.span = s.span
+            if isinstance(new, ir.Declare) and new.var.type == ir.INT \
+                    and new.var.name not in assigned:
+                found = _interval(new.init, ranges)
+                if found is not None:
+                    ranges[new.var.name] = found
+            if isinstance(new, (ir.SeqFor, ir.ParFor, ir.Distribute)):
+                limit = _interval(new.bound, ranges)
+                ranges[new.var.name] = (0, max(limit[1] - 1, 0) if limit else INT_MAX)
+            for name in BODIES:
+                if isinstance(getattr(new, name, None), list):
+                    setattr(new, name, visit(getattr(new, name)))
+            out.append(new)
+        return out
+
+    return visit(stmts)
+
+
+def _ranged(e: ir.Expr, ranges: dict[str, Interval]) -> ir.Expr:
+    """e with the rewrites its operands' ranges allow, bottom-up."""
+    if isinstance(e, ir.Index):
+        return ir.Index(e.array, _ranged(e.index, ranges))
+    if isinstance(e, ir.Un):
+        return mk_un(e.op, _ranged(e.arg, ranges), e.type)
+    if isinstance(e, ir.Select):
+        cond = _ranged(e.cond, ranges)
+        then, else_ = _ranged(e.then, ranges), _ranged(e.else_, ranges)
+        if isinstance(cond, ir.Const):
+            return then if cond.value else else_
+        return ir.Select(cond, then, else_, e.type)
+    if isinstance(e, ir.Var):
+        known = ranges.get(e.name)
+        return ir.Const(known[0], ir.INT) if known and known[0] == known[1] else e
+    if not isinstance(e, ir.Bin):
+        return e
+    left, right = _ranged(e.left, ranges), _ranged(e.right, ranges)
+    a, b = _interval(left, ranges), _interval(right, ranges)
+    if a is not None and b is not None:
+        if e.op in ir.COMPARISONS:
+            decided = _decide(e.op, a, b)
+            if decided is not None:
+                return ir.Const(decided, ir.BOOL)
+        if e.op in ("min", "max") and (a[1] <= b[0] or b[1] <= a[0]):
+            return left if (a[1] <= b[0]) == (e.op == "min") else right
+    if e.op in ("/", "%") and e.type == ir.INT and a is not None and a[0] >= 0 \
+            and isinstance(right, ir.Const) and right.value > 1 \
+            and right.value & (right.value - 1) == 0:
+        if e.op == "/":
+            return mk_bin(">>", left, ir.Const(right.value.bit_length() - 1, ir.INT), ir.INT)
+        return mk_bin("&", left, ir.Const(right.value - 1, ir.INT), ir.INT)
+    return mk_bin(e.op, left, right, e.type)
+
+
+def _decide(op: str, a: Interval, b: Interval) -> bool | None:
+    if op in ("<", ">="):
+        known = True if a[1] < b[0] else False if a[0] >= b[1] else None
+        return known if known is None or op == "<" else not known
+    if op in (">", "<="):
+        known = True if a[0] > b[1] else False if a[1] <= b[0] else None
+        return known if known is None or op == ">" else not known
+    if a[1] < b[0] or b[1] < a[0]:  # == and != of disjoint ranges
+        return op == "!="
+    return None
+
+
+def _interval(e: ir.Expr, ranges: dict[str, Interval]) -> Interval | None:
+    """Bounds on an int expression's value (None: unknown); none where C arithmetic could wrap."""
+    if isinstance(e, ir.Const):
+        return (int(e.value), int(e.value)) if e.type == ir.INT else None
+    if isinstance(e, ir.Var):
+        return ranges.get(e.name)
+    if isinstance(e, ir.Un) and e.op == "clz":
+        return (0, 32)
+    if isinstance(e, ir.Select):
+        a, b = _interval(e.then, ranges), _interval(e.else_, ranges)
+        return (min(a[0], b[0]), max(a[1], b[1])) if a and b else None
+    if not isinstance(e, ir.Bin) or e.type != ir.INT:
+        return None
+    a, b = _interval(e.left, ranges), _interval(e.right, ranges)
+    if e.op == "&" and (a and a[0] >= 0 or b and b[0] >= 0):
+        return (0, min(x[1] for x in (a, b) if x and x[0] >= 0))
+    if a is None or b is None:
+        return None
+    if e.op in ("+", "-", "*"):
+        corners = [{"+": x + y, "-": x - y, "*": x * y}[e.op] for x in a for y in b]
+        found = (min(corners), max(corners))
+    elif e.op in ("min", "max"):
+        pick = min if e.op == "min" else max
+        found = (pick(a[0], b[0]), pick(a[1], b[1]))
+    elif e.op == "/" and b[0] > 0:  # monotone in each operand: the extremes are at corners
+        corners = [_trunc_div(x, y) for x in a for y in b]
+        found = (min(corners), max(corners))
+    elif e.op == "%" and b[0] > 0 and a[0] >= 0:
+        found = (0, min(a[1], b[1] - 1))
+    elif e.op == ">>" and a[0] >= 0 and 0 <= b[0] and b[1] < 32:
+        found = (a[0] >> b[1], a[1] >> b[0])
+    else:
+        return None
+    return found if INT_MIN <= found[0] and found[1] <= INT_MAX else None
+
+
+def _trunc_div(x: int, y: int) -> int:
+    q = abs(x) // y
+    return q if x >= 0 else -q
 
 
 def prune(stmts: list[ir.Stmt]) -> list[ir.Stmt]:

@@ -152,6 +152,8 @@ def mk_un(op: str, arg: ir.Expr, t: str) -> ir.Expr:
             return ir.Const(wrap32(abs(a)), ir.INT)
         if op == "sign":
             return ir.Const((a > 0) - (a < 0), ir.INT)
+        if op == "clz":
+            return ir.Const(32 - (int(a) % 2**32).bit_length(), ir.INT)
         if op == "sqrt" and a >= 0:
             return ir.Const(math.sqrt(a), ir.DOUBLE)
     return ir.Un(op, arg, t)

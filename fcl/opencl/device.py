@@ -110,7 +110,10 @@ def build(device: Device, source: str) -> dict[str, cl.Kernel]:
             with warnings.catch_warnings():
                 # PoCL's informational build output is not a problem of the FCL program.
                 warnings.simplefilter("ignore", cl.CompilerWarning)
-                program = cl.Program(device.context, source).build()
+                # Oclgrind interprets LLVM IR but not all of what LLVM's optimizer makes of it
+                # (closed forms of loops use odd-width integers): it gets the code unoptimized.
+                options = ["-cl-opt-disable"] if is_oclgrind(device.device) else []
+                program = cl.Program(device.context, source).build(options=options)
             _programs[key] = {k.function_name: k for k in program.all_kernels()}
         except cl.RuntimeError as err:
             raise FCLError(f"the OpenCL compiler rejected the generated code:\n{err}") from None

@@ -335,8 +335,8 @@ class Compiled:
     line_table: list
 
 
-def compile_host_program(host_program: list[ir.Stmt]) -> Compiled:
-    host, kernels = kernelize(host_program)
+def compile_host_program(host_program: list[ir.Stmt], block_size: int | None = None) -> Compiled:
+    host, kernels = kernelize(host_program, block_size)
     source, table = opencl_source(kernels)
     return Compiled(host, kernels, source, table)
 

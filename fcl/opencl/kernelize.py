@@ -4,6 +4,11 @@ Grid-level `Distribute` (one work-group per iteration) and grid-level `ParFor` (
 per iteration) become kernels launched from the host; everything else stays on the host. Inside
 a kernel, block-level loops become strided loops over the work-items of the group followed by a
 barrier, and memory allocated at block level becomes exactly-sized local memory.
+
+When the work-group size is known, loops whose bounds are known are shaped for it: a block-level
+loop over at most one iteration per work-item is no loop (CPU OpenCL compilers vectorize across
+work-items only over straight-line code), and a kernel with at most MAX_GROUPS iterations gets
+one work-group each instead of work-groups looping with a barrier at the end of each iteration.
 """
 from __future__ import annotations
 
@@ -75,8 +80,9 @@ class Launch(ir.Stmt):
 
 
 class Kernelizer:
-    def __init__(self):
+    def __init__(self, block_size: int | None = None):
         self.kernels: list[Kernel] = []
+        self.block_size = block_size
 
     def host(self, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         out = []
@@ -109,17 +115,24 @@ class Kernelizer:
 
     def distribute_kernel(self, s: ir.Distribute) -> Launch:
         kernel = self._new_kernel(s.span)
-        body = KernelBody(kernel).block(s.body, level="block")
+        body = KernelBody(kernel, self.block_size).block(s.body, level="block")
+        kernel.group_var, kernel.group_bound = s.var, s.bound
+        if isinstance(s.bound, ir.Const) and s.bound.value <= MAX_GROUPS:
+            # One work-group per iteration; nothing follows the last barrier, so it goes.
+            while body and isinstance(body[-1], ir.Barrier):
+                body.pop()
+            kernel.body = [ir.Declare(s.var, Special("group_id"), span=s.span), *body]
+            finish(kernel)
+            return Launch(kernel, s.bound, span=s.span)
         kernel.body = [StridedFor(s.var, Special("group_id"), s.bound, Special("num_groups"), body,
                                   span=s.span)]
-        kernel.group_var, kernel.group_bound = s.var, s.bound
         finish(kernel)
         groups = ir.Bin("min", s.bound, ir.Const(MAX_GROUPS, ir.INT), ir.INT)
         return Launch(kernel, groups, span=s.span)
 
     def parfor_kernel(self, s: ir.ParFor) -> Launch:
         kernel = self._new_kernel(s.span)
-        body = KernelBody(kernel).block(s.body, level="thread")
+        body = KernelBody(kernel, self.block_size).block(s.body, level="thread")
         kernel.body = [StridedFor(s.var, Special("global_id"), s.bound, Special("global_size"),
                                   body, span=s.span)]
         finish(kernel)
@@ -133,8 +146,9 @@ class Kernelizer:
 class KernelBody:
     """Rewrites the body of one kernel: block-level loops, local and private memory."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: Kernel, block_size: int | None = None):
         self.kernel = kernel
+        self.block_size = block_size
 
     def block(self, stmts: list[ir.Stmt], level: str) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
@@ -148,9 +162,8 @@ class KernelBody:
                 raise FCLError(f"a {s.level}-level parallel loop cannot appear inside "
                                f"{level}-level code", s.span)
             # Either way each iteration is run by one work-item: thread-level code.
-            loop = StridedFor(s.var, Special("local_id"), s.bound, Special("local_size"),
-                              self.block(s.body, "thread"), span=s.span)
-            return [loop, ir.Barrier("block", span=s.span)]
+            return [*self.items_loop(s, self.block(s.body, "thread")),
+                    ir.Barrier("block", span=s.span)]
         if isinstance(s, ir.Alloc):
             return self.alloc(s, level)
         if isinstance(s, ir.SeqFor):
@@ -169,6 +182,22 @@ class KernelBody:
             raise FCLError("host operations (printing, benchmarking, reading files) cannot "
                            "run inside a kernel", s.span)
         return [s]
+
+    def items_loop(self, s: ir.ParFor | ir.Distribute, body: list[ir.Stmt]) -> list[ir.Stmt]:
+        """Iterations [0, bound) spread over the work-items of the group."""
+        size = self.block_size
+        if size is None:
+            return [StridedFor(s.var, Special("local_id"), s.bound, Special("local_size"), body,
+                               span=s.span)]
+        if isinstance(s.bound, ir.Const) and s.bound.value <= size:
+            # Names are unique within a kernel, so the body can share the enclosing C scope.
+            first = [ir.Declare(s.var, Special("local_id"), span=s.span), *body]
+            if s.bound.value == size:
+                return first
+            return [ir.If(ir.Bin("<", Special("local_id"), s.bound, ir.BOOL), first, [],
+                          span=s.span)]
+        return [StridedFor(s.var, Special("local_id"), s.bound, ir.Const(size, ir.INT), body,
+                           span=s.span)]
 
     def alloc(self, s: ir.Alloc, level: str) -> list[ir.Stmt]:
         if s.level == "grid":
@@ -285,7 +314,10 @@ def _scan(stmts: list[ir.Stmt], bound: set[str], used: dict[str, ir.Var]) -> Non
             bound.add(s.var.name)
 
 
-def kernelize(host_program: list[ir.Stmt]) -> tuple[list[ir.Stmt], list[Kernel]]:
-    k = Kernelizer()
+def kernelize(host_program: list[ir.Stmt], block_size: int | None = None
+              ) -> tuple[list[ir.Stmt], list[Kernel]]:
+    """Host statements and kernels; with the work-group size the kernels will be launched with,
+    loops are shaped for it."""
+    k = Kernelizer(block_size)
     host = k.host(host_program)
     return host, k.kernels

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fcl.syntax import ast
-from fcl.types.infer import substitute, substitute_level
+from fcl.types.infer import substitute_level
 from fcl.types.types import (INT, Level, TArrow, TCon, TPair, TProgram, TPull, TPush, Type, chase,
-                             level_depth, level_of_depth, map_type, zonk)
+                             level_depth, level_of_depth, map_type)
 
 
 @dataclass
@@ -48,7 +48,10 @@ class _Mono:
         self.top = {id(d.scheme): _Record(d.name, d.value, d.scheme, i) for i, d in enumerate(decls)}
 
     def concrete(self, t: Type, subst: dict) -> Type:
-        return _default(substitute(zonk(t), subst, subst))
+        """t under the instance's substitution, defaulted: one rebuild (map_type follows bound
+        variables itself, and the substitution's types are concrete already)."""
+        return map_type(t, lambda v: subst.get(v, INT),
+                        lambda level: _default_level(substitute_level(level, subst)))
 
     def instance(self, record: _Record, var: ast.Var, subst: dict) -> str:
         scheme = record.scheme
@@ -110,10 +113,6 @@ class _Mono:
 
 def _copy(e: ast.Expr) -> ast.Expr:
     return ast.Lit(e.span, e.value, e.kind) if isinstance(e, ast.Lit) else ast.UnitLit(e.span)
-
-
-def _default(t: Type) -> Type:
-    return map_type(t, lambda v: INT, _default_level)
 
 
 def _default_level(level: Level) -> Level:

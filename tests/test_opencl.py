@@ -219,3 +219,15 @@ def test_folds_start_from_their_first_element_without_testing_for_it():
     text = compiled_source(THREAD_SCANS)
     assert "== 0)" not in text
     assert run_cl(THREAD_SCANS)[0] == run_interp(THREAD_SCANS)
+
+
+def test_tiles_run_in_two_dimensional_work_groups():
+    session = session_for(TILED_TRANSPOSE)
+    compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(16))
+    # The tile's rows and columns (i >> 2, i & 3) become the work-group's two dimensions, and
+    # the tile in local memory gets a padding element per row.
+    assert [k.width for k in compiled.kernels] == [None, 4]
+    assert "get_local_id(1)" in compiled.source and ">> 2" not in compiled.source
+    assert [local.size.value for local in compiled.kernels[1].locals] == [20]
+    assert "(((int)get_local_id(0)) * 5) + ((int)get_local_id(1))" in compiled.source
+    assert run_cl(TILED_TRANSPOSE, block_size=16)[0] == run_interp(TILED_TRANSPOSE)

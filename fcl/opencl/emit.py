@@ -1,5 +1,14 @@
-"""Print kernels as readable OpenCL C, with a table from generated lines to FCL spans."""
+"""Print kernels as readable OpenCL C, with a table from generated lines to FCL spans.
+
+With `trace=True` every global and local memory access and every barrier also records
+(site, index) in a per-work-item log, for one chosen work-group: the access analysis
+(fcl.analysis) reads it back. The traced source is a separate program; the normal one is
+untouched.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 from fcl.errors import Span
 from fcl.il import ir
@@ -9,13 +18,46 @@ C_TYPES = {ir.INT: "int", ir.DOUBLE: "double", ir.BOOL: "int"}
 # Bools are stored in memory as one byte; kernel arguments cannot be bool at all.
 MEMORY_TYPES = {ir.INT: "int", ir.DOUBLE: "double", ir.BOOL: "uchar"}
 SPECIALS = {"local_id": "get_local_id(0)", "local_size": "get_local_size(0)",
+            "local_x": "get_local_id(0)", "local_y": "get_local_id(1)",
             "group_id": "get_group_id(0)", "num_groups": "get_num_groups(0)",
             "global_id": "get_global_id(0)", "global_size": "get_global_size(0)"}
 FAIL_FLAG = "fcl_fail"
 ABORT_FLAG = "fcl_abort"
+TRACE_PARAMS = "__global int* fcl_trace, __global int* fcl_trace_count, int fcl_trace_group, " \
+    "int fcl_trace_cap"
+TRACE_RECORDER = """\
+void fcl_record(__global int* log, int* count, int on, int cap, int site, int index) {
+    if (on && *count < cap) { log[2 * *count] = site; log[2 * *count + 1] = index; }
+    *count += on;
+}
+"""
 
 
-def c_expr(e: ir.Expr) -> str:
+@dataclass(frozen=True)
+class Site:
+    """A traced place in a kernel: a load, a store or a barrier."""
+
+    id: int
+    kernel: str
+    kind: str          # "load", "store" or "barrier"
+    array: str | None  # the buffer or local array (aliases resolved)
+    space: str | None  # "global" or "local"
+    elem: str | None   # the element type (ir.INT, ir.DOUBLE, ir.BOOL)
+    index: str | None  # the index expression as OpenCL C
+    span: Span | None
+
+
+def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None) -> str:
+    """C text of `e`; `on_index` may rewrite each array read (given its plain text)."""
+    if on_index is not None:
+        return _c_expr(e, on_index)
+    return _c_expr(e, lambda _, text: text)
+
+
+def _c_expr(e: ir.Expr, on_index) -> str:
+    def sub(part: ir.Expr) -> str:
+        return _c_expr(part, on_index)
+
     if isinstance(e, ir.Const):
         if e.type == ir.BOOL:
             return "1" if e.value else "0"
@@ -31,15 +73,15 @@ def c_expr(e: ir.Expr) -> str:
     if isinstance(e, Special):
         return f"((int){SPECIALS[e.name]})"
     if isinstance(e, ir.Index):
-        return f"{e.array.name}[{c_expr(e.index)}]"
+        return on_index(e, f"{e.array.name}[{sub(e.index)}]")
     if isinstance(e, ir.Bin):
-        left, right = c_expr(e.left), c_expr(e.right)
+        left, right = sub(e.left), sub(e.right)
         if e.op in ("min", "max"):
             fn = ("f" + e.op) if e.type == ir.DOUBLE else e.op
             return f"{fn}({left}, {right})"
         return f"({left} {e.op} {right})"
     if isinstance(e, ir.Un):
-        arg = c_expr(e.arg)
+        arg = sub(e.arg)
         return {
             "neg": f"(-{arg})", "not": f"(!{arg})",
             "abs": f"fabs({arg})" if e.type == ir.DOUBLE else f"((int)abs({arg}))",
@@ -48,16 +90,44 @@ def c_expr(e: ir.Expr) -> str:
             "sqrt": f"sqrt({arg})",
         }[e.op]
     if isinstance(e, ir.Select):
-        return f"({c_expr(e.cond)} ? {c_expr(e.then)} : {c_expr(e.else_)})"
+        return f"({sub(e.cond)} ? {sub(e.then)} : {sub(e.else_)})"
     raise TypeError(e)
 
 
 class KernelPrinter:
-    def __init__(self, line_offset: int):
+    def __init__(self, line_offset: int, trace: bool = False):
         self.lines: list[str] = []
         self.table: list[tuple[int, Span]] = []
         self.line_offset = line_offset
         self.spaces: dict[str, str] = {}
+        self.trace = trace
+        self.sites: list[Site] = []
+        self.roots: dict[str, str] = {}        # array aliases -> the memory they point into
+        self.per_item: dict[str, str] = {}     # per-work-item local slices -> their size
+
+    def expr(self, e: ir.Expr) -> str:
+        return c_expr(e, self._traced_load if self.trace else None)
+
+    def _record(self, kind: str, array: ir.Var | None, index: ir.Expr | None,
+                span: Span | None) -> str:
+        """A call logging one access (or barrier) as a new site."""
+        name = self.roots.get(array.name, array.name) if array is not None else None
+        space = {"__global": "global", "__local": "local"}.get(self.spaces.get(name, "")) \
+            if name else None
+        index_text = c_expr(index) if index is not None else None
+        site = Site(len(self.sites), self.kernel_name, kind, name, space,
+                    array.type.elem if array is not None else None, index_text, span)
+        self.sites.append(site)
+        logged = index_text or "0"
+        if name in self.per_item:  # a slice of a pool: log the position in the pool
+            logged = f"get_local_id(0) * ({self.per_item[name]}) + {logged}"
+        return f"fcl_record(fcl_log, &fcl_logged, fcl_tracing, fcl_trace_cap, {site.id}, {logged})"
+
+    def _traced_load(self, e: ir.Index, text: str) -> str:
+        name = self.roots.get(e.array.name, e.array.name)
+        if self.spaces.get(name) not in ("__global", "__local"):
+            return text  # private memory is registers: not part of the memory analysis
+        return f"({self._record('load', e.array, e.index, self.span)}, {text})"
 
     def line(self, text: str, indent: int, span: Span | None) -> None:
         self.lines.append("    " * indent + text)
@@ -65,11 +135,15 @@ class KernelPrinter:
             self.table.append((self.line_offset + len(self.lines), span))
 
     def kernel(self, k: Kernel) -> None:
+        self.kernel_name, self.span = k.name, k.span
         params = []
         for p in k.params:
             if isinstance(p.type, ir.ArrayType):
                 self.spaces[p.name] = "__global"
-                params.append(f"__global {MEMORY_TYPES[p.type.elem]}* {p.name}")
+                # A kernel never reads a buffer it writes (under any name): `restrict` lets the
+                # compiler reorder and vectorize accesses. Not for local memory, which work-items
+                # share through barriers.
+                params.append(f"__global {MEMORY_TYPES[p.type.elem]}* restrict {p.name}")
             else:
                 params.append(f"{C_TYPES[p.type]} {p.name}")
         for n, _ in enumerate(k.slots):
@@ -82,7 +156,14 @@ class KernelPrinter:
             params.append(f"__global int* {FAIL_FLAG}")
         if k.abortable:
             params.append(f"__global volatile int* {ABORT_FLAG}")
+        if self.trace:
+            params.append(TRACE_PARAMS)
         self.line(f"__kernel void {k.name}({', '.join(params)}) {{", 0, k.span)
+        if self.trace:
+            self.line("int fcl_logged = 0;", 1, None)
+            self.line("const int fcl_tracing = get_group_id(0) == fcl_trace_group;", 1, None)
+            self.line("__global int* fcl_log = fcl_trace + get_local_id(0) * 2 * fcl_trace_cap;", 1,
+                      None)
         if k.abortable:
             self.line("__local int fcl_stop;", 1, None)
         for n, slot in enumerate(k.slots):
@@ -93,13 +174,17 @@ class KernelPrinter:
         for local in k.locals:
             if local.per_item:
                 elem = MEMORY_TYPES[local.var.type.elem]
+                size = self.expr(local.size)
+                self.per_item[local.var.name] = size
                 self.line(f"__local {elem}* {local.var.name} = {local.var.name}_pool + "
-                          f"get_local_id(0) * ({c_expr(local.size)});", 1, local.span)
+                          f"get_local_id(0) * ({size});", 1, local.span)
         for var, size in k.private:
             self.spaces[var.name] = ""
             self.line(f"{MEMORY_TYPES[var.type.elem]} {var.name}[{size}];", 1, None)
         self.fails = k.fails
         self.block(k.body, 1)
+        if self.trace:
+            self.line("if (fcl_tracing) fcl_trace_count[get_local_id(0)] = fcl_logged;", 1, None)
         self.line("}", 0, None)
 
     def block(self, stmts: list[ir.Stmt], indent: int) -> None:
@@ -108,31 +193,38 @@ class KernelPrinter:
 
     def stmt(self, s: ir.Stmt, indent: int) -> None:
         span = s.span
+        if span is not None:
+            self.span = span  # loads are attributed to the statement they are part of
         if isinstance(s, ir.Declare):
             if isinstance(s.var.type, ir.ArrayType):
+                if isinstance(s.init, ir.Var):
+                    self.roots[s.var.name] = self.roots.get(s.init.name, s.init.name)
                 space = self.spaces.get(s.init.name, "") if isinstance(s.init, ir.Var) else ""
                 self.spaces[s.var.name] = space
                 prefix = f"{space} " if space else ""
                 self.line(f"{prefix}{MEMORY_TYPES[s.var.type.elem]}* {s.var.name} = "
-                          f"{c_expr(s.init)};", indent, span)
+                          f"{self.expr(s.init)};", indent, span)
             else:
-                self.line(f"{C_TYPES[s.var.type]} {s.var.name} = {c_expr(s.init)};", indent, span)
+                self.line(f"{C_TYPES[s.var.type]} {s.var.name} = {self.expr(s.init)};", indent, span)
         elif isinstance(s, ir.Assign):
-            self.line(f"{s.var.name} = {c_expr(s.value)};", indent, span)
+            self.line(f"{s.var.name} = {self.expr(s.value)};", indent, span)
         elif isinstance(s, ir.Store):
-            value = c_expr(s.value)
+            value = self.expr(s.value)
             if s.array.type.elem == ir.BOOL:
                 value = f"(uchar){value}"
-            self.line(f"{s.array.name}[{c_expr(s.index)}] = {value};", indent, span)
+            self.line(f"{s.array.name}[{self.expr(s.index)}] = {value};", indent, span)
+            name = self.roots.get(s.array.name, s.array.name)
+            if self.trace and self.spaces.get(name) in ("__global", "__local"):
+                self.line(self._record("store", s.array, s.index, span) + ";", indent, None)
         elif isinstance(s, StridedFor):
             v = s.var.name
-            self.line(f"for (int {v} = {c_expr(s.start)}; {v} < {c_expr(s.bound)}; "
-                      f"{v} += {c_expr(s.step)}) {{", indent, span)
+            self.line(f"for (int {v} = {self.expr(s.start)}; {v} < {self.expr(s.bound)}; "
+                      f"{v} += {self.expr(s.step)}) {{", indent, span)
             self.block(s.body, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.SeqFor):
             v = s.var.name
-            self.line(f"for (int {v} = 0; {v} < {c_expr(s.bound)}; {v}++) {{", indent, span)
+            self.line(f"for (int {v} = 0; {v} < {self.expr(s.bound)}; {v}++) {{", indent, span)
             self.block(s.body, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.While):
@@ -143,27 +235,29 @@ class KernelPrinter:
                 self.line("barrier(CLK_LOCAL_MEM_FENCE);", indent + 1, None)
                 self.line(f"if (get_local_id(0) == 0) fcl_stop = *{ABORT_FLAG};", indent + 1, None)
                 self.line("barrier(CLK_LOCAL_MEM_FENCE);", indent + 1, None)
-                self.line(f"if (fcl_stop || !{c_expr(s.cond)}) break;", indent + 1, span)
+                self.line(f"if (fcl_stop || !{self.expr(s.cond)}) break;", indent + 1, span)
             else:
-                self.line(f"if (*{ABORT_FLAG} || !{c_expr(s.cond)}) break;", indent + 1, span)
+                self.line(f"if (*{ABORT_FLAG} || !{self.expr(s.cond)}) break;", indent + 1, span)
             self.block(s.body, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.If):
-            self.line(f"if ({c_expr(s.cond)}) {{", indent, span)
+            self.line(f"if ({self.expr(s.cond)}) {{", indent, span)
             self.block(s.then, indent + 1)
             if s.else_:
                 self.line("} else {", indent, None)
                 self.block(s.else_, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.Barrier):
+            if self.trace:
+                self.line(self._record("barrier", None, None, span) + ";", indent, None)
             self.line("barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);", indent, span)
         elif isinstance(s, ir.Fail):
             code = self.fails.index(s) + 1
-            self.line(f"if ({c_expr(s.cond)}) atomic_cmpxchg({FAIL_FLAG}, 0, {code});", indent,
+            self.line(f"if ({self.expr(s.cond)}) atomic_cmpxchg({FAIL_FLAG}, 0, {code});", indent,
                       span)
         elif isinstance(s, ir.Alloc):
             # The memory itself is a kernel argument, sized by the host before the launch.
-            self.line(f"/* {s.var.name}: {c_expr(s.size)} x {MEMORY_TYPES[s.var.type.elem]} "
+            self.line(f"/* {s.var.name}: {self.expr(s.size)} x {MEMORY_TYPES[s.var.type.elem]} "
                       f"in local memory */", indent, span)
         else:
             raise TypeError(s)
@@ -180,3 +274,16 @@ def opencl_source(kernels: list[Kernel]) -> tuple[str, list[tuple[int, Span]]]:
         return text, printer.table
     header = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n\n"
     return header + text, [(line + 2, span) for line, span in printer.table]
+
+
+def traced_source(kernels: list[Kernel]) -> tuple[str, list[Site]]:
+    """The kernels instrumented to log their memory accesses (see the module docstring)."""
+    printer = KernelPrinter(0, trace=True)
+    for k in kernels:
+        printer.spaces, printer.roots, printer.per_item = {}, {}, {}
+        printer.kernel(k)
+        printer.line("", 0, None)
+    text = TRACE_RECORDER + "\n" + "\n".join(printer.lines)
+    if "double" in text:
+        text = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n\n" + text
+    return text, printer.sites

@@ -200,12 +200,23 @@ class HostRun:
         groups = int(self.eval(s.groups))
         if groups <= 0:
             return
-        event = self.kernels[kernel.name](self.device.queue, (groups * self.block_size,),
-                                          (self.block_size,), *args)
+        args += self.extra_args(kernel, groups)
+        local = (kernel.width, self.block_size // kernel.width) if kernel.width else \
+            (self.block_size,)
+        event = self.kernels[kernel.name](self.device.queue, (groups * local[0], *local[1:]),
+                                          local, *args)
         if self.events is not None:
             self.events.append(event)
         if kernel.abortable:
             self.wait_interruptibly(event)
+        self.launched(kernel, groups, local_bytes, args)
+
+    # Hooks for instrumented runs (fcl.analysis.trace).
+    def extra_args(self, kernel: Kernel, groups: int) -> list:
+        return []
+
+    def launched(self, kernel: Kernel, groups: int, local_bytes: int, args: list) -> None:
+        pass
 
     def abort_buffer(self) -> cl.Buffer:
         """A flag in host memory the kernels' loops read: set, they stop."""

@@ -9,13 +9,18 @@ When the work-group size is known, loops whose bounds are known are shaped for i
 loop over at most one iteration per work-item is no loop (CPU OpenCL compilers vectorize across
 work-items only over straight-line code), and a kernel with at most MAX_GROUPS iterations gets
 one work-group each instead of work-groups looping with a barrier at the end of each iteration.
+A work-group whose work-items split their index into a row and a column (`i >> k`, `i & 2^k-1`,
+as tiles do) becomes a 2-D work-group of 2^k columns: CPU compilers vectorize along dimension 0,
+where the tile's rows are then contiguous.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 from fcl.errors import FCLError, Span
 from fcl.il import ir
+from fcl.il.passes import map_exprs
+from fcl.il.simplify import _linear, mk_bin
 from fcl.opencl.sharing import lifetimes, pack
 
 MAX_GROUPS = 65536        # more iterations than this are virtualized: each group loops
@@ -68,6 +73,8 @@ class Kernel:
     group_bound: ir.Expr | None = None
     # A `while` may never end: such kernels watch a flag the host sets on an interrupt.
     abortable: bool = False
+    # Work-items along dimension 0 of a 2-D work-group (None: 1-D), see the module docstring.
+    width: int | None = None
 
 
 @dataclass(eq=False)
@@ -115,7 +122,8 @@ class Kernelizer:
 
     def distribute_kernel(self, s: ir.Distribute) -> Launch:
         kernel = self._new_kernel(s.span)
-        body = KernelBody(kernel, self.block_size).block(s.body, level="block")
+        shaper = KernelBody(kernel, self.block_size)
+        body = shaper.tiled(shaper.block(s.body, level="block"))
         kernel.group_var, kernel.group_bound = s.var, s.bound
         if isinstance(s.bound, ir.Const) and s.bound.value <= MAX_GROUPS:
             # One work-group per iteration; nothing follows the last barrier, so it goes.
@@ -149,6 +157,7 @@ class KernelBody:
     def __init__(self, kernel: Kernel, block_size: int | None = None):
         self.kernel = kernel
         self.block_size = block_size
+        self.item_vars: set[str] = set()  # variables that are the work-item's local id
 
     def block(self, stmts: list[ir.Stmt], level: str) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
@@ -191,6 +200,7 @@ class KernelBody:
                                span=s.span)]
         if isinstance(s.bound, ir.Const) and s.bound.value <= size:
             # Names are unique within a kernel, so the body can share the enclosing C scope.
+            self.item_vars.add(s.var.name)
             first = [ir.Declare(s.var, Special("local_id"), span=s.span), *body]
             if s.bound.value == size:
                 return first
@@ -198,6 +208,103 @@ class KernelBody:
                           span=s.span)]
         return [StridedFor(s.var, Special("local_id"), s.bound, ir.Const(size, ir.INT), body,
                            span=s.span)]
+
+    def tiled(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
+        """The body for a 2-D work-group when its work-items use their index as (row, column)
+        with one row width only; else unchanged."""
+        widths: set[int] = set()
+
+        def visit(e: ir.Expr) -> ir.Expr:
+            if _item_split(e, self.item_vars) is not None:
+                widths.add(_item_split(e, self.item_vars)[1])
+            for f in fields(e):
+                if isinstance(getattr(e, f.name), ir.Expr):
+                    visit(getattr(e, f.name))
+            return e
+        map_exprs(body, visit)
+        size = self.block_size
+        if len(widths) != 1 or self.kernel.abortable or any(a.per_item for a in self.kernel.locals):
+            return body
+        (width,) = widths
+        if not 1 < width < size or size % width:
+            return body
+        self.kernel.width = width
+        x, y = Special("local_x"), Special("local_y")
+        linear = ir.Bin("+", ir.Bin("*", y, ir.Const(width, ir.INT), ir.INT), x, ir.INT)
+
+        def rewrite(e: ir.Expr) -> ir.Expr:
+            split = _item_split(e, self.item_vars)
+            if split is not None and split[1] == width:
+                return y if split[0] == ">>" else x
+            if isinstance(e, Special) and e.name == "local_id":
+                return linear
+            if isinstance(e, (ir.Bin, ir.Un, ir.Select, ir.Index)):
+                return replace(e, **{f.name: rewrite(getattr(e, f.name)) for f in fields(e)
+                                     if isinstance(getattr(e, f.name), ir.Expr)
+                                     and not (isinstance(e, ir.Index) and f.name == "array")})
+            return e
+        body = self.padded(map_exprs(body, rewrite))
+        self.kernel.fails = [s for s in ir.walk(body) if isinstance(s, ir.Fail)]
+        return body
+
+    def padded(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
+        """Local tiles whose every access is (row, column), the column within a row of the
+        work-group's width, get one element of padding per row: a column of the tile is then
+        spread over memory banks (GPUs) and cache sets (CPUs) rather than hitting one."""
+        width = self.kernel.width
+        tiles = {a.var.name: a for a in self.kernel.locals if not a.per_item
+                 and isinstance(a.size, ir.Const) and a.size.value % width == 0}
+        for s in ir.walk(body):  # arrays also reached through pointers keep their layout
+            if isinstance(s, (ir.Declare, ir.Assign)) and isinstance(s.var.type, ir.ArrayType):
+                value = s.init if isinstance(s, ir.Declare) else s.value
+                tiles.pop(getattr(value, "name", None), None)
+        definitions = _single_definitions(body)
+        ranges = {"local_x": (0, width - 1), "local_y": (0, self.block_size // width - 1)}
+        for s in ir.walk(body):
+            if isinstance(s, ir.SeqFor) and isinstance(s.bound, ir.Const):
+                ranges[s.var.name] = (0, int(s.bound.value) - 1)
+        places: dict[int, ir.Expr] = {}  # id of an access's index -> its padded index
+
+        def visit(e: ir.Expr) -> ir.Expr:
+            if isinstance(e, ir.Index) and e.array.name in tiles:
+                split = _row_column(e.index, definitions, ranges, width)
+                if split is None:
+                    tiles.pop(e.array.name)
+                else:
+                    places[id(e.index)] = _work_item_ids(mk_bin("+", mk_bin("*", split[0], ir.Const(
+                        width + 1, ir.INT), ir.INT), split[1], ir.INT))
+            for f in fields(e):
+                if isinstance(getattr(e, f.name), ir.Expr):
+                    visit(getattr(e, f.name))
+            return e
+        map_exprs(body, visit)
+        for s in ir.walk(body):
+            if isinstance(s, ir.Store):
+                visit(ir.Index(s.array, s.index))
+        if not tiles:
+            return body
+
+        def pad(e: ir.Expr) -> ir.Expr:
+            if isinstance(e, ir.Index):
+                index = places[id(e.index)] if e.array.name in tiles else pad(e.index)
+                return ir.Index(e.array, index)
+            if isinstance(e, (ir.Bin, ir.Un, ir.Select)):
+                return replace(e, **{f.name: pad(getattr(e, f.name)) for f in fields(e)
+                                     if isinstance(getattr(e, f.name), ir.Expr)})
+            return e
+
+        def pad_stores(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+            for s in stmts:
+                if isinstance(s, ir.Store) and s.array.name in tiles:
+                    s.index = places[id(s.index)]
+                elif isinstance(s, ir.Alloc) and s.var.name in tiles:
+                    s.size = tiles[s.var.name].size
+                for child in ir.children(s):
+                    pad_stores(child)
+            return stmts
+        for tile in tiles.values():
+            tile.size = ir.Const(tile.size.value // width * (width + 1), ir.INT)
+        return pad_stores(map_exprs(body, pad))
 
     def alloc(self, s: ir.Alloc, level: str) -> list[ir.Stmt]:
         if s.level == "grid":
@@ -210,6 +317,67 @@ class KernelBody:
         self.kernel.locals.append(LocalArray(s.var, s.size, per_item, s.span))
         # Shared arrays keep their allocation in the body: it is where their lifetime starts.
         return [] if per_item else [s]
+
+
+def _item_split(e: ir.Expr, item_vars: set[str]) -> tuple[str, int] | None:
+    """(">>", 2^k) for `i >> k`, ("&", 2^k) for `i & (2^k - 1)`, where i is a local id."""
+    if not (isinstance(e, ir.Bin) and e.op in (">>", "&") and isinstance(e.left, ir.Var)
+            and e.left.name in item_vars and isinstance(e.right, ir.Const)):
+        return None
+    k = int(e.right.value)
+    if e.op == ">>":
+        return (">>", 1 << k) if 0 < k < 31 else None
+    return ("&", k + 1) if k > 0 and k & (k + 1) == 0 else None
+
+
+def _row_column(index: ir.Expr, definitions: dict[str, ir.Expr],
+                ranges: dict[str, tuple[int, int]], width: int) -> tuple[ir.Expr, ir.Expr] | None:
+    """(row, column) with index = row * width + column and the column in [0, width), if the
+    index (with single definitions inlined) is a sum of that form; else None. Work-item ids
+    are variables in them (see _inline_ints)."""
+    terms, const = _linear(_inline_ints(index, definitions))
+    if const % width:
+        return None
+    row: ir.Expr = ir.Const(const // width, ir.INT)
+    column: ir.Expr = ir.Const(0, ir.INT)
+    for atom, coef in terms.values():
+        if coef % width == 0:
+            row = mk_bin("+", row, mk_bin("*", atom, ir.Const(coef // width, ir.INT), ir.INT),
+                         ir.INT)
+            continue
+        name = atom.name.strip("<>") if isinstance(atom, ir.Var) else None
+        low, high = ranges.get(name, (-1, width))
+        if coef != 1 or not _is_const(column, 0) or low < 0 or high >= width:
+            return None
+        column = atom
+    return row, column
+
+
+def _is_const(e: ir.Expr, value: int) -> bool:
+    return isinstance(e, ir.Const) and e.value == value
+
+
+def _inline_ints(e: ir.Expr, definitions: dict[str, ir.Expr]) -> ir.Expr:
+    """e with int variables replaced by their definitions; work-item ids become variables named
+    <local_x> and <local_y> (the IL's sums are normalized over variables only)."""
+    if isinstance(e, ir.Var) and e.type == ir.INT and e.name in definitions:
+        return _inline_ints(definitions[e.name], definitions)
+    if isinstance(e, Special):
+        return ir.Var(f"<{e.name}>", ir.INT)
+    if isinstance(e, (ir.Bin, ir.Un, ir.Select)):
+        return replace(e, **{f.name: _inline_ints(getattr(e, f.name), definitions)
+                             for f in fields(e) if isinstance(getattr(e, f.name), ir.Expr)})
+    return e
+
+
+def _work_item_ids(e: ir.Expr) -> ir.Expr:
+    """The inverse of _inline_ints's renaming of work-item ids."""
+    if isinstance(e, ir.Var) and e.name.startswith("<"):
+        return Special(e.name.strip("<>"))
+    if isinstance(e, (ir.Bin, ir.Un, ir.Select)):
+        return replace(e, **{f.name: _work_item_ids(getattr(e, f.name)) for f in fields(e)
+                             if isinstance(getattr(e, f.name), ir.Expr)})
+    return e
 
 
 def finish(kernel: Kernel) -> None:

@@ -28,6 +28,7 @@ class KernelTrace:
     groups: int          # work-groups launched
     block_size: int
     local_bytes: int     # local memory per work-group
+    launches: int        # how often the program launched this kernel
     lane: np.ndarray     # for each logged access: the work-item (local id) ...
     order: np.ndarray    # ... its position in that work-item's log ...
     site: np.ndarray     # ... the site (an index into Trace.sites) ...
@@ -56,6 +57,7 @@ class TracingRun(HostRun):
         self.traced: list[KernelTrace] = []
         self.pending: dict[str, tuple[cl.Buffer, cl.Buffer, np.ndarray, int]] = {}
         self.seen: set[str] = set()
+        self.launches: dict[str, int] = {}
 
     def extra_args(self, kernel: Kernel, groups: int) -> list:
         if kernel.name in self.seen:  # only the first launch is traced
@@ -78,6 +80,7 @@ class TracingRun(HostRun):
         return buffer
 
     def launched(self, kernel: Kernel, groups: int, local_bytes: int, args: list) -> None:
+        self.launches[kernel.name] = self.launches.get(kernel.name, 0) + 1
         if kernel.name not in self.pending:
             return
         log_buffer, count_buffer, counts, group = self.pending.pop(kernel.name)
@@ -89,7 +92,7 @@ class TracingRun(HostRun):
         order = np.concatenate([np.arange(n, dtype=np.int32) for n in kept]) if kept.sum() else \
             np.zeros(0, np.int32)
         entries = log[lanes, order]
-        self.traced.append(KernelTrace(kernel, group, groups, self.block_size, local_bytes, lanes,
+        self.traced.append(KernelTrace(kernel, group, groups, self.block_size, local_bytes, 0, lanes,
                                        order, entries[:, 0].copy(), entries[:, 1].copy(),
                                        bool((counts > self.cap).any())))
 
@@ -108,4 +111,6 @@ def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
         dev.queue.finish()
     finally:
         run.release()
+    for k in run.traced:
+        k.launches = run.launches[k.kernel.name]
     return Trace(sites, run.traced, source)

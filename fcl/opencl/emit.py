@@ -7,7 +7,7 @@ untouched.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from fcl.errors import Span
@@ -45,6 +45,7 @@ class Site:
     elem: str | None   # the element type (ir.INT, ir.DOUBLE, ir.BOOL)
     index: str | None  # the index expression as OpenCL C
     span: Span | None
+    index_expr: ir.Expr | None = field(default=None, compare=False)  # ... and as IL
 
 
 def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None) -> str:
@@ -116,7 +117,7 @@ class KernelPrinter:
             if name else None
         index_text = c_expr(index) if index is not None else None
         site = Site(len(self.sites), self.kernel_name, kind, name, space,
-                    array.type.elem if array is not None else None, index_text, span)
+                    array.type.elem if array is not None else None, index_text, span, index)
         self.sites.append(site)
         logged = index_text or "0"
         if name in self.per_item:  # a slice of a pool: log the position in the pool
@@ -160,10 +161,12 @@ class KernelPrinter:
             params.append(TRACE_PARAMS)
         self.line(f"__kernel void {k.name}({', '.join(params)}) {{", 0, k.span)
         if self.trace:
+            # The work-item's linear id: tiled kernels run in 2-D work-groups.
+            self.line("const int fcl_lane = get_local_id(1) * get_local_size(0) + get_local_id(0);",
+                      1, None)
             self.line("int fcl_logged = 0;", 1, None)
             self.line("const int fcl_tracing = get_group_id(0) == fcl_trace_group;", 1, None)
-            self.line("__global int* fcl_log = fcl_trace + get_local_id(0) * 2 * fcl_trace_cap;", 1,
-                      None)
+            self.line("__global int* fcl_log = fcl_trace + fcl_lane * 2 * fcl_trace_cap;", 1, None)
         if k.abortable:
             self.line("__local int fcl_stop;", 1, None)
         for n, slot in enumerate(k.slots):
@@ -184,7 +187,7 @@ class KernelPrinter:
         self.fails = k.fails
         self.block(k.body, 1)
         if self.trace:
-            self.line("if (fcl_tracing) fcl_trace_count[get_local_id(0)] = fcl_logged;", 1, None)
+            self.line("if (fcl_tracing) fcl_trace_count[fcl_lane] = fcl_logged;", 1, None)
         self.line("}", 0, None)
 
     def block(self, stmts: list[ir.Stmt], indent: int) -> None:

@@ -1,0 +1,137 @@
+"""An access's index as a formula in the work-group id, the work-item's local id and loop counters.
+
+The kernel's variables that are defined once are replaced by their definitions (values read
+from memory stay named), then sums are normalized, so `ix_23` reads as, say,
+`group * 256 + item`.
+"""
+from __future__ import annotations
+
+import re
+
+from fcl.il import ir
+from fcl.il.simplify import _linear, mk_bin, mk_un
+from fcl.opencl.kernelize import Kernel, Special, StridedFor
+
+SPECIAL_NAMES = {"local_id": "item", "local_x": "item.x", "local_y": "item.y",
+                 "group_id": "group", "local_size": "block_size", "num_groups": "groups",
+                 "global_id": "global_item", "global_size": "global_size"}
+PRECEDENCE = {"||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6, "<": 7, "<=": 7, ">": 7,
+              ">=": 7, "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "%": 10}
+BITWISE = {"&", "|", "^", "<<", ">>"}
+MAX_SIZE = 60  # inlined definitions that would make the formula longer than this stay named
+
+
+def definitions(kernel: Kernel) -> dict[str, ir.Expr]:
+    """Variables of the kernel declared once and never assigned, with their values."""
+    declared: dict[str, ir.Expr] = {}
+    assigned: set[str] = set()
+    for s in ir.walk(kernel.body):
+        if isinstance(s, ir.Declare):
+            declared[s.var.name] = s.init
+        elif isinstance(s, ir.Assign):
+            assigned.add(s.var.name)
+    if kernel.group_var is not None and kernel.group_var.name not in declared:
+        declared[kernel.group_var.name] = Special("group_id")
+    return {name: value for name, value in declared.items() if name not in assigned}
+
+
+def loops(kernel: Kernel) -> dict[str, str]:
+    """What each loop counter of the kernel runs over, as text."""
+    defs = definitions(kernel)
+    ranges = {}
+    for s in ir.walk(kernel.body):
+        if isinstance(s, StridedFor):
+            start, step, bound = (show(_expand(e, defs, set())) for e in (s.start, s.step, s.bound))
+            ranges[s.var.name] = f"{s.var.name} = {start}, + {step} while < {bound}"
+        elif isinstance(s, ir.SeqFor):
+            ranges[s.var.name] = f"{s.var.name} = 0 … {show(_expand(s.bound, defs, set()))} - 1"
+    return ranges
+
+
+def formula(e: ir.Expr, kernel: Kernel) -> tuple[str, list[str]]:
+    """The index `e` in terms of the work-item, its work-group and loop counters, and what
+    the loop counters it mentions run over."""
+    text = show(_expand(e, definitions(kernel), set()))
+    return text, [r for name, r in loops(kernel).items() if _mentions(text, name)]
+
+
+def _mentions(text: str, name: str) -> bool:
+    return re.search(rf"\b{re.escape(name)}\b", text) is not None
+
+
+def _expand(e: ir.Expr, defs: dict[str, ir.Expr], seen: set[str]) -> ir.Expr:
+    if isinstance(e, Special):  # as a variable, so that sums of them normalize
+        return ir.Var(SPECIAL_NAMES.get(e.name, e.name), ir.INT)
+    if isinstance(e, ir.Var) and e.name in defs and e.name not in seen:
+        value = _expand(defs[e.name], defs, seen | {e.name})
+        return value if _size(value) <= MAX_SIZE else e
+    if isinstance(e, ir.Bin):
+        return mk_bin(e.op, _expand(e.left, defs, seen), _expand(e.right, defs, seen), e.type)
+    if isinstance(e, ir.Un):
+        return mk_un(e.op, _expand(e.arg, defs, seen), e.type)
+    if isinstance(e, ir.Select):
+        return ir.Select(_expand(e.cond, defs, seen), _expand(e.then, defs, seen),
+                         _expand(e.else_, defs, seen), e.type)
+    if isinstance(e, ir.Index):
+        return ir.Index(e.array, _expand(e.index, defs, seen))
+    return e
+
+
+def _specials_named(e: ir.Expr) -> ir.Expr:
+    """e with work-item builtins as variables of their display names."""
+    if isinstance(e, Special):
+        return ir.Var(SPECIAL_NAMES.get(e.name, e.name), ir.INT)
+    if isinstance(e, ir.Bin):
+        return ir.Bin(e.op, _specials_named(e.left), _specials_named(e.right), e.type)
+    if isinstance(e, ir.Un):
+        return ir.Un(e.op, _specials_named(e.arg), e.type)
+    if isinstance(e, ir.Select):
+        return ir.Select(*(_specials_named(x) for x in (e.cond, e.then, e.else_)), e.type)
+    if isinstance(e, ir.Index):
+        return ir.Index(e.array, _specials_named(e.index))
+    return e
+
+
+def _term(atom: ir.Expr, coef: int) -> str:
+    return show(atom, PRECEDENCE["+"] + 1) if coef == 1 else \
+        f"{show(atom, PRECEDENCE['*'])} * {coef}"
+
+
+def _size(e: ir.Expr) -> int:
+    return len(show(e))
+
+
+def show(e: ir.Expr, context: int = 0) -> str:
+    """Infix text with only the parentheses precedence needs; sums read as `a + b - c + 3`,
+    or `1023 - a` when no term is positive."""
+    if isinstance(e, Special):
+        return SPECIAL_NAMES.get(e.name, e.name)
+    if isinstance(e, ir.Bin) and e.op in ("+", "-") and e.type == ir.INT:
+        terms, const = _linear(_specials_named(e))
+        plus = [_term(atom, coef) for atom, coef in terms.values() if coef > 0]
+        minus = [_term(atom, -coef) for atom, coef in terms.values() if coef < 0]
+        parts = plus[:1] + [f"+ {t}" for t in plus[1:]] if plus else [str(const)] if const else []
+        parts += [f"- {t}" for t in minus]
+        if plus and const:
+            parts.append(f"+ {const}" if const > 0 else f"- {-const}")
+        text = " ".join(parts) if parts else "0"
+        if not plus and not const:
+            text = "-" + text[2:]
+        return f"({text})" if PRECEDENCE["+"] < context else text
+    if isinstance(e, ir.Bin) and e.op in PRECEDENCE:
+        level = PRECEDENCE[e.op]
+        # Operands of shifts and bitwise operators get parentheses though C needs none:
+        # `a + b >> 2` misleads readers.
+        inner = PRECEDENCE["*"] + 1 if e.op in BITWISE else level
+        text = f"{show(e.left, inner)} {e.op} {show(e.right, max(inner, level + 1))}"
+        return f"({text})" if level < context else text
+    if isinstance(e, ir.Bin):
+        return f"{e.op}({show(e.left)}, {show(e.right)})"
+    if isinstance(e, ir.Un):
+        return f"-{show(e.arg, 11)}" if e.op == "neg" else f"{e.op}({show(e.arg)})"
+    if isinstance(e, ir.Index):
+        return f"{e.array.name}[{show(e.index)}]"
+    if isinstance(e, ir.Select):
+        text = f"{show(e.cond, 1)} ? {show(e.then, 1)} : {show(e.else_, 1)}"
+        return f"({text})" if context else text
+    return ir.show_expr(e)

@@ -1,0 +1,1 @@
+"""Drawings: memory diagrams of traced accesses, and graphs of programs and kernels."""

@@ -1,0 +1,255 @@
+"""Memory diagrams of one traced work-group: which work-item touches which element.
+
+One panel per access site (a load or store in the kernel's code). Global memory is drawn as
+a grid `pitch` elements wide; local memory as rows of its 32 banks. A cell takes the colour of
+the work-item that touches it (hue runs from the first work-item to the last), writes are
+hatched, and the chosen warp's first execution of the site is outlined in black: for global
+memory with the 128-byte segments it touches (its transactions) dashed in red, for local
+memory with the banks it hits more than once (conflicts) marked in red.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+
+import numpy as np
+
+from fcl.analysis.access import (BANK_BYTES, BANKS, SEGMENT_BYTES, WARP_SIZE, SiteAccesses,
+                                 fit_lmad, split_by_site)
+from fcl.analysis.symbolic import formula
+from fcl.analysis.trace import KernelTrace
+from fcl.errors import FCLError
+
+MAX_ROWS = 32        # rows drawn per panel (a warp's 32 rows fit); the rest are left out
+MAX_PITCH = 128
+WIDTH = 900          # the grid's width in pixels at most
+LABEL = 64           # room for row labels
+TEXT_COLUMNS = 64    # the text fallback draws grids up to this wide
+READ_COLOUR, WRITE_COLOUR = "#1f5fbf", "#c0550a"
+
+
+@dataclass
+class Diagram:
+    svg: str
+    text: str
+
+
+def lane_colour(lane: int, lanes: int) -> str:
+    return f"hsl({300 * lane / max(1, lanes - 1):.0f},75%,68%)"
+
+
+@dataclass
+class _Panel:
+    accesses: SiteAccesses
+    title: str
+    summary: str
+    words: np.ndarray         # per access: the position drawn (element, or bank word)
+    columns: int
+    highlight: np.ndarray     # bool per access: the chosen warp's first execution
+    marked_columns: dict[int, int]             # local: bank -> n-way conflict
+    segments: list[tuple[int, int]]            # global: [first, last] drawn positions
+
+
+def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: int = 0,
+                   pitch: int | None = None) -> Diagram:
+    """Panels for every load and store of the traced kernel (of `array` only, if given)."""
+    if warp < 0 or warp * WARP_SIZE >= trace.block_size:
+        raise FCLError(f"warp {warp} does not exist: a work-group of {trace.block_size} "
+                       f"work-items has warps 0 to {(trace.block_size - 1) // WARP_SIZE}")
+    if pitch is not None and not 1 <= pitch <= MAX_PITCH:
+        raise FCLError(f"the pitch must be between 1 and {MAX_PITCH}, not {pitch}")
+    chosen = [a for a in split_by_site(trace, sites)
+              if a.site.kind != "barrier" and (array is None or a.site.array == array)]
+    if not chosen:
+        arrays = sorted({a.site.array for a in split_by_site(trace, sites) if a.site.array})
+        what = f"array {array}" if array else "memory"
+        raise FCLError(f"kernel {trace.kernel.name} does not access {what} in work-group "
+                       f"{trace.group}; it accesses: {', '.join(arrays) or 'nothing'}")
+    panels = [_panel(trace, a, warp, pitch) for a in chosen]
+    heading = (f"{trace.kernel.name}: work-group {trace.group} of {trace.groups}, "
+               f"{trace.block_size} work-items, warp {warp} outlined")
+    return Diagram(_svg(heading, panels, trace.block_size), _text(heading, panels))
+
+
+def _panel(trace: KernelTrace, accesses: SiteAccesses, warp: int, pitch: int | None) -> _Panel:
+    site = accesses.site
+    verb = "reads" if site.kind == "load" else "writes"
+    where = f"line {site.span.line}" if site.span else "generated code"
+    index, loops = formula(site.index_expr, trace.kernel) if site.index_expr is not None \
+        else (site.index, [])
+    title = f"{verb} {site.space} {site.array}[{index}] ({where})" + \
+        "".join(f", {loop}" for loop in loops)
+    first = (accesses.warp_of() == warp) & (accesses.occurrence == 0)
+    lanes_in_warp = int(first.sum())
+    if site.space == "local":
+        words = accesses.index.astype(np.int64) * accesses.elem_bytes // BANK_BYTES
+        banks: dict[int, set[int]] = {}
+        for word in np.unique(words[first]):
+            banks.setdefault(int(word % BANKS), set()).add(int(word))
+        conflicts = {bank: len(ws) for bank, ws in banks.items() if len(ws) > 1}
+        worst = max(conflicts.values(), default=1)
+        summary = (f"warp {warp}'s first access: {lanes_in_warp} work-items, "
+                   + (f"{worst}-way bank conflict ({len(conflicts)} bank"
+                      f"{'s' * (len(conflicts) > 1)} hit by several words)"
+                      if conflicts else "no bank conflict"))
+        return _Panel(accesses, title, summary, words, BANKS, first, conflicts, [])
+    words = accesses.index.astype(np.int64)
+    per_segment = max(1, SEGMENT_BYTES // accesses.elem_bytes)
+    touched = sorted({int(w) // per_segment for w in words[first]})
+    ideal = -(-len(np.unique(words[first])) * accesses.elem_bytes // SEGMENT_BYTES)
+    summary = (f"warp {warp}'s first access: {lanes_in_warp} work-items touch {len(touched)} "
+               f"segment{'s' * (len(touched) != 1)} of 128 bytes = transactions (ideal {ideal})")
+    columns = pitch or _default_pitch(accesses, trace.block_size)
+    segments = [(s * per_segment, (s + 1) * per_segment - 1) for s in touched]
+    return _Panel(accesses, title, summary, words, columns, first, {}, segments)
+
+
+def _default_pitch(accesses: SiteAccesses, lanes: int) -> int:
+    """The row length that shows the pattern: the work-group's accesses as an LMAD give it
+    (their largest stride above 1, as a matrix's row length); else one segment of ints."""
+    lmad = fit_lmad(accesses, range(lanes))
+    strides = [abs(stride) for size, stride in (lmad.dims if lmad else ()) if size > 1]
+    fitting = [stride for stride in strides if 1 < stride <= MAX_PITCH]
+    if fitting:
+        return max(fitting)
+    low, high = int(accesses.index.min()), int(accesses.index.max())
+    return max(1, min(high - low + 1, 32))
+
+
+def _rows(panel: _Panel) -> list[int | None]:
+    """The rows to draw, None marking a gap of untouched rows."""
+    rows = sorted({int(w) // panel.columns for w in panel.words})
+    highlighted = {int(w) // panel.columns for w in panel.words[panel.highlight]}
+    if len(rows) > MAX_ROWS:  # keep the chosen warp's rows, then the first ones
+        keep = sorted(highlighted)[:MAX_ROWS]
+        keep += [r for r in rows if r not in highlighted][:MAX_ROWS - len(keep)]
+        rows = sorted(keep) + [-1]  # -1: rows left out
+    shown: list[int | None] = []
+    for row in rows:
+        if row == -1:
+            shown.append(-1)
+        elif shown and shown[-1] is not None and row != shown[-1] + 1:
+            shown.append(None)
+        shown.append(row)
+    return shown
+
+
+def _svg(heading: str, panels: list[_Panel], lanes: int) -> str:
+    body: list[str] = []
+    y = 34
+    width = 0
+    for panel in panels:
+        part, height, panel_width = _panel_svg(panel, lanes, y)
+        body.append(part)
+        y += height + 18
+        width = max(width, panel_width)
+    titles = max(len(p.title) for p in panels)
+    width = max(width, 520, 9 * len(heading) + 20, int(7.3 * titles) + 20)
+    legend = _legend(lanes, 10, y)
+    height = y + 54
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="fcl-diagram" width="{width}" '
+            f'height="{height}" viewBox="0 0 {width} {height}" font-family="monospace" '
+            f'font-size="12">'
+            f'<defs><pattern id="fcl-hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
+            f'patternTransform="rotate(45)"><line x1="0" y1="0" x2="0" y2="6" stroke="#000" '
+            f'stroke-opacity="0.35" stroke-width="2"/></pattern></defs>'
+            f'<rect width="100%" height="100%" fill="#ffffff"/>'
+            f'<text x="10" y="20" font-size="14" font-weight="bold">{escape(heading)}</text>'
+            + "".join(body) + legend + "</svg>")
+
+
+def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
+    cell = max(6, min(18, (WIDTH - LABEL) // panel.columns))
+    colour = READ_COLOUR if panel.accesses.site.kind == "load" else WRITE_COLOUR
+    out = [f'<text x="10" y="{top + 12}" fill="{colour}" font-weight="bold">'
+           f'{escape(panel.title)}</text>',
+           f'<text x="10" y="{top + 28}">{escape(panel.summary)}</text>']
+    grid_top = top + 40
+    if panel.accesses.site.space == "local":
+        for bank in range(BANKS):
+            x = LABEL + bank * cell
+            marked = bank in panel.marked_columns
+            out.append(f'<text x="{x + cell / 2}" y="{grid_top + 9}" font-size="8" '
+                       f'text-anchor="middle" fill="{"#d00000" if marked else "#777"}">'
+                       f'{f"{panel.marked_columns[bank]}×" if marked else bank}</text>')
+        grid_top += 14
+    owners: dict[int, list[int]] = {}
+    for word, lane in zip(panel.words.tolist(), panel.accesses.lane.tolist()):
+        owners.setdefault(word, []).append(lane)
+    outlined = set(panel.words[panel.highlight].tolist())
+    hatched = panel.accesses.site.kind == "store"
+    y = grid_top
+    row_y: dict[int, int] = {}
+    for row in _rows(panel):
+        if row is None or row == -1:
+            note = "⋯ rows untouched ⋯" if row is None else "⋯ more rows, not drawn ⋯"
+            out.append(f'<text x="{LABEL}" y="{y + 9}" font-size="10" fill="#777">{note}</text>')
+            y += 12
+            continue
+        row_y[row] = y
+        out.append(f'<text x="{LABEL - 4}" y="{y + cell * 0.75}" font-size="10" '
+                   f'text-anchor="end" fill="#555">{row * panel.columns}</text>')
+        for column in range(panel.columns):
+            word = row * panel.columns + column
+            x = LABEL + column * cell
+            touched = owners.get(word)
+            if touched is None:
+                out.append(f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="#fafafa" '
+                           f'stroke="#dddddd" stroke-width="0.5"/>')
+                continue
+            lane = min(touched)
+            stroke = ("#000", 2) if word in outlined else ("#ffffff", 0.5)
+            if word in outlined and panel.accesses.site.space == "local" \
+                    and word % BANKS in panel.marked_columns:
+                stroke = ("#d00000", 2.5)
+            others = sorted(set(touched))
+            tip = f"element {word}: work-item{'s' * (len(others) > 1)} " + \
+                ", ".join(map(str, others[:8])) + (" …" if len(others) > 8 else "")
+            out.append(f'<g><title>{escape(tip)}</title><rect x="{x}" y="{y}" width="{cell}" '
+                       f'height="{cell}" fill="{lane_colour(lane, lanes)}" stroke="{stroke[0]}" '
+                       f'stroke-width="{stroke[1]}"/>'
+                       + (f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" '
+                          f'fill="url(#fcl-hatch)"/>' if hatched else "") + "</g>")
+        y += cell + 1
+    for first, last in panel.segments:
+        for row in range(first // panel.columns, last // panel.columns + 1):
+            if row not in row_y:
+                continue
+            start = max(first, row * panel.columns) - row * panel.columns
+            end = min(last, (row + 1) * panel.columns - 1) - row * panel.columns
+            out.append(f'<rect x="{LABEL + start * cell - 1}" y="{row_y[row] - 1}" '
+                       f'width="{(end - start + 1) * cell + 2}" height="{cell + 2}" fill="none" '
+                       f'stroke="#d00000" stroke-width="1.5" stroke-dasharray="4 2"/>')
+    return "".join(out), y - top, LABEL + panel.columns * cell + 20
+
+
+def _legend(lanes: int, x: int, y: int) -> str:
+    steps = 24
+    bar = "".join(f'<rect x="{x + 90 + i * 8}" y="{y}" width="8" height="12" '
+                  f'fill="{lane_colour(round(i * (lanes - 1) / (steps - 1)), lanes)}"/>'
+                  for i in range(steps))
+    return (f'<text x="{x}" y="{y + 10}">work-item 0</text>{bar}'
+            f'<text x="{x + 96 + steps * 8}" y="{y + 10}">{lanes - 1}</text>'
+            f'<text x="{x}" y="{y + 28}" fill="#555">hatched: written · black outline: the '
+            f'warp\'s first access</text><text x="{x}" y="{y + 44}" fill="#555">red dashes: a '
+            f'128-byte segment it touches (one transaction) · red bank number: a conflict'
+            f'</text>')
+
+
+def _text(heading: str, panels: list[_Panel]) -> str:
+    lines = [heading]
+    for panel in panels:
+        lines += ["", panel.title, "  " + panel.summary]
+        if panel.columns > TEXT_COLUMNS:
+            continue
+        outlined = set(panel.words[panel.highlight].tolist())
+        touched = set(panel.words.tolist())
+        for row in _rows(panel)[:16]:
+            if row is None or row == -1:
+                lines.append("         ⋯")
+                continue
+            cells = "".join("#" if w in outlined else "o" if w in touched else "."
+                            for w in range(row * panel.columns, (row + 1) * panel.columns))
+            lines.append(f"  {row * panel.columns:>6} {cells}")
+    lines += ["", "# the warp's first access, o other work-items, . untouched"]
+    return "\n".join(lines)

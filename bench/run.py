@@ -6,7 +6,7 @@ median of several runs after a warm-up. Bandwidth is the bytes a task must read 
 divided by its time, as a fraction of what the copy kernel achieves. Compile speed is measured
 too: FCL source to OpenCL source for the matmul program, and a warm Jupyter kernel cell.
 
-    python bench/run.py [--runs N] [--tiny] [--device D] [--no-record]
+    python bench/run.py [--runs N] [--tiny] [--device D] [--only TASK] [--no-record] [--no-cell]
 """
 from __future__ import annotations
 
@@ -395,12 +395,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", help="measure only this task (repeatable)")
     parser.add_argument("--no-record", action="store_true",
                         help="print only: leave results.json and README.md alone")
+    parser.add_argument("--no-cell", action="store_true",
+                        help="skip the Jupyter cell round trip (where no FCL kernel is installed)")
     args = parser.parse_args(argv)
     sizes = TINY if args.tiny else FULL
     device = open_device(args.device)
     rows = measure(sizes, args.runs, device, set(args.only) if args.only else None)
     compile_ms = compile_speed(sizes)
-    cell_ms = None if args.tiny else cell_round_trip()
+    cell_ms = None if args.tiny or args.no_cell else cell_round_trip()
     report = table(rows, compile_ms, cell_ms)
     date = datetime.date.today().isoformat()
     print(f"{device.name}, {date}\n\n{report}")

@@ -178,7 +178,7 @@ def test_local_arrays_that_are_never_live_together_share_memory():
     (kernel,) = compiled.kernels
     # `a` is dead once `c` is computed, so `d` can take its place; `c` overlaps both.
     assert sorted(len(slot) for slot in kernel.slots) == [1, 2]
-    assert compiled.source.count("__local uchar* local_slot") == 2
+    assert compiled.source.count("__local ulong* local_slot") == 2
     assert run_cl(THREE_STAGES)[0] == run_interp(THREE_STAGES)
 
 
@@ -229,5 +229,25 @@ def test_tiles_run_in_two_dimensional_work_groups():
     assert [k.width for k in compiled.kernels] == [None, 4]
     assert "get_local_id(1)" in compiled.source and ">> 2" not in compiled.source
     assert [local.size.value for local in compiled.kernels[1].locals] == [20]
-    assert "(((int)get_local_id(0)) * 5) + ((int)get_local_id(1))" in compiled.source
+    assert "((int)((get_local_id(0) * 5) + get_local_id(1)))" in compiled.source
     assert run_cl(TILED_TRANSPOSE, block_size=16)[0] == run_interp(TILED_TRANSPOSE)
+
+
+# Arithmetic over local ids is emitted in size_t and truncated once: negative intermediate
+# values, products of them and bitwise operations must still give C's int results.
+LOCAL_ID_ARITHMETIC = """
+fun shuffleTile xs = do<block> {
+  tile <- forcePull<block> xs ;
+  pushM<block> (generate 16 (fn i =>
+    index tile (((((i & 3) - 2) * ((i >> 2) - 3) + 6) % 16 + 16) % 16) + (((i >> 2) ^ 5) - 7) * 9)) }
+val main = do<grid> {
+  m <- forcePull<grid> (generate 64 (fn i => i * 3)) ;
+  t <- splitGrid 4 8 8 m |> mapPull shuffleTile |> concatGrid<block> 4 8 ;
+  forceAndPrint 64 t }
+"""
+
+
+def test_arithmetic_over_local_ids_keeps_int_semantics():
+    text = compiled_source(LOCAL_ID_ARITHMETIC, block_size=16)
+    assert "((get_local_id(0) - 2) * (get_local_id(1) - 3))" in text
+    assert run_cl(LOCAL_ID_ARITHMETIC, block_size=16)[0] == run_interp(LOCAL_ID_ARITHMETIC)

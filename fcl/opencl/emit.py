@@ -48,16 +48,36 @@ class Site:
     index_expr: ir.Expr | None = field(default=None, compare=False)  # ... and as IL
 
 
-def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None) -> str:
-    """C text of `e`; `on_index` may rewrite each array read (given its plain text)."""
+# Integer operations whose result's low 32 bits depend only on their operands' low 32 bits.
+RING_OPS = frozenset(("+", "-", "*", "&", "|", "^"))
+LOCAL_IDS = frozenset(("local_id", "local_x", "local_y"))
+
+
+def _ring(e: ir.Expr) -> bool:
+    if not isinstance(e, ir.Bin) or e.type != ir.INT:
+        return False
+    return e.op in RING_OPS or e.op == "<<" and isinstance(e.right, ir.Const) and \
+        0 <= e.right.value < 32
+
+
+def _uses_local_id(e: ir.Expr) -> bool:
+    if isinstance(e, Special):
+        return e.name in LOCAL_IDS
+    return _ring(e) and (_uses_local_id(e.left) or _uses_local_id(e.right))
+
+
+def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None,
+           wide_ids: bool = False) -> str:
+    """C text of `e`; `on_index` may rewrite each array read (given its plain text); with
+    `wide_ids`, arithmetic over local ids is done in size_t (see `_wide`)."""
     if on_index is not None:
-        return _c_expr(e, on_index)
-    return _c_expr(e, lambda _, text: text)
+        return _c_expr(e, on_index, wide_ids)
+    return _c_expr(e, lambda _, text: text, wide_ids)
 
 
-def _c_expr(e: ir.Expr, on_index) -> str:
+def _c_expr(e: ir.Expr, on_index, wide_ids: bool) -> str:
     def sub(part: ir.Expr) -> str:
-        return _c_expr(part, on_index)
+        return _c_expr(part, on_index, wide_ids)
 
     if isinstance(e, ir.Const):
         if e.type == ir.BOOL:
@@ -75,6 +95,8 @@ def _c_expr(e: ir.Expr, on_index) -> str:
         return f"((int){SPECIALS[e.name]})"
     if isinstance(e, ir.Index):
         return on_index(e, f"{e.array.name}[{sub(e.index)}]")
+    if wide_ids and _ring(e) and _uses_local_id(e):
+        return f"((int){_wide(e, on_index)})"
     if isinstance(e, ir.Bin):
         left, right = sub(e.left), sub(e.right)
         if e.op in ("min", "max"):
@@ -95,6 +117,23 @@ def _c_expr(e: ir.Expr, on_index) -> str:
     raise TypeError(e)
 
 
+def _wide(e: ir.Expr, on_index) -> str:
+    """Integer arithmetic over local ids done in size_t, for the caller to truncate once.
+
+    `(int)get_local_id(0)` is the same value in every barrier interval of a kernel, so the C
+    compiler computes it once; PoCL then keeps it per work-item in memory across barriers and
+    reloads it, which hides that accesses are consecutive in the work-item loops it builds (a
+    tiled transpose ran 1.3 times slower). The ids themselves it recomputes in each interval.
+    Truncating each whole index expression instead gives the same int (these operations keep
+    the low 32 bits), from values that differ between intervals.
+    """
+    if isinstance(e, Special) and e.name in LOCAL_IDS:
+        return SPECIALS[e.name]
+    if _ring(e):
+        return f"({_wide(e.left, on_index)} {e.op} {_wide(e.right, on_index)})"
+    return _c_expr(e, on_index, True)
+
+
 class KernelPrinter:
     def __init__(self, line_offset: int, trace: bool = False):
         self.lines: list[str] = []
@@ -105,9 +144,12 @@ class KernelPrinter:
         self.sites: list[Site] = []
         self.roots: dict[str, str] = {}        # array aliases -> the memory they point into
         self.per_item: dict[str, str] = {}     # per-work-item local slices -> their size
+        self.loops = 0                         # depth of loops without barriers
 
     def expr(self, e: ir.Expr) -> str:
-        return c_expr(e, self._traced_load if self.trace else None)
+        # Not inside a loop of one work-item: there the id's reload is hoisted out of the loop,
+        # and int arithmetic (which cannot wrap) lets the compiler step the loop's indices.
+        return c_expr(e, self._traced_load if self.trace else None, wide_ids=not self.loops)
 
     def _record(self, kind: str, array: ir.Var | None, index: ir.Expr | None,
                 span: Span | None) -> str:
@@ -148,7 +190,9 @@ class KernelPrinter:
             else:
                 params.append(f"{C_TYPES[p.type]} {p.name}")
         for n, _ in enumerate(k.slots):
-            params.append(f"__local uchar* local_slot{n}")
+            # Typed by the widest element: NVIDIA places a `__local uchar*` argument without
+            # the alignment an int or double needs, and such accesses fault.
+            params.append(f"__local ulong* local_slot{n}")
         for local in k.locals:
             self.spaces[local.var.name] = "__local"
             if local.per_item:
@@ -194,6 +238,13 @@ class KernelPrinter:
         for s in stmts:
             self.stmt(s, indent)
 
+    def loop_body(self, body: list[ir.Stmt], indent: int) -> None:
+        """A loop's body: inside one work-item if it has no barrier."""
+        private = not any(isinstance(s, ir.Barrier) for s in ir.walk(body))
+        self.loops += private
+        self.block(body, indent)
+        self.loops -= private
+
     def stmt(self, s: ir.Stmt, indent: int) -> None:
         span = s.span
         if span is not None:
@@ -223,15 +274,18 @@ class KernelPrinter:
             v = s.var.name
             self.line(f"for (int {v} = {self.expr(s.start)}; {v} < {self.expr(s.bound)}; "
                       f"{v} += {self.expr(s.step)}) {{", indent, span)
-            self.block(s.body, indent + 1)
+            self.loop_body(s.body, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.SeqFor):
             v = s.var.name
             self.line(f"for (int {v} = 0; {v} < {self.expr(s.bound)}; {v}++) {{", indent, span)
-            self.block(s.body, indent + 1)
+            self.loop_body(s.body, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.While):
             self.line("while (1) {", indent, span)
+            private = s.level != "block" and \
+                not any(isinstance(t, ir.Barrier) for t in ir.walk(s.test + s.body))
+            self.loops += private
             self.block(s.test, indent + 1)
             if s.level == "block":
                 # The whole group must agree to stop, or some would wait at a barrier forever.
@@ -242,6 +296,7 @@ class KernelPrinter:
             else:
                 self.line(f"if (*{ABORT_FLAG} || !{self.expr(s.cond)}) break;", indent + 1, span)
             self.block(s.body, indent + 1)
+            self.loops -= private
             self.line("}", indent, None)
         elif isinstance(s, ir.If):
             self.line(f"if ({self.expr(s.cond)}) {{", indent, span)

@@ -187,7 +187,7 @@ class HostRun:
         for local in kernel.locals:
             if local.per_item:
                 sizes.append(self.local_bytes(kernel, local, self.block_size))
-        args += [cl.LocalMemory(max(n, 8)) for n in sizes]
+        args += [cl.LocalMemory(max(n + -n % 8, 8)) for n in sizes]  # whole ulongs (see emit)
         local_bytes = sum(sizes)
         if local_bytes > self.device.local_mem_size:
             raise FCLError(f"this kernel needs {local_bytes} bytes of local memory per work-group, "

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fcl.opencl.check import parse_reports
 from fcl.opencl.device import open_device
 
 _PATH = Path(__file__).parents[1] / "bench" / "run.py"
@@ -25,3 +26,13 @@ def test_fcl_program_agrees_with_the_reference_kernel(task):
 
 def test_matmul_compiles_to_opencl():
     assert bench.compile_speed(bench.TINY, repeats=1) > 0
+
+
+@pytest.mark.parametrize("task", [t for t in TASKS if t != "copy"])
+def test_fcl_program_is_clean_under_oclgrind(task, capfd):
+    # Oclgrind reports data races between the work-items of a group (a barrier too few), reads
+    # out of bounds and of uninitialized memory; the reference kernels run too, and must be clean.
+    capfd.readouterr()
+    bench.measure(bench.TINY, runs=1, device=open_device("oclgrind"), only={task})
+    findings = parse_reports(capfd.readouterr().err, [])
+    assert not findings, "\n".join(f"{f.kernel}: {f.message}" for f in findings)

@@ -407,10 +407,13 @@ def main(argv: list[str] | None = None) -> int:
     date = datetime.date.today().isoformat()
     print(f"{device.name}, {date}\n\n{report}")
     if not args.no_record:
-        (HERE / "results.json").write_text(json.dumps({
-            "device": device.name, "date": date, "sizes": vars(sizes), "runs": args.runs,
-            "tasks": rows, "compile_ms": compile_ms, "cell_round_trip_ms": cell_ms},
-            indent=2) + "\n")
+        # One entry per device: a run on another device (a GPU) keeps this one's.
+        path = HERE / "results.json"
+        results = json.loads(path.read_text()) if path.exists() else {}
+        results[device.name] = {
+            "date": date, "sizes": vars(sizes), "runs": args.runs, "tasks": rows,
+            "compile_ms": compile_ms, "cell_round_trip_ms": cell_ms}
+        path.write_text(json.dumps(results, indent=2) + "\n")
         with open(HERE / "README.md", "a") as readme:
             readme.write(f"\n### {device.name}, {date}\n\n{report}\n")
     return 0

@@ -230,6 +230,8 @@ def test_tiles_run_in_two_dimensional_work_groups():
     assert "get_local_id(1)" in compiled.source and ">> 2" not in compiled.source
     assert [local.size.value for local in compiled.kernels[1].locals] == [20]
     assert "((int)((get_local_id(0) * 5) + get_local_id(1)))" in compiled.source
+    # The output index `row * 8 + col` is one expression over the ids, truncated once.
+    assert "arr_3[((int)(((((b_4 >> 1) * 4) + get_local_id(1)) * 8) + " in compiled.source
     assert run_cl(TILED_TRANSPOSE, block_size=16)[0] == run_interp(TILED_TRANSPOSE)
 
 

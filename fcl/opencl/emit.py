@@ -60,24 +60,27 @@ def _ring(e: ir.Expr) -> bool:
         0 <= e.right.value < 32
 
 
-def _uses_local_id(e: ir.Expr) -> bool:
+def _uses_local_id(e: ir.Expr, defs: dict[str, ir.Expr]) -> bool:
     if isinstance(e, Special):
         return e.name in LOCAL_IDS
-    return _ring(e) and (_uses_local_id(e.left) or _uses_local_id(e.right))
+    if isinstance(e, ir.Var):
+        return e.name in defs
+    return _ring(e) and (_uses_local_id(e.left, defs) or _uses_local_id(e.right, defs))
 
 
 def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None,
-           wide_ids: bool = False) -> str:
-    """C text of `e`; `on_index` may rewrite each array read (given its plain text); with
-    `wide_ids`, arithmetic over local ids is done in size_t (see `_wide`)."""
+           wide: dict[str, ir.Expr] | None = None) -> str:
+    """C text of `e`; `on_index` may rewrite each array read (given its plain text). With
+    `wide`, arithmetic over local ids is done in size_t, through the int variables it maps to
+    their definitions (see `_wide`)."""
     if on_index is not None:
-        return _c_expr(e, on_index, wide_ids)
-    return _c_expr(e, lambda _, text: text, wide_ids)
+        return _c_expr(e, on_index, wide)
+    return _c_expr(e, lambda _, text: text, wide)
 
 
-def _c_expr(e: ir.Expr, on_index, wide_ids: bool) -> str:
+def _c_expr(e: ir.Expr, on_index, wide: dict[str, ir.Expr] | None) -> str:
     def sub(part: ir.Expr) -> str:
-        return _c_expr(part, on_index, wide_ids)
+        return _c_expr(part, on_index, wide)
 
     if isinstance(e, ir.Const):
         if e.type == ir.BOOL:
@@ -95,8 +98,8 @@ def _c_expr(e: ir.Expr, on_index, wide_ids: bool) -> str:
         return f"((int){SPECIALS[e.name]})"
     if isinstance(e, ir.Index):
         return on_index(e, f"{e.array.name}[{sub(e.index)}]")
-    if wide_ids and _ring(e) and _uses_local_id(e):
-        return f"((int){_wide(e, on_index)})"
+    if wide is not None and _ring(e) and _uses_local_id(e, wide):
+        return f"((int){_wide(e, on_index, wide)})"
     if isinstance(e, ir.Bin):
         left, right = sub(e.left), sub(e.right)
         if e.op in ("min", "max"):
@@ -117,7 +120,7 @@ def _c_expr(e: ir.Expr, on_index, wide_ids: bool) -> str:
     raise TypeError(e)
 
 
-def _wide(e: ir.Expr, on_index) -> str:
+def _wide(e: ir.Expr, on_index, defs: dict[str, ir.Expr]) -> str:
     """Integer arithmetic over local ids done in size_t, for the caller to truncate once.
 
     `(int)get_local_id(0)` is the same value in every barrier interval of a kernel, so the C
@@ -125,13 +128,37 @@ def _wide(e: ir.Expr, on_index) -> str:
     reloads it, which hides that accesses are consecutive in the work-item loops it builds (a
     tiled transpose ran 1.3 times slower). The ids themselves it recomputes in each interval.
     Truncating each whole index expression instead gives the same int (these operations keep
-    the low 32 bits), from values that differ between intervals.
+    the low 32 bits), from values that differ between intervals. Int variables defined by
+    such arithmetic are expanded, so that a whole index (`row * 2048 + col`) is one expression
+    over the ids: split into truncated parts, its accesses were not seen as consecutive either.
     """
     if isinstance(e, Special) and e.name in LOCAL_IDS:
         return SPECIALS[e.name]
     if _ring(e):
-        return f"({_wide(e.left, on_index)} {e.op} {_wide(e.right, on_index)})"
-    return _c_expr(e, on_index, True)
+        return f"({_wide(e.left, on_index, defs)} {e.op} {_wide(e.right, on_index, defs)})"
+    if isinstance(e, ir.Var) and e.name in defs:
+        return _wide(defs[e.name], on_index, defs)
+    return _c_expr(e, on_index, defs)
+
+
+def _wide_definitions(body: list[ir.Stmt]) -> dict[str, ir.Expr]:
+    """Int variables defined once by arithmetic over local ids, from values that never change
+    (no assigned variable, no memory), so that their definition may stand for them."""
+    assigned = {s.var.name for s in ir.walk(body) if isinstance(s, ir.Assign)}
+
+    def fixed(e: ir.Expr) -> bool:
+        if isinstance(e, ir.Index):
+            return False
+        if isinstance(e, ir.Var):
+            return e.name not in assigned
+        return all(fixed(part) for part in vars(e).values() if isinstance(part, ir.Expr))
+
+    defs: dict[str, ir.Expr] = {}
+    for s in ir.walk(body):
+        if isinstance(s, ir.Declare) and s.var.type == ir.INT and s.var.name not in assigned \
+                and _ring(s.init) and _uses_local_id(s.init, defs) and fixed(s.init):
+            defs[s.var.name] = s.init
+    return defs
 
 
 class KernelPrinter:
@@ -145,11 +172,13 @@ class KernelPrinter:
         self.roots: dict[str, str] = {}        # array aliases -> the memory they point into
         self.per_item: dict[str, str] = {}     # per-work-item local slices -> their size
         self.loops = 0                         # depth of loops without barriers
+        self.wide: dict[str, ir.Expr] = {}     # int variables that `_wide` expands
 
     def expr(self, e: ir.Expr) -> str:
         # Not inside a loop of one work-item: there the id's reload is hoisted out of the loop,
         # and int arithmetic (which cannot wrap) lets the compiler step the loop's indices.
-        return c_expr(e, self._traced_load if self.trace else None, wide_ids=not self.loops)
+        return c_expr(e, self._traced_load if self.trace else None,
+                      None if self.loops else self.wide)
 
     def _record(self, kind: str, array: ir.Var | None, index: ir.Expr | None,
                 span: Span | None) -> str:
@@ -229,6 +258,7 @@ class KernelPrinter:
             self.spaces[var.name] = ""
             self.line(f"{MEMORY_TYPES[var.type.elem]} {var.name}[{size}];", 1, None)
         self.fails = k.fails
+        self.wide = _wide_definitions(k.body)
         self.block(k.body, 1)
         if self.trace:
             self.line("if (fcl_tracing) fcl_trace_count[fcl_lane] = fcl_logged;", 1, None)

@@ -166,7 +166,7 @@ val main = do<grid> {
           a <- forcePull<block> (generate 64 (fn i => i + b)) ;
           c <- forcePull<block> (generate 64 (fn i => index a (63 - i) * 2)) ;
           d <- forcePull<block> (generate 64 (fn i => index c ((i + 1) % 64) + 1)) ;
-          pushM<block> d })
+          pushM<block> (generate 64 (fn i => index d (63 - i))) })
         |> concat<block> 64 ;
   forceAndPrint 256 ys }
 """
@@ -253,3 +253,29 @@ def test_arithmetic_over_local_ids_keeps_int_semantics():
     text = compiled_source(LOCAL_ID_ARITHMETIC, block_size=16)
     assert "((get_local_id(0) - 2) * (get_local_id(1) - 3))" in text
     assert run_cl(LOCAL_ID_ARITHMETIC, block_size=16)[0] == run_interp(LOCAL_ID_ARITHMETIC)
+
+
+# A block-level `power` whose steps read each element only at its own position: its double
+# buffer becomes one register per work-item (matmul's accumulator). POWER_LOOP reads elsewhere
+# (`(i + k) % 32`): its buffers stay in local memory.
+OWN_ACCUMULATOR = """
+val main = do<grid> {
+  ys <- generate 2 (fn b => do<block> {
+          s <- power<block> 40 (fn k => fn xs => pushM<block> (generate 32 (fn i =>
+                 index xs i * 3 + i * k + b)))
+               (pushM<block> (generate 32 (fn i => i)));
+          pushM<block> s })
+        |> concat<block> 32 ;
+  forceAndPrint 64 ys }
+"""
+
+
+def test_arrays_only_touched_at_the_own_position_become_registers():
+    session = session_for(OWN_ACCUMULATOR)
+    compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(32))
+    kernel = compiled.kernels[-1]
+    assert not kernel.locals and [size for _, size in kernel.private] == [1]
+    assert run_cl(OWN_ACCUMULATOR, block_size=32)[0] == run_interp(OWN_ACCUMULATOR)
+    session = session_for(POWER_LOOP)
+    compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(32))
+    assert len(compiled.kernels[-1].locals) == 2 and not compiled.kernels[-1].private

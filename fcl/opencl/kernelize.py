@@ -21,6 +21,7 @@ from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.passes import map_exprs
 from fcl.il.simplify import _linear, mk_bin
+from fcl.opencl.registers import registers
 from fcl.opencl.sharing import lifetimes, pack
 
 MAX_GROUPS = 65536        # more iterations than this are virtualized: each group loops
@@ -124,6 +125,8 @@ class Kernelizer:
         kernel = self._new_kernel(s.span)
         shaper = KernelBody(kernel, self.block_size)
         body = shaper.tiled(shaper.block(s.body, level="block"))
+        if self.block_size is not None:
+            body = shaper.registers(body)
         kernel.group_var, kernel.group_bound = s.var, s.bound
         if isinstance(s.bound, ir.Const) and s.bound.value <= MAX_GROUPS:
             # One work-group per iteration; nothing follows the last barrier, so it goes.
@@ -246,6 +249,17 @@ class KernelBody:
         body = self.padded(map_exprs(body, rewrite))
         self.kernel.fails = [s for s in ir.walk(body) if isinstance(s, ir.Fail)]
         return body
+
+    def registers(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
+        """Local arrays each work-item only touches at its own index, in registers."""
+        if self.kernel.width:
+            x, y = Special("local_x"), Special("local_y")
+            own = ir.Bin("+", ir.Bin("*", y, ir.Const(self.kernel.width, ir.INT), ir.INT), x,
+                         ir.INT)
+        else:
+            own = Special("local_id")
+        definitions = _single_definitions(body)
+        return registers(self.kernel, body, own, lambda e: _inline_ints(e, definitions))
 
     def padded(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
         """Local tiles whose every access is (row, column), the column within a row of the

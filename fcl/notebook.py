@@ -97,7 +97,12 @@ class Workspace:
         config = RunConfig(block_size=self.settings.block_size, out=out, err=err)
         interpreter = Interpreter(config)
         value = interpreter.run(driver.mono_program(self.session, root))
-        return to_host(value, _result_type(chase(root.type)), interpreter)
+        try:
+            return to_host(value, _result_type(chase(root.type)), interpreter)
+        except FCLError as error:
+            if error.span is None:  # showing the value forced it: too large, say
+                error.span = root.span
+            raise
 
     def define(self, source: Source) -> list[ast.Decl]:
         """Add a file's declarations (for %load)."""

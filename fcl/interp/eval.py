@@ -14,9 +14,10 @@ import numpy as np
 
 from fcl.env import Env
 from fcl.errors import FCLError, Span
-from fcl.interp.lanes import Ctx, Vec, lift, lift_full, restrict
+from fcl.interp.lanes import MAX_ELEMENTS, Ctx, Vec, lift, lift_full, restrict, too_large
 from fcl.interp.prims import make_primitive
-from fcl.interp.values import UNIT, Buffer, Closure, Primitive, PushArray, dtype_of
+from fcl.interp.values import (PRELUDE_NAME, UNIT, Buffer, Closure, Primitive, PushArray,
+                               dtype_of, locate_in_user_code)
 from fcl.mono import MonoProgram
 from fcl.syntax import ast
 
@@ -36,6 +37,9 @@ class Interpreter:
         self.globals: dict[str, object] = {}
         self.host = Ctx(1)
         self.outputs = 0  # host outputs so far (prints, benchmark reports)
+        # The user's applications being evaluated, innermost last: a program built inside a
+        # prelude function remembers the user's call, to report its run-time errors there.
+        self.user_calls: list[Span] = []
 
     # ---- programs
     def run(self, program: MonoProgram):
@@ -61,8 +65,18 @@ class Interpreter:
             except KeyError:
                 return self.globals[e.name]
         if isinstance(e, ast.App):
-            fn = self.eval(e.fn, env, ctx)
-            return self.apply(fn, self.eval(e.arg, env, ctx), ctx, e.span)
+            user = e.span is not None and e.span.source.name != PRELUDE_NAME
+            if user:
+                self.user_calls.append(e.span)
+            try:
+                fn = self.eval(e.fn, env, ctx)
+                return self.apply(fn, self.eval(e.arg, env, ctx), ctx, e.span)
+            except FCLError as err:
+                locate_in_user_code(err, e.span)
+                raise
+            finally:
+                if user:
+                    self.user_calls.pop()
         if isinstance(e, ast.Lam):
             return Closure(e.param, e.body, env)
         if isinstance(e, ast.Let):
@@ -100,7 +114,7 @@ class Interpreter:
     def restrict(self, ctx: Ctx, mask: np.ndarray) -> tuple[Ctx, np.ndarray]:
         return restrict(ctx, mask)
 
-    def allocate(self, ctx: Ctx, length, dtype):
+    def allocate(self, ctx: Ctx, length, dtype, span: Span | None = None):
         """A zeroed buffer holding `length` elements for every lane of ctx."""
         lengths = lift(length, ctx)
         if isinstance(lengths, np.ndarray):
@@ -110,9 +124,8 @@ class Interpreter:
         else:
             total = int(lengths) * ctx.n
             offsets = np.arange(ctx.n, dtype=np.int64) * int(lengths)
-        if total > 1 << 31:
-            raise FCLError(f"cannot allocate {total} elements: arrays are limited to 2^31 elements",
-                           None)
+        if total > MAX_ELEMENTS:
+            raise too_large(total, span)
         # One lane (the host) gets a plain offset; no lanes get an empty per-lane one.
         offset = np.int64(offsets[0]) if ctx.n == 1 else Vec(ctx, offsets)
         return np.zeros(total, dtype=dtype), offset, length
@@ -123,18 +136,24 @@ class Interpreter:
         bad = lift(length, ctx)
         if np.any(np.asarray(bad) < 0):
             raise FCLError(f"cannot force an array of negative length {int(np.min(bad))}", span)
-        data, offset, length = self.allocate(ctx, length, dtype)
-        for lanes, pos, value in array.emit(ctx, self):
-            bad = Vec(lanes, (lift_full(pos, lanes, np.int32) < 0) |
-                      (lift_full(pos, lanes, np.int32) >= lift_full(length, lanes, np.int32)))
-            if bad.data.any():
-                k = np.flatnonzero(bad.data)[0]
-                raise FCLError(f"an element was placed at index {int(lift_full(pos, lanes, np.int32)[k])}"
-                               f", outside the array of length "
-                               f"{int(lift_full(length, lanes, np.int32)[k])}", span,
-                               ["check the index function given to interleave"])
-            where = lift_full(pos, lanes, np.int64) + lift_full(offset, lanes, np.int64)
-            data[where] = lift_full(value, lanes, dtype)
+        data, offset, length = self.allocate(ctx, length, dtype, span)
+        try:
+            for lanes, pos, value in array.emit(ctx, self):
+                bad = Vec(lanes, (lift_full(pos, lanes, np.int32) < 0) |
+                          (lift_full(pos, lanes, np.int32) >= lift_full(length, lanes, np.int32)))
+                if bad.data.any():
+                    k = np.flatnonzero(bad.data)[0]
+                    raise FCLError(f"an element was placed at index "
+                                   f"{int(lift_full(pos, lanes, np.int32)[k])}"
+                                   f", outside the array of length "
+                                   f"{int(lift_full(length, lanes, np.int32)[k])}", span,
+                                   ["check the index function given to interleave"])
+                where = lift_full(pos, lanes, np.int64) + lift_full(offset, lanes, np.int64)
+                data[where] = lift_full(value, lanes, dtype)
+        except FCLError as err:
+            if err.span is None:  # a loop too large to run (lanes.too_large) is located here
+                err.span = span
+            raise
         return Buffer(data, offset, length)
 
 

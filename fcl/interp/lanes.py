@@ -10,6 +10,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from fcl.errors import FCLError
+
+# Every lane keeps its index, its parent link and the temporaries of the expressions it
+# evaluates in numpy arrays, tens of bytes a lane in all: beyond this many lanes (or array
+# elements) at once the interpreter would exhaust an ordinary machine's memory, so it refuses
+# before allocating anything. The OpenCL back end has the device's own limits instead.
+MAX_ELEMENTS = 1 << 26
+
+
+def too_large(count: int, span=None) -> FCLError:
+    """The error for a parallel loop or array of `count` elements, over MAX_ELEMENTS."""
+    return FCLError(f"this needs {count} elements at once, more than the interpreter's limit of "
+                    f"{MAX_ELEMENTS} (2^26)", span,
+                    ["the OpenCL back end (`--backend opencl`, `%config backend=opencl`) runs "
+                     "larger sizes; the interpreter is meant for small inputs"])
+
 
 class Ctx:
     """A set of `n` lanes, each the child of one lane of `parent`: lane k's parent lane is
@@ -99,12 +115,16 @@ def expand(ctx: Ctx, counts) -> tuple[Ctx, Vec]:
     if isinstance(counts, np.ndarray):
         counts = counts.astype(np.int64)
         total = int(counts.sum())
+        if total > MAX_ELEMENTS:
+            raise too_large(total)
         parent_index = np.repeat(np.arange(ctx.n), counts)
         starts = np.cumsum(counts) - counts
         local = np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
         child = Ctx(total, ctx, parent_index)
         return child, Vec(child, local.astype(np.int32))
     count = int(counts)
+    if ctx.n * count > MAX_ELEMENTS:
+        raise too_large(ctx.n * count)
     child = Ctx(ctx.n * count, ctx, repeat=count)
     return child, Vec(child, np.tile(np.arange(count, dtype=np.int32), ctx.n))
 

@@ -95,7 +95,13 @@ def make_primitive(name: str, t: Type, span, interp):
     if impl is None:
         raise FCLError(f"`{name}` is not supported by the interpreter", span)
     arity, build = impl
-    return Primitive(name, arity, lambda ctx, sp, *args: build(interp, t, sp, ctx, *args))
+
+    def built(ctx, sp, *args):
+        value = build(interp, t, sp, ctx, *args)
+        if isinstance(value, Program) and interp.user_calls:
+            value.origin = interp.user_calls[-1]
+        return value
+    return Primitive(name, arity, built)
 
 
 def _powi(ctx, span, base, exponent):

@@ -12,8 +12,10 @@ import numpy as np
 
 from fcl.errors import FCLError, Span
 from fcl.interp.lanes import Ctx, Vec, deepest, elementwise, expand, lift, lift_full
+from fcl.session import PRELUDE_PATH
 from fcl.types.types import TCon, Type, chase
 
+PRELUDE_NAME = str(PRELUDE_PATH)
 DTYPES = {"int": np.int32, "double": np.float64, "bool": np.bool_}
 
 
@@ -24,6 +26,15 @@ def dtype_of(t: Type):
 
 def runtime_error(message: str, span: Span | None) -> FCLError:
     return FCLError(message, span)
+
+
+def locate_in_user_code(err: FCLError, call: Span | None) -> None:
+    """An error inside a prelude function is shown at the user's call, with the prelude line as
+    a note: the user wrote the call, not the prelude (the OpenCL back end does the same)."""
+    if (err.span is not None and err.span.source.name == PRELUDE_NAME and call is not None
+            and call.source.name != PRELUDE_NAME):
+        err.notes.insert(0, (err.span, "inside this prelude definition"))
+        err.span = call
 
 
 def first_failure(mask, *values):
@@ -143,7 +154,7 @@ class SeqFor(PushArray):
         return self.size
 
     def emit(self, ctx, interp):
-        data, offset, size = interp.allocate(ctx, self.size, self.dtype)
+        data, offset, size = interp.allocate(ctx, self.size, self.dtype, self.span)
         acc = Buffer(data, offset, size)
         iterations = lift(self.iterations, ctx)
         steps = int(np.max(iterations)) if isinstance(iterations, np.ndarray) and iterations.size \
@@ -192,9 +203,14 @@ class MapPush(PushArray):
 class Program:
     def __init__(self, run: Callable):
         self._run = run  # run(ctx, interp) -> value
+        self.origin: Span | None = None  # the user's call that built it (Interpreter.user_calls)
 
     def run(self, ctx: Ctx, interp):
-        return self._run(ctx, interp)
+        try:
+            return self._run(ctx, interp)
+        except FCLError as err:
+            locate_in_user_code(err, self.origin)
+            raise
 
 
 class Primitive:

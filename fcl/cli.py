@@ -101,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         print(err.render(), file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: a running kernel or loop was stopped (see host.py)
+        sys.stdout.flush()
+        print("error: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, as shells report a program stopped by Ctrl-C
     except BrokenPipeError:  # the reader (e.g. `head`) went away: nothing more to say
         sys.stderr.close()
         return 0

@@ -50,7 +50,7 @@ def parse_reports(stderr: str, line_table: list[tuple[int, Span]]) -> list[Findi
         if key in findings:
             findings[key].count += 1
         else:
-            findings[key] = Finding(message, kernel, cl_line, _nearest_span(spans, cl_line))
+            findings[key] = Finding(message, kernel, cl_line, nearest_span(spans, cl_line))
     return list(findings.values())
 
 
@@ -71,7 +71,7 @@ def _is_report(first_line: str) -> bool:
                          r"Barrier divergence|.*out of bounds|Oclgrind - )", first_line))
 
 
-def _nearest_span(spans: dict[int, Span], cl_line: int | None) -> Span | None:
+def nearest_span(spans: dict[int, Span], cl_line: int | None) -> Span | None:
     """The FCL span of the kernel line, or of the nearest line above it that has one."""
     if cl_line is None:
         return None

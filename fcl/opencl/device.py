@@ -15,6 +15,7 @@ import numpy as np
 import pyopencl as cl
 
 from fcl.errors import FCLError
+from fcl.opencl.check import nearest_span
 
 
 @dataclass
@@ -30,6 +31,10 @@ class Device:
     @property
     def local_mem_size(self) -> int:
         return int(self.device.local_mem_size)
+
+    @property
+    def global_mem_size(self) -> int:
+        return int(self.device.global_mem_size)
 
     @property
     def max_alloc(self) -> int:
@@ -101,8 +106,9 @@ _programs: dict[tuple[int, str], dict[str, cl.Kernel]] = {}  # by (context, sour
 build_count = 0  # programs actually built, for tests of the cache
 
 
-def build(device: Device, source: str) -> dict[str, cl.Kernel]:
-    """The kernels of `source` by name, built once per device."""
+def build(device: Device, source: str, line_table: list | None = None) -> dict[str, cl.Kernel]:
+    """The kernels of `source` by name, built once per device; a build failure is an FCL error
+    at the FCL line of the first OpenCL line the compiler complains about (via line_table)."""
     global build_count
     key = (device.context.int_ptr, source)
     if key not in _programs:
@@ -116,9 +122,32 @@ def build(device: Device, source: str) -> dict[str, cl.Kernel]:
                 program = cl.Program(device.context, source).build(options=options)
             _programs[key] = {k.function_name: k for k in program.all_kernels()}
         except cl.RuntimeError as err:
-            raise FCLError(f"the OpenCL compiler rejected the generated code:\n{err}") from None
+            raise build_error(str(err), line_table or []) from None
         build_count += 1
     return _programs[key]
+
+
+# A diagnostic in a build log: PoCL writes `error: /path/x.cl:3:10: msg`, clang-based compilers
+# (Oclgrind, NVIDIA, AMD) `input.cl:3:10: error: msg` or `<kernel>:3:10: error: msg`.
+_DIAGNOSTIC = re.compile(r"(?:error: )?\S*?:(\d+):(\d+): (?:error: )?(.*)")
+
+
+def build_error(log: str, line_table: list) -> FCLError:
+    """The OpenCL compiler's complaint about the generated code, at the FCL line it came from,
+    with the whole build log."""
+    first = next((m for line in log.splitlines() if (m := _DIAGNOSTIC.search(line.strip()))
+                  and "warning:" not in line), None)
+    # PyOpenCL's own framing (the failed call, the options) says nothing about the program.
+    lines = [line for line in log.splitlines() if line.strip() and not line.startswith(
+        ("clBuildProgram failed", "(options:", "(source saved"))]
+    hints = ["a bug in FCL's compiler or a limit of this device; `fcl compile` shows the "
+             "OpenCL (its line numbers are the ones above)",
+             "the build log:\n    " + "\n    ".join(lines)]
+    if first is None:
+        return FCLError("the OpenCL compiler rejected the generated code", None, hints)
+    cl_line = int(first.group(1))
+    return FCLError(f"the OpenCL compiler rejected the generated code: {first.group(3)} "
+                    f"(OpenCL line {cl_line})", nearest_span(dict(line_table), cl_line), hints)
 
 
 DTYPES = {"int": np.int32, "double": np.float64, "bool": np.uint8}

@@ -48,6 +48,8 @@ class HostRun:
         self.events: list[cl.Event] | None = None  # collected while benchmarking
         self.fail_flags: dict[str, tuple[cl.Buffer, Kernel]] = {}
         self.buffers: list[cl.Buffer] = []  # everything allocated, released when the run ends
+        self.arrays: list[tuple[cl.Buffer, int]] = []  # the program's arrays and their bytes
+        self.allocated = 0  # bytes in self.arrays, checked against the device's memory
         self.result = None
         self.abort: cl.Buffer | None = None
         self.abort_flag: np.ndarray | None = None
@@ -121,6 +123,16 @@ class HostRun:
             self.stmt(s)
 
     def stmt(self, s: ir.Stmt) -> None:
+        try:
+            self._stmt(s)
+        except cl.Error as err:
+            # The device refused (out of resources or memory, a lost device): an FCL error at
+            # the statement, not a PyOpenCL traceback.
+            raise FCLError(f"the OpenCL device failed here: {err}", s.span,
+                           ["the program may need more memory than the device has; try "
+                            "smaller sizes"]) from None
+
+    def _stmt(self, s: ir.Stmt) -> None:
         if isinstance(s, (ir.Declare, ir.Assign)):
             self.env[s.var.name] = self.eval(s.init if isinstance(s, ir.Declare) else s.value)
         elif isinstance(s, ir.Alloc):
@@ -168,9 +180,23 @@ class HostRun:
         if nbytes > self.device.max_alloc:
             raise FCLError(f"cannot allocate {length} elements ({nbytes} bytes): the device "
                            f"allows at most {self.device.max_alloc} bytes in one buffer", s.span)
+        if self.allocated + nbytes > self.device.global_mem_size:
+            raise FCLError(f"cannot allocate {length} elements ({nbytes} bytes): with the "
+                           f"{self.allocated} bytes already allocated, that is more than the "
+                           f"device's {self.device.global_mem_size} bytes of memory", s.span)
         buffer = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
         self.buffers.append(buffer)
+        self.arrays.append((buffer, nbytes))
+        self.allocated += nbytes
         return DeviceArray(buffer, dtype, length)
+
+    def release_arrays_since(self, count: int) -> None:
+        """Free the arrays allocated after the first `count` (a benchmark repetition's)."""
+        for buffer, nbytes in self.arrays[count:]:
+            self.buffers.remove(buffer)
+            buffer.release()
+            self.allocated -= nbytes
+        del self.arrays[count:]
 
     def launch(self, s: Launch) -> None:
         kernel = s.kernel
@@ -190,9 +216,13 @@ class HostRun:
         args += [cl.LocalMemory(max(n + -n % 8, 8)) for n in sizes]  # whole ulongs (see emit)
         local_bytes = sum(sizes)
         if local_bytes > self.device.local_mem_size:
+            largest = max(kernel.locals, key=lambda local: self.local_bytes(
+                kernel, local, self.block_size if local.per_item else 1))
+            notes = [(largest.span, "its largest local array is made here")] \
+                if largest.span is not None else []
             raise FCLError(f"this kernel needs {local_bytes} bytes of local memory per work-group, "
                            f"but the device has {self.device.local_mem_size}", s.span,
-                           ["use smaller chunks per work-group, or a smaller block size"])
+                           ["use smaller chunks per work-group, or a smaller block size"], notes)
         if kernel.fails:
             args.append(self.fail_flag(kernel))
         if kernel.abortable:
@@ -261,6 +291,8 @@ class HostRun:
         for buffer in self.buffers:
             buffer.release()
         self.buffers.clear()
+        self.arrays.clear()
+        self.allocated = 0
         self.env.clear()
 
     def local_bytes(self, kernel: Kernel, local, copies: int) -> int:
@@ -313,14 +345,19 @@ class HostRun:
         count = int(self.eval(s.count))
         if count < 1:
             raise FCLError(f"benchmark needs at least one repetition, not {count}", s.span)
+        # Each repetition's arrays are freed after it (a benchmark's result is unit), so that
+        # memory does not grow with the count.
+        kept = len(self.arrays)
         self.run(s.body)  # warm-up: builds caches and first-touch allocations, not timed
         self.device.queue.finish()
+        self.release_arrays_since(kept)
         times = []
         for _ in range(count):
             self.events = []
             self.run(s.body)
             self.device.queue.finish()
             times.append(sum((e.profile.end - e.profile.start) for e in self.events) / 1e6)
+            self.release_arrays_since(kept)
         self.events = None
         self.check_failures()
         self.err.write(benchmark_report(times))
@@ -361,7 +398,7 @@ def run_compiled(compiled: Compiled, device: str | None = None, block_size: int 
     if block_size > dev.max_work_group_size:
         raise FCLError(f"block size {block_size} is larger than the device's maximum work-group "
                        f"size {dev.max_work_group_size}")
-    kernels = build(dev, compiled.source) if compiled.kernels else {}
+    kernels = build(dev, compiled.source, compiled.line_table) if compiled.kernels else {}
     run = HostRun(dev, kernels, block_size, out or sys.stdout, err or sys.stderr)
     try:
         run.run(compiled.host)

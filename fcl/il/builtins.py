@@ -33,6 +33,8 @@ def make_primitive(lw: Lowerer, name: str, t: Type, span):
     name = ALIASES.get(name, name)
     if name in BINARY:
         op, _, result = BINARY[name]
+        if lw.bounds_check and name in ("divi", "modi"):
+            return Prim(name, 2, lambda a, b: _checked_division(lw, op, a, b))
         return Prim(name, 2, lambda a, b: mk_bin(op, a, b, result))
     if name in UNARY:
         op, result = UNARY[name]
@@ -46,6 +48,17 @@ def make_primitive(lw: Lowerer, name: str, t: Type, span):
         raise FCLError(f"`{name}` cannot be compiled to OpenCL", span)
     arity, impl = table[name]
     return Prim(name, arity, impl)
+
+
+def _checked_division(lw: Lowerer, op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    """With run-time checks on, integer division by zero (undefined in C: garbage on a GPU, a
+    crash on some CPUs) is reported where it happens, as the interpreter does."""
+    zero = mk_bin("==", b, ir.Const(0, I), B)
+    lw.emit(ir.Fail(zero, "division by zero"))
+    # The failing work-item goes on (the host reports the flag afterwards): divide by 1 instead.
+    if isinstance(zero, ir.Const):
+        return mk_bin(op, a, ir.Const(1, I) if zero.value else b, I)
+    return mk_bin(op, a, ir.Select(zero, ir.Const(1, I), b, I), I)
 
 
 def _powi(lw: Lowerer, base: ir.Expr, exponent: ir.Expr) -> ir.Expr:

@@ -270,6 +270,10 @@ class Lowerer:
             outside = mk_bin("||", mk_bin("<", i, ir.Const(0, ir.INT), ir.BOOL),
                              mk_bin(">=", i, array.length, ir.BOOL), ir.BOOL)
             self.emit(ir.Fail(outside, "index out of bounds"))
+            # The failing work-item goes on (the host reports the flag afterwards): it reads
+            # element 0 rather than memory it may not touch (a crash on a CPU device).
+            if not isinstance(outside, ir.Const):
+                i = ir.Select(outside, ir.Const(0, ir.INT), i, ir.INT)
         return array.fn(i)
 
     def length(self, array) -> ir.Expr:

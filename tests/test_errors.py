@@ -38,7 +38,12 @@ def run_error(text: str) -> tuple[FCLError, str]:
 
 def underlined(err: FCLError, excerpt: int = 0) -> str:
     """The source text that the caret line of the excerpt-th excerpt in err.render() marks."""
-    lines = err.render().splitlines()
+    return underlined_in(err.render(), excerpt)
+
+
+def underlined_in(rendered: str, excerpt: int = 0) -> str:
+    """The source text that the caret line of the excerpt-th excerpt of a rendered error marks."""
+    lines = rendered.splitlines()
     starts = [i for i, line in enumerate(lines) if _EXCERPT.match(line)]
     source_line, caret_line = lines[starts[excerpt]], lines[starts[excerpt] + 1]
     gutter = _EXCERPT.match(source_line).end()

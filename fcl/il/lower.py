@@ -276,6 +276,17 @@ class Lowerer:
                 i = ir.Select(outside, ir.Const(0, ir.INT), i, ir.INT)
         return array.fn(i)
 
+    def checked_position(self, where: ir.Expr, length: ir.Expr, message: str) -> ir.Expr:
+        """With run-time checks on, a position a program computes to write to (an interleave's
+        index function, a seqfor step) must lie in the array; a failing work-item writes element
+        0 instead of memory it may not touch."""
+        outside = mk_bin("||", mk_bin("<", where, ir.Const(0, ir.INT), ir.BOOL),
+                         mk_bin(">=", where, length, ir.BOOL), ir.BOOL)
+        self.emit(ir.Fail(outside, message))
+        if isinstance(outside, ir.Const):
+            return ir.Const(0, ir.INT) if outside.value else where
+        return ir.Select(outside, ir.Const(0, ir.INT), where, ir.INT)
+
     def length(self, array) -> ir.Expr:
         if isinstance(array, Pull):
             return array.length
@@ -321,7 +332,12 @@ class Lowerer:
             def place(index, value):
                 # The element lands where the interleave's index function says: locate it there.
                 with self.at(array.span):
-                    write(self.apply(array.place, (outer, index)), value)
+                    where = self.apply(array.place, (outer, index))
+                    if self.bounds_check:
+                        where = self.checked_position(
+                            where, self.length(array), "an element was placed outside its array: "
+                            "check the index function given to interleave")
+                    write(where, value)
             with self.capture() as body:
                 pushed = self.run(array.programs.fn(outer))
                 self.force_to(pushed, place)
@@ -359,6 +375,9 @@ class Lowerer:
 
             def store(i):
                 index, value = self.apply(self.apply(array.step, read), i)
+                if self.bounds_check:
+                    index = self.checked_position(index, array.size,
+                                                  "seqfor step wrote outside its array")
                 self.emit(ir.Store(temp, index, value))
             self.seq_loop(array.iterations, store)
             out = self.fresh("k", ir.INT)

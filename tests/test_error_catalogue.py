@@ -79,6 +79,11 @@ LOCAL_MEMORY = ("fun rev c = do<block> { a <- forcePull<block> c ; pushM<block> 
                 "val main = do<grid> {\n"
                 "  ys <- splitUp 1000000 (iota 2000000) |> mapPull rev |> concat<block> 1000000 ;\n"
                 "  forceAndPrint 2 ys }\n")
+# Work-group 1 places its elements 100000000 apart.
+PLACED_OUTSIDE = ("val main = do<grid> {\n"
+                  "  ys <- generate 2 (fn b => pushM<block> (generate 32 (fn i => i + b)))\n"
+                  "        |> interleave<block> 32 (fn ij => fst ij * 32 + snd ij * 100000000) ;\n"
+                  "  forceAndPrint 32 ys }\n")
 READ_CSV = (f'val main = do<grid> {{\n  xs <- readIntCSV "{MISSING_CSV}" ;\n'
             "  forceAndPrint 1 (push<grid> xs) }\n")
 
@@ -103,6 +108,12 @@ CASES = [
          "index xs (i * 1000000000)", "interp"),
     Case("out-of-bounds", OUT_OF_BOUNDS, re.escape("index out of bounds"), 3, 52,
          "index xs (i * 1000000000)", "opencl", bounds_check=True),
+    Case("placed-outside", PLACED_OUTSIDE,
+         re.escape("an element was placed at index 100000000, outside the array of length 64"),
+         4, 3, "forceAndPrint 32 ys", "interp"),
+    Case("placed-outside", PLACED_OUTSIDE,
+         re.escape("an element was placed outside its array: check the index function given to "
+                   "interleave"), 3, 12, "interleave<block>", "opencl", bounds_check=True),
     Case("division-by-zero", DIVISION, "division by zero", 3, 52, "100 / index xs i", "interp"),
     Case("division-by-zero", DIVISION, "division by zero", 3, 52, "100 / index xs i", "opencl",
          bounds_check=True),
@@ -138,7 +149,8 @@ def check_location(case: Case, line: int, col: int, marked: str) -> None:
 def test_every_kind_is_in_the_catalogue():
     kinds = {case.kind for case in CASES}
     assert kinds == {"lexical", "unclosed-comment", "parse", "scope", "type", "level", "kind",
-                     "out-of-bounds", "division-by-zero", "too-large", "local-memory",
+                     "out-of-bounds", "placed-outside", "division-by-zero", "too-large",
+                     "local-memory",
                      "read-missing-file"}
     # Run-time errors are caught by both back ends.
     for kind in kinds - {"lexical", "unclosed-comment", "parse", "scope", "type", "level", "kind",

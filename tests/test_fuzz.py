@@ -1,10 +1,12 @@
-"""Robustness: whatever the input, the front end and the interpreter fail only with FCLError.
+"""Robustness: whatever the input, the front end, the OpenCL compiler and the interpreter fail
+only with FCLError.
 
 Three sources of input: random streams of FCL tokens, small random mutations of valid programs,
 and random characters and bytes. Each input is added to a session both as a file and as a
-notebook cell; inputs that type-check and have a `main` of type `Program <grid> 'a` are run on
-the interpreter. A front-end error must also be located in the input and render cleanly, and a
-failed add must leave the session as it was.
+notebook cell; inputs that type-check and have a `main` of type `Program <grid> 'a` are compiled
+to OpenCL and run on the interpreter. A front-end error must also be located in the input and
+render cleanly, and a failed add must leave the session as it was. (Random well-typed programs,
+run on both back ends, are in test_generated.py.)
 """
 import io
 import signal
@@ -14,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from fcl import driver
 from fcl.driver import main_root, run_interpreter
 from fcl.errors import FCLError, Source
 from fcl.interp.eval import RunConfig
@@ -70,6 +73,7 @@ def _run(session: Session, text: str) -> None:
         root = main_root(session)
     except FCLError:
         return
+    _compile(session, root)
     if not _small_literals_only(text):
         return
     out = io.StringIO()
@@ -85,6 +89,24 @@ def _run(session: Session, text: str) -> None:
     event("ran")
     # Whatever a run prints comes from forceAndPrint*: bracketed, comma-separated lines.
     assert all(line.startswith("[") and line.endswith("]") for line in out.getvalue().splitlines())
+
+
+def _compile(session: Session, root) -> None:
+    """The OpenCL back end's compiler (lowering, kernels, OpenCL C) fails only with FCLError.
+    Compile time does not depend on sizes, so large literals are compiled too; the kernels are
+    not run (a mutated `while` may loop forever inside one)."""
+    try:
+        with _time_limit(RUN_SECONDS):
+            compiled = driver.compile_opencl(session, root, driver.CompileOptions(block_size=32))
+    except FCLError as err:
+        assert err.span is None or err.render().startswith(f"{err.span}: error: ")
+        event("compile failed with an FCLError")
+        return
+    except _Timeout:
+        event("compile timed out")
+        return
+    event("compiled")
+    assert compiled.source.count("__kernel") == len(compiled.kernels)
 
 
 def exercise(text: str) -> None:

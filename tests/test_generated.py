@@ -1,8 +1,11 @@
-"""Random well-typed programs (tests/fclgen.py) against their Python models."""
+"""Random well-typed programs (tests/fclgen.py) against their Python models, and the OpenCL back
+end against the interpreter on the same programs."""
 import io
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from fcl import driver
 from fcl.driver import main_root, run_interpreter
 from fcl.errors import Source
 from fcl.interp.eval import RunConfig
@@ -10,11 +13,25 @@ from fcl.session import Session
 from fclgen import programs
 
 
-def run_interp(text: str) -> str:
+def session_of(text: str) -> Session:
     session = Session.new()
     session.add_file(Source("generated.fcl", text))
+    return session
+
+
+def run_interp(text: str, block_size: int = 256) -> str:
+    session = session_of(text)
     out = io.StringIO()
-    run_interpreter(session, main_root(session), RunConfig(out=out, err=io.StringIO()))
+    run_interpreter(session, main_root(session),
+                    RunConfig(block_size=block_size, out=out, err=io.StringIO()))
+    return out.getvalue()
+
+
+def run_opencl(text: str, block_size: int) -> str:
+    session = session_of(text)
+    out = io.StringIO()
+    driver.run_opencl(session, main_root(session), driver.CompileOptions(block_size=block_size),
+                      out=out, err=io.StringIO())
     return out.getvalue()
 
 
@@ -22,3 +39,13 @@ def run_interp(text: str) -> str:
 @given(programs())
 def test_interpreter_agrees_with_the_model(program):
     assert run_interp(program.text) == program.expected, program.text
+
+
+# Each example builds an OpenCL program (about half a second on PoCL): few examples, a range of
+# work-group sizes, smaller and larger than the chunks the blocks work on.
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.sampled_from([1, 4, 32, 256]))
+def test_opencl_agrees_with_the_interpreter(program, block_size):
+    expected = run_interp(program.text, block_size)
+    assert expected == program.expected, program.text
+    assert run_opencl(program.text, block_size) == expected, program.text

@@ -9,8 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+import test_fuzz
 import test_opencl
+from fclgen import programs
 from fcl import driver
 from fcl.errors import Source
 from fcl.opencl.check import parse_reports
@@ -18,7 +22,8 @@ from fcl.session import Session
 
 TESTS = Path(__file__).parent
 EXAMPLES = sorted((TESTS / "programs").glob("*.fcl")) + sorted((TESTS / "thesis").glob("*.fcl"))
-# Programs that need a file in their working directory, or are too big for a simulator.
+# Programs that need a file in their working directory, or are too big for a simulator: they
+# have tests of their own below.
 SKIP = {"readIntCSV.fcl", "scan.fcl"}
 
 PROGRAMS = {
@@ -57,15 +62,55 @@ def test_a_race_between_work_groups_is_reported_at_the_interleave(tmp_path):
     assert first.startswith(f"{tmp_path / 'prog.fcl'}:3:12: error: Oclgrind: Write-write data race")
 
 
-@pytest.mark.parametrize("path", [p for p in EXAMPLES if p.name not in SKIP], ids=lambda p: p.name)
-def test_every_example_program_is_clean_under_oclgrind(path, capfd):
+def oclgrind_findings(text: str, name: str, capfd, block_size: int = 32) -> str:
+    """What Oclgrind reports about the program's kernels, as FCL errors ('' if nothing)."""
     session = Session.new()
-    session.add_file(Source(str(path), path.read_text()))
+    session.add_file(Source(name, text))
     root = driver.main_root(session)
-    options = driver.CompileOptions(block_size=32)
+    options = driver.CompileOptions(block_size=block_size)
     table = driver.compile_opencl(session, root, options).line_table
     capfd.readouterr()
     driver.run_opencl(session, root, options, device="oclgrind", out=io.StringIO(),
                       err=io.StringIO())
     findings = parse_reports(capfd.readouterr().err, table)
-    assert not findings, "\n".join(f.as_error().render() for f in findings)
+    return "\n".join(f.as_error().render() for f in findings)
+
+
+@pytest.mark.parametrize("path", [p for p in EXAMPLES if p.name not in SKIP], ids=lambda p: p.name)
+def test_every_example_program_is_clean_under_oclgrind(path, capfd):
+    assert oclgrind_findings(path.read_text(), str(path), capfd) == ""
+
+
+def test_read_int_csv_program_is_clean_under_oclgrind(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "numbers.csv").write_text("3,-14, 15\n92 -6,0\n53,58,979\n")
+    path = TESTS / "programs" / "readIntCSV.fcl"
+    assert oclgrind_findings(path.read_text(), str(path), capfd) == ""
+
+
+def test_thesis_scan_is_clean_under_oclgrind_at_a_small_size(capfd):
+    # The thesis's scan works on exactly (2^lgChunkSize)^2 elements: 2^8 chunks of 2^8 in the
+    # file, 2^4 chunks of 2^4 here.
+    path = TESTS / "thesis" / "scan.fcl"
+    text = path.read_text().replace("let lgChunkSize = 8 in", "let lgChunkSize = 4 in")
+    text = text.replace("65536", "256")
+    assert "lgChunkSize = 4" in text
+    assert oclgrind_findings(text, str(path), capfd) == ""
+
+
+# Every program of test_opencl.py and every seed of the fuzzer.
+MORE = {name: text for name, text in vars(test_opencl).items()
+        if isinstance(text, str) and "val main" in text}
+MORE.update({f"fuzz seed: {name}": text for name, (text, _) in test_fuzz.SEEDS.items()})
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_every_test_program_is_clean_under_oclgrind(name, capfd):
+    assert oclgrind_findings(MORE[name], name, capfd) == ""
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                HealthCheck.function_scoped_fixture])
+@given(programs(), st.sampled_from([4, 32]))
+def test_random_well_typed_programs_are_clean_under_oclgrind(capfd, program, block_size):
+    assert oclgrind_findings(program.text, "generated.fcl", capfd, block_size) == ""

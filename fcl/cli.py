@@ -4,6 +4,10 @@
     fcl run [--backend opencl|interp] [--device D] [--block-size N] [--bounds-check] FILE...
     fcl compile [-o out.cl] [--dump-il] FILE...
     fcl devices
+    fcl costs [--group G] FILE...                    # memory traffic per kernel, as a table
+    fcl memory [--kernel K] [--array A] [--group G] [--warp W] [--pitch P] [--svg OUT] FILE...
+    fcl graph [--kernels | --kernel K] [--svg OUT] FILE...   # Graphviz DOT, or SVG with --svg
+    fcl lmad EXPR [--points] [--svg FILE] [--pitch N]
 
 Files are read in order after the prelude, like the original compiler; options may come before
 or after the files. Errors go to stderr as `file:line:col: error: ...` and the exit status is 1.
@@ -47,6 +51,28 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("devices", help="list the OpenCL devices")
 
+    costs = commands.add_parser("costs", help="count each kernel's memory traffic (one traced "
+                                "work-group): loads, stores, transactions, bank conflicts")
+    _explain_options(costs)
+    memory = commands.add_parser("memory", help="draw which elements each work-item of a traced "
+                                 "work-group touches (text, or SVG with --svg)")
+    _explain_options(memory)
+    memory.add_argument("--kernel", metavar="K", help="only kernel K (its name or number)")
+    memory.add_argument("--array", metavar="A", help="only the accesses to array A")
+    memory.add_argument("--warp", type=int, default=0, metavar="W",
+                        help="the warp whose first access is outlined (default 0)")
+    memory.add_argument("--pitch", type=int, metavar="P", help="elements per row of global memory")
+    memory.add_argument("--svg", metavar="OUT", help="write the diagrams as SVG to OUT (one file "
+                        "per kernel: OUT with the kernel's name before the suffix when several)")
+    graph = commands.add_parser("graph", help="the program's structure (or its kernels' IL) as "
+                                "a Graphviz graph")
+    _compile_options(graph)
+    graph.add_argument("--kernels", action="store_true", help="every statement of each kernel")
+    graph.add_argument("--kernel", metavar="K", help="every statement of kernel K")
+    graph.add_argument("--svg", metavar="OUT", help="write SVG (needs Graphviz's `dot`) instead "
+                       "of printing DOT")
+    _common(graph)
+
     lmad = commands.add_parser("lmad", help="show an LMAD: its points and a memory diagram")
     lmad.add_argument("args", nargs=argparse.REMAINDER)
     return parser
@@ -57,6 +83,14 @@ def _compile_options(cmd: argparse.ArgumentParser) -> None:
                      help="work-group size, the value of #BlockSize (default 256)")
     cmd.add_argument("--bounds-check", action="store_true",
                      help="check every array index at run time and report the FCL location")
+
+
+def _explain_options(cmd: argparse.ArgumentParser) -> None:
+    _compile_options(cmd)
+    cmd.add_argument("--device", metavar="D", help="OpenCL device (see `fcl devices`)")
+    cmd.add_argument("--group", type=int, default=0, metavar="G",
+                     help="the work-group to trace (default 0)")
+    _common(cmd)
 
 
 def _common(cmd: argparse.ArgumentParser) -> None:
@@ -96,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                 for decl in decls:
                     print(f"{decl.name} : {decl.scheme}")
             return 0
+        if args.command in ("costs", "memory", "graph"):
+            return _explain(args, session)
         return _run_or_compile(args, session)
     except FCLError as err:
         sys.stdout.flush()
@@ -137,6 +173,55 @@ def _run_or_compile(args, session: Session) -> int:
     else:
         driver.run_opencl(session, root, options, device=args.device)
     return 0
+
+
+def _explain(args, session: Session) -> int:
+    from fcl import driver
+    from fcl.analysis.costs import costs_text
+    from fcl.explain import explain
+    if args.block_size < 1:
+        raise FCLError(f"the block size must be positive, not {args.block_size}")
+    options = driver.CompileOptions(args.block_size, args.bounds_check)
+    explanation = explain(session, driver.main_root(session), options,
+                          getattr(args, "device", None))
+    if args.command == "costs":
+        print(costs_text(explanation.costs(args.group)))
+        return 0
+    if args.command == "memory":
+        diagrams = explanation.memory(args.kernel, args.array, args.group, args.warp, args.pitch)
+        if args.svg:
+            for name, diagram in diagrams:
+                _write(_numbered(args.svg, name, len(diagrams)), diagram.svg)
+        print("\n\n".join(d.text for _, d in diagrams))
+        return 0
+    if args.kernels or args.kernel:
+        drawings = [(k.name, d) for k, d in explanation.kernel_graphs(args.kernel)]
+    else:
+        drawings = [("structure", explanation.structure())]
+    for name, drawing in drawings:
+        if not args.svg:
+            print(drawing.dot)
+        elif drawing.svg is None:
+            raise FCLError(drawing.note)
+        else:
+            _write(_numbered(args.svg, name, len(drawings)), drawing.svg)
+    return 0
+
+
+def _numbered(path: str, name: str, count: int) -> str:
+    """`path`, or `stem-NAME.suffix` when several files are written."""
+    if count == 1:
+        return path
+    stem, dot, suffix = path.rpartition(".")
+    return f"{stem}-{name}.{suffix}" if dot else f"{path}-{name}"
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as err:
+        raise FCLError(f"cannot write `{path}`: {err.strerror or err}") from None
 
 
 def _check(args, session: Session, root, options) -> int:

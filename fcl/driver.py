@@ -66,11 +66,16 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
 
 def compile_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None):
     """Host program, kernels and OpenCL source (with its line table) for `root`."""
+    return compile_with_il(session, root, options)[1]
+
+
+def compile_with_il(session: Session, root: ast.Expr, options: CompileOptions | None = None):
+    """(the IL before kernels are cut out, the compiled program) for `root`."""
     from fcl.opencl.host import compile_host_program
     options = options or CompileOptions()
     il = lower(session, root, options)
     with _depth_guard(root, "to compile"):
-        return compile_host_program(il, options.block_size)
+        return il, compile_host_program(il, options.block_size)
 
 
 def run_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None,

@@ -8,6 +8,7 @@ evaluated by the interpreter; a cell that defines `main` runs it, as a file does
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -103,6 +104,30 @@ class Workspace:
             if error.span is None:  # showing the value forced it: too large, say
                 error.span = root.span
             raise
+
+    @contextmanager
+    def scratch(self, code: str):
+        """The root of a cell (its final expression, else its `main`) whose definitions are
+        forgotten afterwards: for showing what a cell compiles to without running it."""
+        snapshot = self.session.snapshot()
+        try:
+            _, expr = self.session.add_cell(Source(self.cell_name(), code))
+            yield expr if expr is not None else driver.main_root(self.session)
+        finally:
+            self.session.restore(snapshot)
+
+    def compile_cell(self, code: str):
+        """(the IL before kernels are cut out, the compiled OpenCL program) of a cell."""
+        with self.scratch(code) as root:
+            return driver.compile_with_il(self.session, root,
+                                          self.settings.options(keep_result=False))
+
+    def explain_cell(self, code: str):
+        """An fcl.explain.Explanation of the cell's program (cost tables, diagrams, graphs)."""
+        from fcl.explain import explain
+        with self.scratch(code) as root:
+            return explain(self.session, root, self.settings.options(keep_result=False),
+                           self.settings.device)
 
     def define(self, source: Source) -> list[ast.Decl]:
         """Add a file's declarations (for %load)."""

@@ -5,15 +5,17 @@ done by the fcl library (compiling, showing code, checking with Oclgrind).
 """
 from __future__ import annotations
 
+import argparse
 import html
+import re
 import shlex
 import statistics
 import time
 import uuid
 from pathlib import Path
 
-from fcl import driver
 from fcl.errors import FCLError, Source
+from fcl.analysis.costs import costs_html, costs_text
 from fcl.il.ir import show_stmts
 from fcl.notebook import BACKENDS, render
 from fcl_kernel.codeview import side_by_side
@@ -35,8 +37,8 @@ def split_magics(code: str) -> tuple[list[tuple[str, str]], tuple[str, str] | No
 
 
 class Magics:
-    LINE = ("lsmagic", "magic", "type", "time", "device", "config", "load", "who", "reset")
-    CELL = ("opencl", "il", "bench", "check", "time", "expect")
+    LINE = ("lsmagic", "magic", "type", "time", "device", "config", "load", "who", "reset", "lmad")
+    CELL = ("opencl", "il", "costs", "memory", "graph", "bench", "check", "time", "expect")
 
     def __init__(self, kernel):
         self.kernel = kernel
@@ -125,6 +127,7 @@ class Magics:
                    f"bounds_check={'on' if settings.bounds_check else 'off'} "
                    f"device={settings.device or 'default'}")
         if not args:
+            from fcl_kernel.widgets import settings_panel
             self.kernel.display(settings_panel(settings)._repr_mimebundle_())
 
     def line_load(self, args: str) -> None:
@@ -152,31 +155,93 @@ class Magics:
         self.workspace.reset()
         self._text("all definitions forgotten")
 
-    # ---- cell magics
-    def _compile(self, body: str):
-        """Compile the cell's final expression (or its `main`) without keeping its definitions."""
-        session = self.workspace.session
-        snapshot = session.snapshot()
+    def line_lmad(self, args: str) -> None:
+        """`%lmad EXPR [--pitch N] [--points]`: an LMAD such as `2 + {(3:5),(4:1)}` — its
+        normal form, shape, points and self-overlap, drawn as a grid N addresses wide.
+        `%lmad A ; B` also says whether two LMADs overlap. `%lmad` alone opens a playground
+        with sliders for the offset, sizes, strides and pitch."""
+        from fcl.lmad import LMAD, LMADError, render_svg
+        from fcl.lmad.report import compare, describe
+        if not args.strip():
+            from fcl_kernel.widgets import lmad_playground
+            return self.kernel.display(lmad_playground()._repr_mimebundle_())
+        # The options are pulled out; the rest is the LMAD notation, spaces and all.
+        flags = re.findall(OPTION, args)
+        options = _options("lmad", " ".join(flag.replace("=", " ") for flag in flags),
+                           pitch=int, points=bool)
+        text = re.sub(OPTION, " ", args)
         try:
-            decls, expr = session.add_cell(Source(self.workspace.cell_name(), body))
-            root = expr if expr is not None else driver.main_root(session)
-            options = self.workspace.settings.options(keep_result=False)
-            return driver.lower(session, root, options), driver.compile_opencl(session, root, options)
-        finally:
-            session.restore(snapshot)
+            lmads = [LMAD.parse(part) for part in text.split(";")]
+            if len(lmads) > 2:
+                raise LMADError("give one LMAD, or two separated by `;` to compare them")
+            lines = [line for lmad in lmads for line in describe(lmad, options.points)]
+            if len(lmads) == 2:
+                lines += compare(*lmads)
+            pictures = [render_svg(lmad, options.pitch) for lmad in lmads]
+        except LMADError as err:
+            raise FCLError(f"%lmad: {err}") from None
+        self._text("\n".join(lines))
+        for lmad, picture in zip(lmads, pictures):
+            self.kernel.display(_svg_bundle(picture, str(lmad)))
 
+    # ---- cell magics
     def cell_opencl(self, args: str, body: str) -> None:
         """`%%opencl` (or `%%cl`): show the OpenCL generated for the cell, each FCL line and the
         OpenCL lines it produced in matching colours. The cell's definitions are not kept."""
-        _, compiled = self._compile(body)
+        _, compiled = self.workspace.compile_cell(body)
         self.kernel.display({"text/plain": compiled.source,
                              "text/html": side_by_side(body, compiled.source, compiled.line_table)})
 
     def cell_il(self, args: str, body: str) -> None:
         """`%%il`: show the imperative IL the cell compiles to (before kernels are cut out)."""
-        il, _ = self._compile(body)
+        il, _ = self.workspace.compile_cell(body)
         self.kernel.display({"text/plain": show_stmts(il),
                              "text/html": f"<pre>{html.escape(show_stmts(il))}</pre>"})
+
+    def cell_costs(self, args: str, body: str) -> None:
+        """`%%costs [--group G]`: a table of what each kernel of the cell does to memory, counted
+        in one traced work-group (default 0): global loads and stores per work-item, 128-byte
+        transactions per warp access (and the ideal), local loads and stores, bank conflicts,
+        barriers, local memory, work-groups launched."""
+        options = _options("costs", args, group=int)
+        costs = self.workspace.explain_cell(body).costs(options.group or 0)
+        self.kernel.display({"text/plain": costs_text(costs), "text/html": costs_html(costs)})
+
+    def cell_memory(self, args: str, body: str) -> None:
+        """`%%memory [--kernel K] [--array A] [--group G] [--warp W] [--pitch P] [--explore]`:
+        memory diagrams of one traced work-group: for every load and store of each kernel (or
+        kernel K: its name or number), the elements each work-item touches, coloured by
+        work-item, writes hatched; warp W's first access outlined with its 128-byte segments
+        (global memory, P elements per row) or its bank conflicts (local memory, 32 banks).
+        `--explore` gives widgets to pick the kernel, work-group, warp and pitch."""
+        options = _options("memory", args, kernel=str, array=str, group=int, warp=int,
+                           pitch=int, explore=bool)
+        explanation = self.workspace.explain_cell(body)
+        if options.explore:
+            from fcl_kernel.widgets import memory_explorer
+            panel = memory_explorer(explanation, options.array, options.pitch)
+            return self.kernel.display(panel._repr_mimebundle_())
+        for _, diagram in explanation.memory(options.kernel, options.array, options.group or 0,
+                                          options.warp or 0, options.pitch):
+            self.kernel.display(_svg_bundle(diagram.svg, diagram.text))
+
+    def cell_graph(self, args: str, body: str) -> None:
+        """`%%graph [--kernels | --kernel K]`: the cell's program as a Graphviz graph: its
+        loops coloured by level (grid, block, thread), kernels as bold boxes, materialised
+        arrays as cylinders. `--kernels` draws every statement of each kernel instead (or of
+        kernel K). Without Graphviz's `dot` program, the DOT text is shown."""
+        options = _options("graph", args, kernels=bool, kernel=str)
+        explanation = self.workspace.explain_cell(body)
+        if options.kernels or options.kernel:
+            drawings = [d for _, d in explanation.kernel_graphs(options.kernel)]
+        else:
+            drawings = [explanation.structure()]
+        for drawing in drawings:
+            if drawing.svg is None:
+                self.kernel.err.write(drawing.note + "\n")
+                self.kernel.display({"text/plain": drawing.dot})
+            else:
+                self.kernel.display(_svg_bundle(drawing.svg, drawing.dot))
 
     def cell_time(self, args: str, body: str) -> None:
         """`%%time`: run the cell and report the wall time."""
@@ -214,16 +279,10 @@ class Magics:
         """`%%check`: run the cell on Oclgrind and report data races, out-of-bounds accesses and
         uninitialized reads at FCL lines."""
         from fcl.opencl.check import check_in_process
-        session = self.workspace.session
-        snapshot = session.snapshot()
-        try:
-            decls, expr = session.add_cell(Source(self.workspace.cell_name(), body))
-            root = expr if expr is not None else driver.main_root(session)
-            options = self.workspace.settings.options()
-            value, findings = check_in_process(session, root, options, self.kernel.out,
+        with self.workspace.scratch(body) as root:
+            value, findings = check_in_process(self.workspace.session, root,
+                                               self.workspace.settings.options(), self.kernel.out,
                                                self.kernel.err)
-        finally:
-            session.restore(snapshot)
         for finding in findings:
             self.kernel.err.write(finding.as_error().render() + "\n")
         self._text(f"Oclgrind: {len(findings)} problem(s) found" if findings else
@@ -245,17 +304,32 @@ class Magics:
         self.kernel.display(verdict)
 
 
-def settings_panel(settings):
-    """Widgets that change the workspace settings as they are moved."""
-    import ipywidgets as widgets
-    backend = widgets.Dropdown(options=list(BACKENDS), value=settings.backend, description="backend")
-    block = widgets.BoundedIntText(value=settings.block_size, min=1, max=1024,
-                                   description="block size")
-    checks = widgets.Checkbox(value=settings.bounds_check, description="bounds checks")
-    backend.observe(lambda change: setattr(settings, "backend", change["new"]), names="value")
-    block.observe(lambda change: setattr(settings, "block_size", change["new"]), names="value")
-    checks.observe(lambda change: setattr(settings, "bounds_check", change["new"]), names="value")
-    return widgets.HBox([backend, block, checks])
+OPTION = r"--pitch[ =]\s*-?\d+|--\w+"  # %lmad's options, among the LMAD's own characters
+
+
+class _MagicParser(argparse.ArgumentParser):
+    def error(self, message: str):  # a usage error is the user's, shown like other errors
+        raise FCLError(f"%{self.prog}: {message}; `%{self.prog}?` describes its options")
+
+
+def _options(magic: str, args: str, **kinds) -> argparse.Namespace:
+    """Parse `--name value` options (`bool` ones are flags) of a magic."""
+    parser = _MagicParser(prog=magic, add_help=False)
+    for name, kind in kinds.items():
+        if kind is bool:
+            parser.add_argument(f"--{name}", action="store_true")
+        else:
+            parser.add_argument(f"--{name}", type=kind)
+    try:
+        return parser.parse_args(shlex.split(args))
+    except ValueError as err:
+        raise FCLError(f"%{magic}: {err}") from None
+
+
+def _svg_bundle(svg: str, text: str) -> dict:
+    # The HTML copy keeps the SVG's tooltips, which an <img> of image/svg+xml loses.
+    return {"image/svg+xml": svg, "text/html": f"<div class='fcl-svg'>{svg}</div>",
+            "text/plain": text}
 
 
 class _Discard:

@@ -185,3 +185,61 @@ def test_usage_errors_exit_2(tmp_path, args):
     result = fcl(*args, cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.startswith("usage: fcl")
+
+
+NAIVE_TRANSPOSE = """\
+val main = do<grid> {
+  xs <- forcePull<grid> (iota (64 * 64));
+  forcePull<grid> (transpose 64 64 xs)
+}
+"""
+
+
+def test_costs_prints_the_table(tmp_path):
+    program = write(tmp_path / "t.fcl", NAIVE_TRANSPOSE)
+    result = fcl("costs", program, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["kernel0_line2", "kernel1_line3"]
+    assert "transactions per warp load (ideal)               –         32 (1)" in lines
+    assert fcl("costs", "--group", "2", program, cwd=tmp_path).stdout.splitlines()[-1] \
+        .startswith("Counted in work-group 2")
+
+
+def test_memory_writes_svg_per_kernel_and_prints_text(tmp_path):
+    program = write(tmp_path / "t.fcl", NAIVE_TRANSPOSE)
+    result = fcl("memory", "--pitch", "64", "--svg", "m.svg", program, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "warp 0's first access: 32 work-items touch 32 segments" in result.stdout
+    for kernel in ("kernel0_line2", "kernel1_line3"):
+        assert (tmp_path / f"m-{kernel}.svg").read_text().startswith("<svg")
+    one = fcl("memory", "--kernel", "1", "--warp", "7", "--svg", "one.svg", program, cwd=tmp_path)
+    assert one.stdout.startswith("kernel1_line3: work-group 0 of 16, 256 work-items, warp 7")
+    assert "warp 7 outlined" in (tmp_path / "one.svg").read_text()
+    assert_clean_failure(fcl("memory", "--warp", "8", program, cwd=tmp_path),
+                         "error: warp 8 does not exist: a work-group of 256 work-items has "
+                         "warps 0 to 7")
+
+
+def test_graph_prints_dot_or_writes_svg(tmp_path):
+    program = write(tmp_path / "t.fcl", NAIVE_TRANSPOSE)
+    result = fcl("graph", program, cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout.startswith("digraph {")
+    assert 'label="kernel1_line3: parallel for' in result.stdout
+    assert fcl("graph", "--kernel", "0", "--svg", "g.svg", program, cwd=tmp_path).returncode == 0
+    assert "kernel0_line2" in (tmp_path / "g.svg").read_text()
+    assert_clean_failure(fcl("graph", "--kernel", "kernel9", program, cwd=tmp_path),
+                         "error: no kernel `kernel9`; the program's kernels are: kernel0_line2, "
+                         "kernel1_line3")
+
+
+def test_graph_without_graphviz_says_so(tmp_path):
+    program = write(tmp_path / "t.fcl", NAIVE_TRANSPOSE)
+    no_dot = {"PATH": str(tmp_path)}  # `fcl` is called by its full path; `dot` is not found
+    result = subprocess.run([str(FCL), "graph", "--svg", "g.svg", str(program)], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, env=no_dot)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "Graphviz's `dot` program is not installed" in result.stderr
+    printed = subprocess.run([str(FCL), "graph", str(program)], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60, env=no_dot)
+    assert printed.returncode == 0 and printed.stdout.startswith("digraph {")

@@ -28,7 +28,10 @@ class FCLKernelTests(jupyter_kernel_test.KernelTests):
     # FCL prints arrays only: its hello world is a forceAndPrint.
     code_hello_world = 'val main = do<grid> { forceAndPrint 3 (push<grid> (generate 3 (fn i => i))) }'
     code_display_data = [{"code": "%%opencl\nforcePull<grid> (generate 8 (fn i => i * 2))",
-                          "mime": "text/html"}]
+                          "mime": "text/html"},
+                         {"code": "%%memory\nforcePull<grid> (generate 64 (fn i => i * 2))",
+                          "mime": "image/svg+xml"},
+                         {"code": "%lmad 2 + {(3:5),(4:1)}", "mime": "image/svg+xml"}]
     code_generate_error = "val broken = 1 + true"
     # `benchmark` reports on stderr.
     code_stderr = "val main = do<grid> { benchmark 2 (forcePull<grid> (generate 4 (fn i => i))) }"

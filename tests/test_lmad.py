@@ -590,6 +590,7 @@ def test_cli_prints_summary(capsys):
         "shape:       [4][8]",
         "points:      32",
         "sorted:      " + " ".join(str(a) for a in range(13, 45)),
+        "self-overlap: none",
     ]
 
 

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from typing import Sequence
 
 from .core import LMAD
 from .errors import LMADError
+from .report import describe
 from .svg import render_svg
 
 
@@ -42,22 +42,14 @@ def main_lmad(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         lmad = LMAD.parse(args.expr)
-        points = lmad.points()
-        svg = render_svg(lmad, args.pitch) if args.svg else None
-        if svg is not None:
+        lines = describe(lmad, args.points)
+        if args.svg:
             with open(args.svg, "w", encoding="utf-8") as out:
-                out.write(svg)
+                out.write(render_svg(lmad, args.pitch))
     except (LMADError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    tuples = math.prod(lmad.shape)
-    overlap_note = f" (self-overlapping: {tuples} index tuples)" if len(points) < tuples else ""
-    print(f"lmad:        {lmad}")
-    print(f"normalized:  {lmad.normalize()}")
-    print(f"shape:       {''.join(f'[{size}]' for size in lmad.shape) or '[]'}")
-    print(f"points:      {len(points)}{overlap_note}")
-    if args.points:
-        print(f"sorted:      {' '.join(map(str, points))}")
+    print("\n".join(lines))
     if args.svg:
         print(f"svg:         {args.svg}")
     return 0

@@ -1,0 +1,98 @@
+"""What a program does on the device, for people: cost tables, memory diagrams and graphs.
+
+One `Explanation` per program, shared by the kernel's magics and the `fcl costs/memory/graph`
+commands. Tracing runs the program with instrumented kernels, so each traced work-group is
+run once and kept.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from fcl import driver
+from fcl.analysis.costs import KernelCosts, program_costs
+from fcl.analysis.trace import KernelTrace, Trace, trace_program
+from fcl.errors import FCLError
+from fcl.opencl.host import Compiled
+from fcl.opencl.kernelize import Kernel
+from fcl.session import Session
+from fcl.syntax import ast
+from fcl.viz.graphs import Drawing, kernel_graph, render, structure_graph
+from fcl.viz.memory import Diagram, memory_diagram
+
+
+@dataclass
+class Explanation:
+    il: list                 # the host program before kernels are cut out
+    compiled: Compiled
+    block_size: int
+    device: str | None
+    _traces: dict[int, Trace] = field(default_factory=dict)
+
+    # ---- traces and counters
+    def trace(self, group: int = 0) -> Trace:
+        if group not in self._traces:
+            self._traces[group] = trace_program(self.compiled, group, self.device, self.block_size)
+        return self._traces[group]
+
+    def costs(self, group: int = 0) -> list[KernelCosts]:
+        return program_costs(self.trace(group))
+
+    # ---- memory diagrams
+    def kernels_traced(self, group: int = 0) -> list[KernelTrace]:
+        return self.trace(group).kernels
+
+    def memory(self, kernel: str | None = None, array: str | None = None, group: int = 0,
+               warp: int = 0, pitch: int | None = None) -> list[tuple[str, Diagram]]:
+        """(kernel name, diagram) per launched kernel (the chosen one only, if given) that
+        touches memory (`array` only, if given)."""
+        trace = self.trace(group)
+        chosen = [self.find_traced(kernel, group)] if kernel is not None else trace.kernels
+        if array is not None:
+            touching = [k for k in chosen if any(
+                s.array == array for s in trace.sites if s.kernel == k.kernel.name)]
+            if not touching:
+                arrays = sorted({s.array for s in trace.sites if s.array and s.kind != "barrier"
+                                 and any(s.kernel == k.kernel.name for k in chosen)})
+                raise FCLError(f"no kernel shown accesses array {array}; the arrays accessed "
+                               f"are: {', '.join(arrays) or 'none'}")
+            chosen = touching
+        if not chosen:
+            raise FCLError("the program launches no kernels: there is no memory traffic to draw")
+        return [(k.kernel.name, memory_diagram(k, trace.sites, array, warp, pitch))
+                for k in chosen]
+
+    def find_traced(self, kernel: str, group: int = 0) -> KernelTrace:
+        name = self.kernel_name(kernel)
+        return self.trace(group).kernel(name)
+
+    def kernel_name(self, wanted: str) -> str:
+        """A kernel by its name, its number (`1` for `kernel1_line4`) or a prefix of its name."""
+        names = [k.name for k in self.compiled.kernels]
+        if wanted in names:
+            return wanted
+        number = re.fullmatch(r"(?:kernel)?(\d+)", wanted)
+        matches = [n for n in names if (number and n.split("_")[0] == f"kernel{number.group(1)}")
+                   or (not number and n.startswith(wanted))]
+        if len(matches) == 1:
+            return matches[0]
+        raise FCLError(f"no kernel `{wanted}`; the program's kernels are: "
+                       f"{', '.join(names) or 'none'}")
+
+    # ---- graphs
+    def structure(self) -> Drawing:
+        return render(structure_graph(self.il, self.compiled.kernels))
+
+    def kernel_graphs(self, kernel: str | None = None) -> list[tuple[Kernel, Drawing]]:
+        chosen = [k for k in self.compiled.kernels
+                  if kernel is None or k.name == self.kernel_name(kernel)]
+        if not chosen:
+            raise FCLError("the program has no kernels: everything runs on the host")
+        return [(k, render(kernel_graph(k))) for k in chosen]
+
+
+def explain(session: Session, root: ast.Expr, options: driver.CompileOptions,
+            device: str | None = None) -> Explanation:
+    """Compile `root` for explaining (its result is not fetched); traces come on demand."""
+    il, compiled = driver.compile_with_il(session, root, options)
+    return Explanation(il, compiled, options.block_size, device)

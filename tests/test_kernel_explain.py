@@ -1,0 +1,213 @@
+"""The kernel's magics for seeing the memory hierarchy, through jupyter_client: %%costs,
+%%memory (and its explorer widgets), %%graph and %lmad (and its playground)."""
+import re
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+from test_kernel import displayed, execute, result_text, stdout
+
+NAIVE = ("%%{magic}\ndo<grid> {{\n  xs <- forcePull<grid> (iota (64 * 64));\n"
+         "  forcePull<grid> (transpose 64 64 xs)\n}}")
+
+
+@pytest.fixture(scope="module")
+def kc():
+    km, client = start_new_kernel(kernel_name="fcl")
+    yield client
+    client.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+def bundles(messages) -> list[dict]:
+    return [m["content"]["data"] for m in messages if m["msg_type"] == "display_data"]
+
+
+def error_of(reply) -> str:
+    assert reply["status"] == "error"
+    return "\n".join(reply["traceback"])
+
+
+def test_costs_table_counts_the_naive_transpose(kc):
+    reply, messages = execute(kc, NAIVE.format(magic="costs"))
+    assert reply["status"] == "ok"
+    [table] = bundles(messages)
+    rows = {line[:36].strip(): line[36:].split() for line in table["text/plain"].splitlines()}
+    assert rows[""] == ["kernel0_line2", "kernel1_line3"]
+    # 4096 elements over 16 groups of 256; the transpose reads down columns of 64 ints.
+    assert rows["work-groups (first launch)"] == ["16", "16"]
+    assert rows["transactions per warp load (ideal)"] == ["–", "32", "(1)"]
+    assert rows["transactions per warp store (ideal)"] == ["1", "(1)", "1", "(1)"]
+    assert "<table class='fcl-costs'>" in table["text/html"]
+    # The cell's definitions are not kept: %%costs only looks.
+    execute(kc, "%%costs\nval onlyLooked = 1\nval main = do<grid> { forcePull<grid> (iota 64) }")
+    assert execute(kc, "onlyLooked")[0]["status"] == "error"
+
+
+def test_memory_diagrams_are_svg_with_a_text_fallback(kc):
+    reply, messages = execute(kc, NAIVE.format(magic="memory --kernel 1 --pitch 64 --warp 1"))
+    assert reply["status"] == "ok"
+    [diagram] = bundles(messages)
+    assert diagram["image/svg+xml"].startswith("<svg") and "fcl-diagram" in diagram["image/svg+xml"]
+    assert diagram["image/svg+xml"] in diagram["text/html"]
+    text = diagram["text/plain"]
+    assert text.startswith("kernel1_line3: work-group 0 of 16, 256 work-items, warp 1 outlined")
+    assert "warp 1's first access: 32 work-items touch 32 segments" in text
+    # Warp 1 (work-items 32..63) reads column 0 of rows 32..63: `#` in the first column there.
+    grid = dict(re.findall(r"^\s+(\d+) ([#o.]+)$", text, re.M))
+    assert grid["2048"][0] == "#" and grid["0"][0] == "o"
+    # Without --kernel, one diagram per kernel; --array keeps the kernels touching it.
+    assert len(bundles(execute(kc, NAIVE.format(magic="memory"))[1])) == 2
+    only = bundles(execute(kc, NAIVE.format(magic="memory --array arr_3"))[1])
+    assert len(only) == 1 and "writes global arr_3" in only[0]["text/plain"]
+
+
+def test_memory_and_costs_of_another_work_group(kc):
+    text = bundles(execute(kc, NAIVE.format(magic="memory --kernel 1 --group 3"))[1])[0]["text/plain"]
+    assert text.startswith("kernel1_line3: work-group 3 of 16")
+    table = bundles(execute(kc, NAIVE.format(magic="costs --group 3"))[1])[0]["text/plain"]
+    assert "Counted in work-group 3" in table
+
+
+@pytest.mark.parametrize("magic, message", [
+    ("memory --warp 8", "warp 8 does not exist: a work-group of 256 work-items has warps 0 to 7"),
+    ("memory --kernel 5", "no kernel `5`; the program's kernels are: kernel0_line2, kernel1_line3"),
+    ("memory --array nowhere", "no kernel shown accesses array nowhere"),
+    ("memory --pitch 0", "the pitch must be between 1 and 128"),
+    ("memory --colour red", "%memory: unrecognized arguments: --colour red"),
+    ("costs --group x", "%costs: argument --group: invalid int value: 'x'"),
+    ("graph --kernel 9", "no kernel `9`"),
+])
+def test_bad_options_are_fcl_errors_and_the_kernel_lives_on(kc, magic, message):
+    execute(kc, "val survivor = 41")
+    reply, _ = execute(kc, NAIVE.format(magic=magic))
+    assert reply["ename"] == "FCLError" and message in error_of(reply)
+    assert result_text(execute(kc, "survivor + 1")[1]) == "42"
+
+
+def test_a_broken_cell_under_a_magic_points_at_its_line(kc):
+    reply, _ = execute(kc, "%%costs\nval fine = 1\nforcePull<grid> (iota true)")
+    assert reply["ename"] == "FCLError"
+    assert re.match(r"<cell \d+>:2:", reply["traceback"][0]) and "^" in error_of(reply)
+
+
+def test_graphs_of_the_structure_and_of_each_kernel(kc):
+    [structure] = bundles(execute(kc, NAIVE.format(magic="graph"))[1])
+    svg = structure["image/svg+xml"]
+    assert svg.lstrip().startswith("<?xml") or svg.lstrip().startswith("<svg")
+    assert "kernel0_line2" in svg and "kernel1_line3" in svg and "global memory" in svg
+    assert structure["text/plain"].startswith("digraph")  # the DOT source as the text
+    kernels = bundles(execute(kc, NAIVE.format(magic="graph --kernels"))[1])
+    assert len(kernels) == 2 and "arr_3[i_4]" in kernels[1]["image/svg+xml"]
+    assert len(bundles(execute(kc, NAIVE.format(magic="graph --kernel 0"))[1])) == 1
+
+
+def test_lmad_shows_points_and_a_diagram(kc):
+    reply, messages = execute(kc, "%lmad 2 + {(3:5),(4:1)} --pitch 5 --points")
+    assert reply["status"] == "ok"
+    assert "sorted:      2 3 4 5 7 8 9 10 12 13 14 15" in stdout(messages)
+    [picture] = bundles(messages)
+    assert picture["text/plain"] == "2 + {(3:5),(4:1)}"
+    assert "(pitch 5)" in picture["image/svg+xml"]
+    # 15 is reached; 6 is not: a filled cell has a tooltip naming its index tuple.
+    assert "<title>15: [2, 3]</title>" in picture["image/svg+xml"]
+    assert "<title>6:" not in picture["image/svg+xml"]
+    assert "self-overlapping: 12 index tuples" in stdout(execute(kc, "%lmad 0 + {(3:2),(4:1)}")[1])
+
+
+def test_lmad_compares_two(kc):
+    out = stdout(execute(kc, "%lmad 0 + {(8:4)} ; 2 + {(8:6)}")[1])
+    assert "overlap:     yes, 2 shared addresses: 8 20" in out
+    out = stdout(execute(kc, "%lmad 0 + {(4:16),(8:1)} ; 8 + {(4:16),(8:1)}")[1])
+    assert "overlap:     no shared address" in out
+    assert "the non-overlap test proves them disjoint" in out
+    reply, _ = execute(kc, "%lmad 2 + {(3:")
+    assert reply["ename"] == "FCLError" and "%lmad: expected a stride" in reply["evalue"]
+
+
+def widgets_opened(messages) -> dict[str, dict]:
+    """comm id -> widget state, of the widgets a cell opened."""
+    return {m["content"]["comm_id"]: m["content"]["data"]["state"] for m in messages
+            if m["msg_type"] == "comm_open"}
+
+
+def move(kc, comm_id: str, value) -> list[dict]:
+    """Set a widget's value as the browser would; the updates the kernel sends back."""
+    msg = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+        "method": "update", "state": {"value": value}, "buffer_paths": []}})
+    kc.shell_channel.send(msg)
+    updates = []
+    while True:
+        reply = kc.get_iopub_msg(timeout=60)
+        if reply["parent_header"].get("msg_id") != msg["header"]["msg_id"]:
+            continue
+        if reply["msg_type"] == "status" and reply["content"]["execution_state"] == "idle":
+            return updates
+        if reply["msg_type"] == "comm_msg":
+            updates.append(reply["content"])
+
+
+def find(widgets: dict, model: str, description: str | None = None) -> str:
+    return next(comm for comm, state in widgets.items() if state["_model_name"] == model
+                and (description is None or state.get("description") == description))
+
+
+def test_memory_explorer_redraws_for_the_chosen_warp_and_group(kc):
+    reply, messages = execute(kc, NAIVE.format(magic="memory --explore --pitch 64"))
+    assert reply["status"] == "ok"
+    widgets = widgets_opened(messages)
+    assert any("widget-view+json" in str(b) for b in bundles(messages))
+    picture = find(widgets, "HTMLModel")
+    assert "warp 0 outlined" in widgets[picture]["value"]
+    assert "kernel1_line3" in widgets[picture]["value"]  # the last kernel is shown first
+    updates = move(kc, find(widgets, "IntSliderModel", "warp"), 3)
+    assert "warp 3 outlined" in drawn(updates, picture)
+    updates = move(kc, find(widgets, "BoundedIntTextModel", "work-group"), 5)
+    assert "work-group 5 of 16, 256 work-items, warp 3 outlined" in drawn(updates, picture)
+    updates = move(kc, find(widgets, "IntSliderModel", "pitch"), 32)
+    assert "arr_1[" in drawn(updates, picture)
+
+
+def drawn(updates: list[dict], comm_id: str) -> str:
+    """The last value the kernel gave the widget `comm_id`."""
+    values = [u["data"]["state"]["value"] for u in updates
+              if u["comm_id"] == comm_id and "value" in u["data"]["state"]]
+    assert values, "the widget was not redrawn"
+    return values[-1]
+
+
+def test_lmad_playground_redraws_as_sliders_move(kc):
+    reply, messages = execute(kc, "%lmad")
+    widgets = widgets_opened(messages)
+    texts = [c for c, s in widgets.items() if s["_model_name"] == "HTMLModel"]
+    assert any("2 + {(3:5),(4:1)}" in widgets[c]["value"] for c in texts)
+    facts, picture = texts
+    updates = move(kc, find(widgets, "IntSliderModel", "stride δ2"), 2)
+    assert "lmad:        2 + {(3:5),(4:2)}" in drawn(updates, facts)
+    assert "<svg" in drawn(updates, picture)
+    # A self-overlapping LMAD is said to be one.
+    updates = move(kc, find(widgets, "IntSliderModel", "stride δ1"), 2)
+    assert "self-overlapping: 12 index tuples" in drawn(updates, facts)
+
+
+def test_every_new_magic_is_listed_and_documented(kc):
+    listed = stdout(execute(kc, "%lsmagic")[1])
+    for name in ("%%costs", "%%memory", "%%graph", "%lmad"):
+        assert name in listed
+    assert "--explore" in stdout(execute(kc, "%memory?")[1])
+    assert "playground" in stdout(execute(kc, "%lmad?")[1])
+    assert "bank conflicts" in stdout(execute(kc, "%costs?")[1])
+
+
+def test_graph_without_graphviz_shows_the_dot_text_and_a_note(tmp_path):
+    import os
+    km, client = start_new_kernel(kernel_name="fcl", env={**os.environ, "PATH": str(tmp_path)})
+    try:
+        reply, messages = execute(client, NAIVE.format(magic="graph"))
+        assert reply["status"] == "ok"
+        assert displayed(messages)[0].startswith("digraph {")
+        notes = "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+        assert "Graphviz's `dot` program is not installed" in notes
+    finally:
+        client.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -24,11 +24,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# The notebook to run: one with a memory diagram. (Once the notebooks with access diagrams drawn
-# by magics exist, name one of them here; their SVG outputs are checked by DIAGRAMS too.)
-NOTEBOOK = os.environ.get("FCL_E2E_NOTEBOOK", "02-machine-model.ipynb")
+# The notebook to run: coalescing, with memory diagrams drawn by `%%memory` (inline SVG) and
+# its explorer widget.
+NOTEBOOK = os.environ.get("FCL_E2E_NOTEBOOK", "03-coalescing.ipynb")
 DIAGRAMS = [".jp-RenderedMarkdown img[src*='.svg']", ".jp-RenderedSVG img", ".jp-RenderedSVG svg",
             ".jp-OutputArea-output svg.fcl-diagram"]
+MEMORY_DIAGRAMS = ".jp-OutputArea-output svg.fcl-diagram"
 REQUIRED = os.environ.get("FCL_E2E") == "required"
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -186,7 +187,7 @@ def test_a_course_notebook_runs_in_jupyterlab(lab, tmp_path):
             # The memory diagrams (SVG: the notebook's own figure, and any drawn by a magic) are
             # on screen: scroll to each, check it was drawn and has a real size.
             diagrams = notebook.locator(", ".join(DIAGRAMS))
-            assert diagrams.count() > 0
+            assert notebook.locator(MEMORY_DIAGRAMS).count() > 0
             for k in range(diagrams.count()):
                 diagram = diagrams.nth(k)
                 diagram.scroll_into_view_if_needed()
@@ -195,5 +196,14 @@ def test_a_course_notebook_runs_in_jupyterlab(lab, tmp_path):
                 assert box and box["width"] > 100 and box["height"] > 50, box
                 if diagram.evaluate("e => e.tagName") == "IMG":
                     assert diagram.evaluate("e => e.complete && e.naturalWidth > 0")
+
+            # The explorer's warp slider redraws its diagram (the kernel answers the widget).
+            explorer = notebook.locator(".widget-vbox", has=page.locator("svg.fcl-diagram")).first
+            explorer.scroll_into_view_if_needed()
+            expect(explorer.locator("svg.fcl-diagram")).to_contain_text("warp 0 outlined")
+            slider = explorer.locator(".widget-slider", has_text="warp").locator(".noUi-handle")
+            slider.focus()
+            page.keyboard.press("ArrowRight")
+            expect(explorer.locator("svg.fcl-diagram")).to_contain_text("warp 1 outlined")
         finally:
             browser.close()

@@ -114,3 +114,21 @@ def test_every_test_program_is_clean_under_oclgrind(name, capfd):
 @given(programs(), st.sampled_from([4, 32]))
 def test_random_well_typed_programs_are_clean_under_oclgrind(capfd, program, block_size):
     assert oclgrind_findings(program.text, "generated.fcl", capfd, block_size) == ""
+
+
+@pytest.mark.parametrize("name, cap", [("tiled-transpose", 2048), ("block-while", 2048),
+                                       ("tiled-transpose", 3)])
+def test_instrumented_kernels_are_clean_under_oclgrind(name, cap, capfd):
+    """The kernels `%%costs` and `%%memory` trace log into a buffer of `cap` entries per
+    work-item; full or overflowing (cap 3: the log is cut short), they stay inside it."""
+    from fcl.analysis.trace import trace_program
+    session = Session.new(prelude=True)
+    session.add_file(Source(name, PROGRAMS[name]))
+    root = driver.main_root(session)
+    options = driver.CompileOptions(block_size=32)
+    compiled = driver.compile_opencl(session, root, options)
+    capfd.readouterr()
+    trace = trace_program(compiled, group=1, device="oclgrind", block_size=32, cap=cap)
+    findings = parse_reports(capfd.readouterr().err, [])
+    assert not findings, "\n".join(f"{f.kernel}: {f.message}" for f in findings)
+    assert trace.kernels and any(k.truncated for k in trace.kernels) == (cap == 3)

@@ -3,8 +3,8 @@ accesses or uninitialized reads in any kernel a notebook runs.
 
 Every code cell runs, in order, in one workspace per notebook whose device is Oclgrind (as the
 kernel would with `%device oclgrind`): `%%expect`, `%%bench` and `%%time` cells run their FCL
-once; cells that only show code or types (`%%opencl`, `%%il`, `%type`, ...) and settings are left
-out. The problem sizes the notebooks time are cut down, so that the simulator takes seconds.
+once (so do `%%costs`, `%%memory` and `%%graph` cells); cells that only show code or types
+(`%%opencl`, `%%il`, `%type`, ...) and settings are left out. The problem sizes the notebooks time are cut down, so that the simulator takes seconds.
 """
 import io
 import json
@@ -17,7 +17,7 @@ from fcl.notebook import Workspace
 from fcl.opencl.check import parse_reports
 
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
-RUN_BODY = {"expect", "bench", "time"}  # cell magics whose body runs as FCL
+RUN_BODY = {"expect", "bench", "time", "costs", "memory", "graph"}  # magics whose body is FCL to run
 # Sizes the notebooks time on a real device, and the small ones used here (multiples of every
 # chunk the notebooks split them into).
 SMALL = [(re.compile(r"^val n = (4194304|4000000|1048576)$", re.M), "val n = 8192"),

@@ -128,7 +128,8 @@ def _rows(panel: _Panel) -> list[int | None]:
     for row in rows:
         if row == -1:
             shown.append(-1)
-        elif shown and shown[-1] is not None and row != shown[-1] + 1:
+            continue
+        if shown and shown[-1] is not None and row != shown[-1] + 1:
             shown.append(None)
         shown.append(row)
     return shown

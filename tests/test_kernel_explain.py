@@ -211,3 +211,26 @@ def test_graph_without_graphviz_shows_the_dot_text_and_a_note(tmp_path):
     finally:
         client.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_magic_describes_every_magic_and_aliases_work(kc):
+    described = stdout(execute(kc, "%magic")[1])
+    for name in ("lsmagic", "type", "device", "config", "load", "who", "reset", "lmad", "opencl",
+                 "il", "costs", "memory", "graph", "bench", "check", "time", "expect"):
+        assert f"%{name}: " in described, name
+    _, messages = execute(kc, "%%cl\nforcePull<grid> (generate 8 (fn i => i * 2))")
+    assert "__kernel void" in displayed(messages)[0]
+    _, messages = execute(kc, "%%time\n6 * 7")
+    assert result_text(messages) == "42" and "Wall time" in stdout(messages)
+
+
+def test_device_chooses_where_cells_run(kc):
+    assert stdout(execute(kc, "%device Oclgrind")[1]).startswith("using Oclgrind Simulator")
+    listed = stdout(execute(kc, "%device")[1])
+    assert any(line.startswith("* ") and "Oclgrind" in line for line in listed.splitlines())
+    assert result_text(execute(kc, "forcePull<grid> (generate 4 (fn i => 3 * i))")[1]) == "[0,3,6,9]"
+    reply, _ = execute(kc, "%device no-such-device")
+    assert reply["ename"] == "FCLError"
+    execute(kc, "%device Portable")
+    assert "Oclgrind" not in [line for line in stdout(execute(kc, "%device")[1]).splitlines()
+                              if line.startswith("* ")][0]

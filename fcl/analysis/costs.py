@@ -70,7 +70,10 @@ def program_costs(trace: Trace) -> list[KernelCosts]:
 
 
 def _number(value: float) -> str:
-    return f"{value:g}" if value == int(value) else f"{value:.2f}"
+    if value == int(value):
+        return f"{value:g}"
+    # Small values (say 1 store per group) with two significant digits, not as 0.00.
+    return f"{value:.2f}" if abs(value) >= 0.1 else f"{value:.2g}"
 
 
 ROWS = [
@@ -99,8 +102,13 @@ def _heading(c: KernelCosts) -> str:
 
 
 def _notes(costs: list[KernelCosts]) -> list[str]:
-    notes = [f"Counted in work-group {costs[0].group} of each kernel's first launch "
-             "(warps of 32 work-items, 128-byte transactions, 32 banks of 4 bytes)."]
+    groups = {c.group for c in costs}
+    # A kernel launching fewer work-groups than the one asked for is traced in its last one.
+    where = f"work-group {costs[0].group} of each kernel's first launch" if len(groups) == 1 \
+        else "the first launch of each kernel, in work-group " + ", ".join(
+            f"{c.group} of {c.kernel}" for c in costs)
+    notes = [f"Counted in {where} (warps of 32 work-items, 128-byte transactions, 32 banks of "
+             "4 bytes)."]
     if any(c.truncated for c in costs):
         notes.append("Some work-items did more accesses than were recorded: counts are lower "
                      "bounds.")

@@ -4,7 +4,7 @@
     fcl run [--backend opencl|interp] [--device D] [--block-size N] [--bounds-check] FILE...
     fcl compile [-o out.cl] [--dump-il] FILE...
     fcl devices
-    fcl costs [--group G] FILE...                    # memory traffic per kernel, as a table
+    fcl costs [--group G] [--warp W] FILE...         # memory traffic per kernel, per access
     fcl memory [--kernel K] [--array A] [--group G] [--warp W] [--pitch P] [--svg OUT] FILE...
     fcl graph [--kernels | --kernel K] [--svg OUT] FILE...   # Graphviz DOT, or SVG with --svg
     fcl lmad EXPR [--points] [--svg FILE] [--pitch N]
@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     costs = commands.add_parser("costs", help="count each kernel's memory traffic (one traced "
                                 "work-group): loads, stores, transactions, bank conflicts")
     _explain_options(costs)
+    costs.add_argument("--warp", type=int, default=0, metavar="W",
+                       help="the warp whose accesses are described as an LMAD (default 0)")
     memory = commands.add_parser("memory", help="draw which elements each work-item of a traced "
                                  "work-group touches (text, or SVG with --svg)")
     _explain_options(memory)
@@ -177,7 +179,6 @@ def _run_or_compile(args, session: Session) -> int:
 
 def _explain(args, session: Session) -> int:
     from fcl import driver
-    from fcl.analysis.costs import costs_text
     from fcl.explain import explain
     if args.block_size < 1:
         raise FCLError(f"the block size must be positive, not {args.block_size}")
@@ -185,7 +186,7 @@ def _explain(args, session: Session) -> int:
     explanation = explain(session, driver.main_root(session), options,
                           getattr(args, "device", None))
     if args.command == "costs":
-        print(costs_text(explanation.costs(args.group)))
+        print(explanation.costs_bundle(args.group, args.warp)["text/plain"])
         return 0
     if args.command == "memory":
         diagrams = explanation.memory(args.kernel, args.array, args.group, args.warp, args.pitch)

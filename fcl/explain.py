@@ -10,7 +10,9 @@ import re
 from dataclasses import dataclass, field
 
 from fcl import driver
-from fcl.analysis.costs import KernelCosts, program_costs
+from fcl.analysis.access import WARP_SIZE
+from fcl.analysis.costs import KernelCosts, costs_html, costs_text, program_costs
+from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
 from fcl.errors import FCLError
 from fcl.opencl.host import Compiled
@@ -37,6 +39,20 @@ class Explanation:
 
     def costs(self, group: int = 0) -> list[KernelCosts]:
         return program_costs(self.trace(group))
+
+    def sites(self, group: int = 0, warp: int = 0) -> list[SiteRow]:
+        if warp < 0 or warp * WARP_SIZE >= self.block_size:
+            raise FCLError(f"warp {warp} does not exist: a work-group of {self.block_size} "
+                           f"work-items has warps 0 to {(self.block_size - 1) // WARP_SIZE}")
+        return site_rows(self.trace(group), warp)
+
+    def costs_bundle(self, group: int = 0, warp: int = 0) -> dict[str, str]:
+        """The cost table, then each access's formula, LMADs and cost: text and HTML."""
+        costs, rows = self.costs(group), self.sites(group, warp)
+        text = costs_text(costs) + (f"\n\nEach access:\n{sites_text(rows, warp)}" if rows else "")
+        details = (f"<details><summary>each access: its index, LMADs and cost</summary>"
+                   f"{sites_html(rows, warp)}</details>" if rows else "")
+        return {"text/plain": text, "text/html": costs_html(costs) + details}
 
     # ---- memory diagrams
     def kernels_traced(self, group: int = 0) -> list[KernelTrace]:

@@ -15,7 +15,6 @@ import uuid
 from pathlib import Path
 
 from fcl.errors import FCLError, Source
-from fcl.analysis.costs import costs_html, costs_text
 from fcl.il.ir import show_stmts
 from fcl.notebook import BACKENDS, render
 from fcl_kernel.codeview import side_by_side
@@ -199,13 +198,15 @@ class Magics:
                              "text/html": f"<pre>{html.escape(show_stmts(il))}</pre>"})
 
     def cell_costs(self, args: str, body: str) -> None:
-        """`%%costs [--group G]`: a table of what each kernel of the cell does to memory, counted
-        in one traced work-group (default 0): global loads and stores per work-item, 128-byte
-        transactions per warp access (and the ideal), local loads and stores, bank conflicts,
-        barriers, local memory, work-groups launched."""
-        options = _options("costs", args, group=int)
-        costs = self.workspace.explain_cell(body).costs(options.group or 0)
-        self.kernel.display({"text/plain": costs_text(costs), "text/html": costs_html(costs)})
+        """`%%costs [--group G] [--warp W]`: a table of what each kernel of the cell does to
+        memory, counted in one traced work-group (default 0): global loads and stores per
+        work-item, 128-byte transactions per warp access (and the ideal), local loads and stores,
+        bank conflicts, barriers, local memory, work-groups launched. Below it, each load and
+        store: its index as a formula in group, item and loop counters, the LMAD of the
+        work-group's and of warp W's accesses (when affine), and its cost."""
+        options = _options("costs", args, group=int, warp=int)
+        explanation = self.workspace.explain_cell(body)
+        self.kernel.display(explanation.costs_bundle(options.group or 0, options.warp or 0))
 
     def cell_memory(self, args: str, body: str) -> None:
         """`%%memory [--kernel K] [--array A] [--group G] [--warp W] [--pitch P] [--explore]`:

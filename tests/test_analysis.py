@@ -527,3 +527,36 @@ def test_transactions_and_bank_conflicts_of_synthetic_warps():
     # stride 32: one bank, 32 words: 32-way, 31 extra, per warp (two warps: 62)
     assert bank_conflicts(synthetic(32 * lanes, site=local)) == (31, 32)
     assert bank_conflicts(synthetic(32 * np.arange(64), site=local)) == (62, 32)
+
+
+def test_each_access_is_described_by_formula_lmads_and_cost(tiled):
+    from fcl.analysis.sites import site_rows, sites_html, sites_text
+    rows = [r for r in site_rows(tiled.trace, warp=1)
+            if r.kernel == tiled.trace.kernels[1].kernel.name]
+    assert [r.access for r in rows] == ["reads global arr_1", "writes local arr_5",
+                                        "reads local arr_5", "writes global arr_3"]
+    load, store_local, load_local, store = rows
+    # Work-item i of 256 moves elements i, i + 256, ... of the tile, four of them: the group
+    # reads four bands of 8 rows of 32 ints (rows 64 ints apart); warp 1 reads row 1 of each.
+    assert load.lmad_group == "0 + {(4:512),(8:64),(32:1)}"
+    assert load.lmad_warp == "64 + {(4:512),(32:1)}"
+    assert load.cost == "1 transaction per warp access (ideal 1)"
+    # The transposed read of the tile: work-item 32a + b reads b * 32 + a, down a column.
+    assert load_local.lmad_warp == "1 + {(4:8),(32:32)}"
+    assert load_local.cost == "32-way bank conflict, 992 extra accesses"
+    assert store_local.cost == "no bank conflict"
+    assert "group" in store.index and store.loops == [f"{store.loops[0].split()[0]} = item, "
+                                                      "+ 256 while < 1024"]
+    text = sites_text(rows, warp=1)
+    assert "    warp 1:     64 + {(4:512),(32:1)}" in text
+    assert "<code>1 + {(4:8),(32:32)}</code>" in sites_html(rows, warp=1)
+
+
+def test_an_access_that_is_not_affine_says_so():
+    # Gathering through a table of indices: the addresses are data, not an LMAD.
+    trace = traced("do<grid> { ix <- forcePull<grid> (generate 256 (fn i => (i * 7) % 256)); "
+                   "forcePull<grid> (generate 256 (fn i => index ix (index ix i))) }")
+    from fcl.analysis.sites import site_rows
+    gather = [r for r in site_rows(trace.trace)
+              if r.kernel == trace.trace.kernels[1].kernel.name and r.access == "reads global arr_1"]
+    assert any(r.lmad_group.startswith("not one LMAD (256 accesses traced") for r in gather)

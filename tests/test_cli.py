@@ -202,8 +202,8 @@ def test_costs_prints_the_table(tmp_path):
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["kernel0_line2", "kernel1_line3"]
     assert "transactions per warp load (ideal)               –         32 (1)" in lines
-    assert fcl("costs", "--group", "2", program, cwd=tmp_path).stdout.splitlines()[-1] \
-        .startswith("Counted in work-group 2")
+    assert "\nCounted in work-group 2 " in fcl("costs", "--group", "2", program, cwd=tmp_path).stdout
+    assert "    warp 0:     0 + {(32:64)}" in result.stdout  # each access follows the table
 
 
 def test_memory_writes_svg_per_kernel_and_prints_text(tmp_path):

@@ -32,13 +32,22 @@ def test_costs_table_counts_the_naive_transpose(kc):
     reply, messages = execute(kc, NAIVE.format(magic="costs"))
     assert reply["status"] == "ok"
     [table] = bundles(messages)
-    rows = {line[:36].strip(): line[36:].split() for line in table["text/plain"].splitlines()}
+    counters = table["text/plain"].split("\n\n")[0].splitlines()
+    rows = {line[:36].strip(): line[36:].split() for line in counters}
     assert rows[""] == ["kernel0_line2", "kernel1_line3"]
     # 4096 elements over 16 groups of 256; the transpose reads down columns of 64 ints.
     assert rows["work-groups (first launch)"] == ["16", "16"]
     assert rows["transactions per warp load (ideal)"] == ["–", "32", "(1)"]
     assert rows["transactions per warp store (ideal)"] == ["1", "(1)", "1", "(1)"]
     assert "<table class='fcl-costs'>" in table["text/html"]
+    # Each access below: warp 0 reads down column 0, 64 ints apart, in 32 segments.
+    each = table["text/plain"].split("Each access:\n")[1]
+    assert "kernel1_line3, line 3: reads global arr_1[" in each
+    assert "    warp 0:     0 + {(32:64)}\n    32 transactions per warp access (ideal 1)" in each
+    assert "<details><summary>each access" in table["text/html"]
+    # Warp 2 is work-items 64..95: column 1 (i >> 6 = 1), rows 0..31.
+    assert "warp 2:     1 + {(32:64)}" in bundles(execute(
+        kc, NAIVE.format(magic="costs --warp 2"))[1])[0]["text/plain"]
     # The cell's definitions are not kept: %%costs only looks.
     execute(kc, "%%costs\nval onlyLooked = 1\nval main = do<grid> { forcePull<grid> (iota 64) }")
     assert execute(kc, "onlyLooked")[0]["status"] == "error"
@@ -76,6 +85,7 @@ def test_memory_and_costs_of_another_work_group(kc):
     ("memory --pitch 0", "the pitch must be between 1 and 128"),
     ("memory --colour red", "%memory: unrecognized arguments: --colour red"),
     ("costs --group x", "%costs: argument --group: invalid int value: 'x'"),
+    ("costs --warp 9", "warp 9 does not exist"),
     ("graph --kernel 9", "no kernel `9`"),
 ])
 def test_bad_options_are_fcl_errors_and_the_kernel_lives_on(kc, magic, message):

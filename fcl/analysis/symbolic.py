@@ -1,8 +1,8 @@
 """An access's index as a formula in the work-group id, the work-item's local id and loop counters.
 
-The kernel's variables that are defined once are replaced by their definitions (values read
-from memory stay named), then sums are normalized, so `ix_23` reads as, say,
-`group * 256 + item`.
+The kernel's variables that are defined once are replaced by their definitions (a value read
+from memory shows as the read, `arr_3[i_6]`), then sums are normalized, so `ix_23` reads as,
+say, `group * 256 + item`.
 """
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ MAX_ROWS = 32        # rows drawn per panel (a warp's 32 rows fit); the rest are
 MAX_PITCH = 128
 WIDTH = 900          # the grid's width in pixels at most
 LABEL = 64           # room for row labels
-TEXT_COLUMNS = 64    # the text fallback draws grids up to this wide
+TEXT_COLUMNS = 64    # the text fallback draws grids up to this wide ...
+TEXT_ROWS = 16       # ... and this many rows
 READ_COLOUR, WRITE_COLOUR = "#1f5fbf", "#c0550a"
 
 
@@ -181,6 +182,7 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
     hatched = panel.accesses.site.kind == "store"
     y = grid_top
     row_y: dict[int, int] = {}
+    grid = f"fcl-grid-{cell}-{panel.columns}"
     for row in _rows(panel):
         if row is None or row == -1:
             note = "⋯ rows untouched ⋯" if row is None else "⋯ more rows, not drawn ⋯"
@@ -190,27 +192,36 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
         row_y[row] = y
         out.append(f'<text x="{LABEL - 4}" y="{y + cell * 0.75}" font-size="10" '
                    f'text-anchor="end" fill="#555">{row * panel.columns}</text>')
-        for column in range(panel.columns):
+        # Untouched cells are the row's background; touched ones are drawn over it.
+        out.append(f'<rect x="{LABEL}" y="{y}" width="{panel.columns * cell}" height="{cell}" '
+                   f'fill="url(#{grid})"/>')
+        run_start = None
+        for column in range(panel.columns + 1):
             word = row * panel.columns + column
-            x = LABEL + column * cell
-            touched = owners.get(word)
+            touched = owners.get(word) if column < panel.columns else None
+            if hatched and touched is None and run_start is not None:  # one hatch per run
+                out.append(f'<rect x="{LABEL + run_start * cell}" y="{y}" '
+                           f'width="{(column - run_start) * cell}" height="{cell}" '
+                           f'fill="url(#fcl-hatch)" pointer-events="none"/>')
+                run_start = None
             if touched is None:
-                out.append(f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="#fafafa" '
-                           f'stroke="#dddddd" stroke-width="0.5"/>')
                 continue
-            lane = min(touched)
-            stroke = ("#000", 2) if word in outlined else ("#ffffff", 0.5)
-            if word in outlined and panel.accesses.site.space == "local" \
-                    and word % BANKS in panel.marked_columns:
-                stroke = ("#d00000", 2.5)
+            if run_start is None:
+                run_start = column
+            x = LABEL + column * cell
             others = sorted(set(touched))
             tip = f"element {word}: work-item{'s' * (len(others) > 1)} " + \
                 ", ".join(map(str, others[:8])) + (" …" if len(others) > 8 else "")
-            out.append(f'<g><title>{escape(tip)}</title><rect x="{x}" y="{y}" width="{cell}" '
-                       f'height="{cell}" fill="{lane_colour(lane, lanes)}" stroke="{stroke[0]}" '
-                       f'stroke-width="{stroke[1]}"/>'
-                       + (f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" '
-                          f'fill="url(#fcl-hatch)"/>' if hatched else "") + "</g>")
+            fill = lane_colour(others[0], lanes)
+            if word not in outlined:
+                out.append(f'<use href="#fcl-cell-{cell}" x="{x}" y="{y}" fill="{fill}">'
+                           f'<title>{escape(tip)}</title></use>')
+                continue
+            stroke = "#d00000" if panel.accesses.site.space == "local" \
+                and word % BANKS in panel.marked_columns else "#000"
+            out.append(f'<rect x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{fill}" '
+                       f'stroke="{stroke}" stroke-width="{2.5 if stroke != "#000" else 2}">'
+                       f'<title>{escape(tip)}</title></rect>')
         y += cell + 1
     for first, last in panel.segments:
         for row in range(first // panel.columns, last // panel.columns + 1):
@@ -221,7 +232,17 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
             out.append(f'<rect x="{LABEL + start * cell - 1}" y="{row_y[row] - 1}" '
                        f'width="{(end - start + 1) * cell + 2}" height="{cell + 2}" fill="none" '
                        f'stroke="#d00000" stroke-width="1.5" stroke-dasharray="4 2"/>')
-    return "".join(out), y - top, LABEL + panel.columns * cell + 20
+    return _cell_defs(cell, panel.columns) + "".join(out), y - top, LABEL + panel.columns * cell + 20
+
+
+def _cell_defs(cell: int, columns: int) -> str:
+    """A touched cell (filled by its user) and the pattern of untouched cells, per size.
+    Ids name their content, so diagrams on one page may repeat them."""
+    tile = f"{1 / columns:.8f}"  # one cell of the row it fills
+    return (f'<defs><rect id="fcl-cell-{cell}" width="{cell}" height="{cell}" stroke="#ffffff" '
+            f'stroke-width="0.5"/><pattern id="fcl-grid-{cell}-{columns}" '
+            f'patternUnits="objectBoundingBox" width="{tile}" height="1"><rect width="{cell}" '
+            f'height="{cell}" fill="#fafafa" stroke="#dddddd" stroke-width="0.5"/></pattern></defs>')
 
 
 def _legend(lanes: int, x: int, y: int) -> str:
@@ -245,12 +266,17 @@ def _text(heading: str, panels: list[_Panel]) -> str:
             continue
         outlined = set(panel.words[panel.highlight].tolist())
         touched = set(panel.words.tolist())
-        for row in _rows(panel)[:16]:
+        rows = _rows(panel)
+        for row in rows[:TEXT_ROWS]:
             if row is None or row == -1:
                 lines.append("         ⋯")
                 continue
             cells = "".join("#" if w in outlined else "o" if w in touched else "."
                             for w in range(row * panel.columns, (row + 1) * panel.columns))
             lines.append(f"  {row * panel.columns:>6} {cells}")
+        hidden = sum(1 for row in rows[TEXT_ROWS:] if row is not None and row != -1)
+        if hidden:
+            lines.append(f"         ⋯ {hidden} more row{'s' * (hidden > 1)} (the SVG draws up to "
+                         f"{MAX_ROWS})")
     lines += ["", "# the warp's first access, o other work-items, . untouched"]
     return "\n".join(lines)

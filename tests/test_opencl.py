@@ -229,10 +229,36 @@ def test_tiles_run_in_two_dimensional_work_groups():
     assert [k.width for k in compiled.kernels] == [None, 4]
     assert "get_local_id(1)" in compiled.source and ">> 2" not in compiled.source
     assert [local.size.value for local in compiled.kernels[1].locals] == [20]
-    assert "((int)((get_local_id(0) * 5) + get_local_id(1)))" in compiled.source
-    # The output index `row * 8 + col` is one expression over the ids, truncated once.
-    assert "arr_3[((int)(((((b_4 >> 1) * 4) + get_local_id(1)) * 8) + " in compiled.source
+    assert "arr_5[((get_local_id(0) * 5) + get_local_id(1))]" in compiled.source
+    # The output index `row * 8 + col` is one expression over the ids, and it provably lies in
+    # [0, 64): it stays in size_t, untruncated (see the test below).
+    assert "arr_3[(((((b_4 >> 1) * 4) + get_local_id(1)) * 8) + " in compiled.source
     assert run_cl(TILED_TRANSPOSE, block_size=16)[0] == run_interp(TILED_TRANSPOSE)
+
+
+def test_indices_over_local_ids_are_truncated_to_int_only_where_they_might_not_fit():
+    # `(int)(base + get_local_id(0))` hides from PoCL that neighbouring work-items access
+    # neighbouring elements, so an index whose int range is known to lie in [0, 2^31) stays
+    # in size_t; any other keeps C's int result through the truncation.
+    from fcl.il import ir
+    from fcl.opencl.emit import c_expr
+    from fcl.opencl.kernelize import Special
+
+    b, n = ir.Var("b", ir.INT), ir.Var("n", ir.INT)
+    xs = ir.Var("xs", ir.ArrayType(ir.INT))
+
+    def load(row: ir.Expr, ranges: dict) -> str:
+        index = ir.Bin("+", ir.Bin("*", row, ir.Const(16, ir.INT), ir.INT), Special("local_x"),
+                       ir.INT)
+        return c_expr(ir.Index(xs, index), wide={}, ranges={"<local_x>": (0, 15), **ranges})
+
+    assert load(b, {"b": (0, 1000)}) == "xs[((b * 16) + get_local_id(0))]"
+    assert load(b, {}) == "xs[((int)((b * 16) + get_local_id(0)))]"                # unknown
+    assert load(b, {"b": (-1, 1000)}) == "xs[((int)((b * 16) + get_local_id(0)))]"  # negative
+    assert load(b, {"b": (0, 2**27)}) == "xs[((int)((b * 16) + get_local_id(0)))]"  # wraps
+    # Not inside loops of one work-item (no `wide`): there int indices already step well.
+    assert c_expr(ir.Index(xs, ir.Bin("+", n, Special("local_x"), ir.INT)),
+                  ranges={"n": (0, 9), "<local_x>": (0, 15)}) == "xs[(n + ((int)get_local_id(0)))]"
 
 
 # Arithmetic over local ids is emitted in size_t and truncated once: negative intermediate

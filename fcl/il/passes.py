@@ -148,11 +148,11 @@ def bound(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
             new.span = s.span
             if isinstance(new, ir.Declare) and new.var.type == ir.INT \
                     and new.var.name not in assigned:
-                found = _interval(new.init, ranges)
+                found = interval(new.init, ranges)
                 if found is not None:
                     ranges[new.var.name] = found
             if isinstance(new, (ir.SeqFor, ir.ParFor, ir.Distribute)):
-                limit = _interval(new.bound, ranges)
+                limit = interval(new.bound, ranges)
                 ranges[new.var.name] = (0, max(limit[1] - 1, 0) if limit else INT_MAX)
             for name in BODIES:
                 if isinstance(getattr(new, name, None), list):
@@ -181,7 +181,7 @@ def _ranged(e: ir.Expr, ranges: dict[str, Interval]) -> ir.Expr:
     if not isinstance(e, ir.Bin):
         return e
     left, right = _ranged(e.left, ranges), _ranged(e.right, ranges)
-    a, b = _interval(left, ranges), _interval(right, ranges)
+    a, b = interval(left, ranges), interval(right, ranges)
     if a is not None and b is not None:
         if e.op in ir.COMPARISONS:
             decided = _decide(e.op, a, b)
@@ -210,7 +210,7 @@ def _decide(op: str, a: Interval, b: Interval) -> bool | None:
     return None
 
 
-def _interval(e: ir.Expr, ranges: dict[str, Interval]) -> Interval | None:
+def interval(e: ir.Expr, ranges: dict[str, Interval]) -> Interval | None:
     """Bounds on an int expression's value (None: unknown); none where C arithmetic could wrap."""
     if isinstance(e, ir.Const):
         return (int(e.value), int(e.value)) if e.type == ir.INT else None
@@ -219,11 +219,11 @@ def _interval(e: ir.Expr, ranges: dict[str, Interval]) -> Interval | None:
     if isinstance(e, ir.Un) and e.op == "clz":
         return (0, 32)
     if isinstance(e, ir.Select):
-        a, b = _interval(e.then, ranges), _interval(e.else_, ranges)
+        a, b = interval(e.then, ranges), interval(e.else_, ranges)
         return (min(a[0], b[0]), max(a[1], b[1])) if a and b else None
     if not isinstance(e, ir.Bin) or e.type != ir.INT:
         return None
-    a, b = _interval(e.left, ranges), _interval(e.right, ranges)
+    a, b = interval(e.left, ranges), interval(e.right, ranges)
     if e.op == "&" and (a and a[0] >= 0 or b and b[0] >= 0):
         return (0, min(x[1] for x in (a, b) if x and x[0] >= 0))
     if a is None or b is None:

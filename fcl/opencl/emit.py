@@ -12,7 +12,8 @@ from typing import Callable
 
 from fcl.errors import Span
 from fcl.il import ir
-from fcl.opencl.kernelize import Kernel, Special, StridedFor
+from fcl.il.passes import Interval, interval
+from fcl.opencl.kernelize import MAX_GROUPS, Kernel, Special, StridedFor, _inline_ints
 
 C_TYPES = {ir.INT: "int", ir.DOUBLE: "double", ir.BOOL: "int"}
 # Bools are stored in memory as one byte; kernel arguments cannot be bool at all.
@@ -69,18 +70,21 @@ def _uses_local_id(e: ir.Expr, defs: dict[str, ir.Expr]) -> bool:
 
 
 def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None,
-           wide: dict[str, ir.Expr] | None = None) -> str:
+           wide: dict[str, ir.Expr] | None = None,
+           ranges: dict[str, Interval] | None = None) -> str:
     """C text of `e`; `on_index` may rewrite each array read (given its plain text). With
     `wide`, arithmetic over local ids is done in size_t, through the int variables it maps to
-    their definitions (see `_wide`)."""
+    their definitions (see `_wide`); with `ranges` too (see `_ranges`), array indices that
+    provably fit stay in size_t (see `_subscript`)."""
     if on_index is not None:
-        return _c_expr(e, on_index, wide)
-    return _c_expr(e, lambda _, text: text, wide)
+        return _c_expr(e, on_index, wide, ranges)
+    return _c_expr(e, lambda _, text: text, wide, ranges)
 
 
-def _c_expr(e: ir.Expr, on_index, wide: dict[str, ir.Expr] | None) -> str:
+def _c_expr(e: ir.Expr, on_index, wide: dict[str, ir.Expr] | None,
+            ranges: dict[str, Interval] | None) -> str:
     def sub(part: ir.Expr) -> str:
-        return _c_expr(part, on_index, wide)
+        return _c_expr(part, on_index, wide, ranges)
 
     if isinstance(e, ir.Const):
         if e.type == ir.BOOL:
@@ -97,9 +101,9 @@ def _c_expr(e: ir.Expr, on_index, wide: dict[str, ir.Expr] | None) -> str:
     if isinstance(e, Special):
         return f"((int){SPECIALS[e.name]})"
     if isinstance(e, ir.Index):
-        return on_index(e, f"{e.array.name}[{sub(e.index)}]")
+        return on_index(e, f"{e.array.name}[{_subscript(e.index, on_index, wide, ranges)}]")
     if wide is not None and _ring(e) and _uses_local_id(e, wide):
-        return f"((int){_wide(e, on_index, wide)})"
+        return f"((int){_wide(e, on_index, wide, ranges)})"
     if isinstance(e, ir.Bin):
         left, right = sub(e.left), sub(e.right)
         if e.op in ("min", "max"):
@@ -120,8 +124,10 @@ def _c_expr(e: ir.Expr, on_index, wide: dict[str, ir.Expr] | None) -> str:
     raise TypeError(e)
 
 
-def _wide(e: ir.Expr, on_index, defs: dict[str, ir.Expr]) -> str:
-    """Integer arithmetic over local ids done in size_t, for the caller to truncate once.
+def _wide(e: ir.Expr, on_index, defs: dict[str, ir.Expr],
+          ranges: dict[str, Interval] | None) -> str:
+    """Integer arithmetic over local ids done in size_t, for the caller to truncate once (an
+    index that provably fits is not truncated at all, see `_subscript`).
 
     `(int)get_local_id(0)` is the same value in every barrier interval of a kernel, so the C
     compiler computes it once; PoCL then keeps it per work-item in memory across barriers and
@@ -135,10 +141,61 @@ def _wide(e: ir.Expr, on_index, defs: dict[str, ir.Expr]) -> str:
     if isinstance(e, Special) and e.name in LOCAL_IDS:
         return SPECIALS[e.name]
     if _ring(e):
-        return f"({_wide(e.left, on_index, defs)} {e.op} {_wide(e.right, on_index, defs)})"
+        return f"({_wide(e.left, on_index, defs, ranges)} {e.op} " \
+            f"{_wide(e.right, on_index, defs, ranges)})"
     if isinstance(e, ir.Var) and e.name in defs:
-        return _wide(defs[e.name], on_index, defs)
-    return _c_expr(e, on_index, defs)
+        return _wide(defs[e.name], on_index, defs, ranges)
+    return _c_expr(e, on_index, defs, ranges)
+
+
+def _subscript(index: ir.Expr, on_index, wide: dict[str, ir.Expr] | None,
+               ranges: dict[str, Interval] | None) -> str:
+    """An array index. Arithmetic over local ids that provably neither wraps nor goes negative
+    (its int range is known) is left in size_t rather than truncated: an address computed from
+    `(int)(base + get_local_id(0))` sign-extends a truncation, so the C compiler cannot tell
+    that neighbouring work-items access neighbouring elements, and PoCL's loops over work-items
+    stay scalar (the tiled transpose took about 1.3 times as long as with size_t indices).
+    Where the int value lies in [0, 2^31) the size_t value is the same number: ring operations
+    agree modulo 2^64, and the range check means no int operation wrapped."""
+    if wide is not None and ranges is not None and _ring(index) and _uses_local_id(index, wide):
+        found = interval(_inline_ints(index, {}), ranges)
+        if found is not None and found[0] >= 0:
+            return _wide(index, on_index, wide, ranges)
+    return _c_expr(index, on_index, wide, ranges)
+
+
+def _ranges(k: Kernel) -> dict[str, Interval]:
+    """Bounds on a kernel's work-item ids (named `<local_x>` etc., as `_inline_ints` names them)
+    and on the int variables computed from them, for `_subscript`. As in passes.bound: a loop
+    variable lies in [start, bound); a variable declared once and never assigned, in the range
+    of its initial value. Names are unique within a kernel."""
+    ranges: dict[str, Interval] = {"<group_id>": (0, MAX_GROUPS - 1)}  # see Kernelizer
+    if isinstance(k.group_bound, ir.Const) and k.group_bound.value >= 1:
+        ranges["<group_id>"] = (0, min(int(k.group_bound.value), MAX_GROUPS) - 1)
+    if k.block_size:
+        ranges["<local_id>"] = (0, k.block_size - 1)
+        ranges["<global_id>"] = (0, MAX_GROUPS * k.block_size - 1)
+        if k.width:
+            ranges["<local_x>"] = (0, k.width - 1)
+            ranges["<local_y>"] = (0, k.block_size // k.width - 1)
+
+    def bounds(e: ir.Expr) -> Interval | None:
+        return interval(_inline_ints(e, {}), ranges)
+
+    assigned = {s.var.name for s in ir.walk(k.body) if isinstance(s, ir.Assign)}
+    for s in ir.walk(k.body):
+        if isinstance(s, ir.Declare) and s.var.type == ir.INT and s.var.name not in assigned:
+            found = bounds(s.init)
+        elif isinstance(s, (ir.SeqFor, StridedFor)):
+            start = bounds(s.start) if isinstance(s, StridedFor) else (0, 0)
+            limit = bounds(s.bound)
+            found = (start[0], limit[1] - 1) if start and limit and 0 <= start[0] < limit[1] \
+                else None
+        else:
+            continue
+        if found is not None:
+            ranges[s.var.name] = found
+    return ranges
 
 
 def _wide_definitions(body: list[ir.Stmt]) -> dict[str, ir.Expr]:
@@ -173,12 +230,17 @@ class KernelPrinter:
         self.per_item: dict[str, str] = {}     # per-work-item local slices -> their size
         self.loops = 0                         # depth of loops without barriers
         self.wide: dict[str, ir.Expr] = {}     # int variables that `_wide` expands
+        self.ranges: dict[str, Interval] = {}  # bounds on ids and int variables (`_ranges`)
 
     def expr(self, e: ir.Expr) -> str:
         # Not inside a loop of one work-item: there the id's reload is hoisted out of the loop,
         # and int arithmetic (which cannot wrap) lets the compiler step the loop's indices.
         return c_expr(e, self._traced_load if self.trace else None,
-                      None if self.loops else self.wide)
+                      None if self.loops else self.wide, self.ranges)
+
+    def subscript(self, index: ir.Expr) -> str:
+        return _subscript(index, self._traced_load if self.trace else lambda _, text: text,
+                          None if self.loops else self.wide, self.ranges)
 
     def _record(self, kind: str, array: ir.Var | None, index: ir.Expr | None,
                 span: Span | None) -> str:
@@ -259,6 +321,7 @@ class KernelPrinter:
             self.line(f"{MEMORY_TYPES[var.type.elem]} {var.name}[{size}];", 1, None)
         self.fails = k.fails
         self.wide = _wide_definitions(k.body)
+        self.ranges = _ranges(k)
         self.block(k.body, 1)
         if self.trace:
             self.line("if (fcl_tracing) fcl_trace_count[fcl_lane] = fcl_logged;", 1, None)
@@ -296,7 +359,7 @@ class KernelPrinter:
             value = self.expr(s.value)
             if s.array.type.elem == ir.BOOL:
                 value = f"(uchar){value}"
-            self.line(f"{s.array.name}[{self.expr(s.index)}] = {value};", indent, span)
+            self.line(f"{s.array.name}[{self.subscript(s.index)}] = {value};", indent, span)
             name = self.roots.get(s.array.name, s.array.name)
             if self.trace and self.spaces.get(name) in ("__global", "__local"):
                 self.line(self._record("store", s.array, s.index, span) + ";", indent, None)

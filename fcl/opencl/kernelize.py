@@ -76,6 +76,7 @@ class Kernel:
     abortable: bool = False
     # Work-items along dimension 0 of a 2-D work-group (None: 1-D), see the module docstring.
     width: int | None = None
+    block_size: int | None = None  # the work-group size, when known at compile time
 
 
 @dataclass(eq=False)
@@ -117,7 +118,8 @@ class Kernelizer:
 
     def _new_kernel(self, span: Span | None) -> Kernel:
         line = f"_line{span.line}" if span is not None else ""
-        kernel = Kernel(f"kernel{len(self.kernels)}{line}", [], span=span)
+        kernel = Kernel(f"kernel{len(self.kernels)}{line}", [], span=span,
+                        block_size=self.block_size)
         self.kernels.append(kernel)
         return kernel
 

@@ -560,3 +560,10 @@ def test_an_access_that_is_not_affine_says_so():
     gather = [r for r in site_rows(trace.trace)
               if r.kernel == trace.trace.kernels[1].kernel.name and r.access == "reads global arr_1"]
     assert any(r.lmad_group.startswith("not one LMAD (256 accesses traced") for r in gather)
+
+
+def test_tracing_uses_the_work_group_size_the_program_was_compiled_for():
+    compiled = compile_cell(REDUCE, REDUCE_DEFS, block_size=128)
+    assert trace_program(compiled).kernels[1].block_size == 128
+    with pytest.raises(FCLError, match="compiled for work-groups of 128, not 256"):
+        trace_program(compiled, block_size=256)

@@ -15,7 +15,7 @@ import pyopencl as cl
 from fcl.errors import FCLError
 from fcl.opencl.device import build, open_device
 from fcl.opencl.emit import Site, traced_source
-from fcl.opencl.host import Compiled, HostRun
+from fcl.opencl.host import Compiled, HostRun, launch_size
 from fcl.opencl.kernelize import Kernel
 
 DEFAULT_CAP = 2048  # logged accesses per work-item
@@ -98,8 +98,9 @@ class TracingRun(HostRun):
 
 
 def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
-                  block_size: int = 256, cap: int = DEFAULT_CAP) -> Trace:
+                  block_size: int | None = None, cap: int = DEFAULT_CAP) -> Trace:
     """Run `compiled` with traced kernels (its output discarded) and return the trace."""
+    block_size = launch_size(compiled, block_size)
     if group < 0:
         raise FCLError(f"the work-group to trace must be 0 or more, not {group}")
     source, sites = traced_source(compiled.kernels)

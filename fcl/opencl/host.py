@@ -381,17 +381,27 @@ class Compiled:
     kernels: list[Kernel]
     source: str
     line_table: list
+    block_size: int | None = None  # the work-group size the kernels were shaped for, if any
 
 
 def compile_host_program(host_program: list[ir.Stmt], block_size: int | None = None) -> Compiled:
     host, kernels = kernelize(host_program, block_size)
     source, table = opencl_source(kernels)
-    return Compiled(host, kernels, source, table)
+    return Compiled(host, kernels, source, table, block_size)
 
 
-def run_compiled(compiled: Compiled, device: str | None = None, block_size: int = 256,
+def launch_size(compiled: Compiled, block_size: int | None) -> int:
+    """The work-group size to run `compiled` with: the one it was compiled for."""
+    if block_size is not None and compiled.block_size not in (None, block_size):
+        raise FCLError(f"the program was compiled for work-groups of {compiled.block_size}, "
+                       f"not {block_size}")
+    return block_size or compiled.block_size or 256
+
+
+def run_compiled(compiled: Compiled, device: str | None = None, block_size: int | None = None,
                  out: TextIO | None = None, err: TextIO | None = None):
     """Run on a device; the program's result if it was compiled to keep it (see ir.Result)."""
+    block_size = launch_size(compiled, block_size)
     dev = open_device(device)
     if "double" in compiled.source and not dev.has_fp64:
         raise FCLError(f"the device {dev.name} does not support doubles")

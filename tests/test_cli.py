@@ -235,11 +235,15 @@ def test_graph_prints_dot_or_writes_svg(tmp_path):
 
 def test_graph_without_graphviz_says_so(tmp_path):
     program = write(tmp_path / "t.fcl", NAIVE_TRANSPOSE)
-    no_dot = {"PATH": str(tmp_path)}  # `fcl` is called by its full path; `dot` is not found
-    result = subprocess.run([str(FCL), "graph", "--svg", "g.svg", str(program)], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=60, env=no_dot)
+
+    def without_dot(*args: str) -> subprocess.CompletedProcess:
+        # `fcl` is called by its full path; on this PATH `dot` is not found.
+        return subprocess.run([str(FCL), "graph", *args, str(program)], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60,
+                              env={"PATH": str(tmp_path)})
+
+    result = without_dot("--svg", "g.svg")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "Graphviz's `dot` program is not installed" in result.stderr
-    printed = subprocess.run([str(FCL), "graph", str(program)], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=60, env=no_dot)
+    printed = without_dot()
     assert printed.returncode == 0 and printed.stdout.startswith("digraph {")

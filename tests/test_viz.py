@@ -21,29 +21,9 @@ from fcl.session import Session
 from fcl.viz.graphs import LEVEL_COLOURS, READ_COLOUR, WRITE_COLOUR, kernel_graph, render, \
     structure_graph
 from fcl.viz.memory import memory_diagram
+from test_analysis import NAIVE, TILED, TILED_DEFS  # the programs whose costs are tested there
 
 SVG = "{http://www.w3.org/2000/svg}"
-NAIVE = "do<grid> {\n  xs <- forcePull<grid> (iota 4096);\n" \
-        "  forcePull<grid> (transpose 64 64 xs)\n}"
-TILED_DEFS = """
-fun tiledTranspose tileFn tileDim rows cols elems =
-  let tilesPerRow = cols / tileDim
-  in splitGrid tileDim cols rows elems
-     |> map tileFn
-     |> interleave<block> (tileDim * tileDim) (fn ij =>
-          let tile = fst ij in
-          let k = snd ij in
-          let row = tile % tilesPerRow * tileDim + k / tileDim in
-          let col = tile / tilesPerRow * tileDim + k % tileDim
-          in row * rows + col)
-fun plainTile tile =
-  do<block> {
-    t <- forcePull<block> tile;
-    return<block> (push<block> (transpose 32 32 t))
-  }
-"""
-TILED = "do<grid> { xs <- forcePull<grid> (iota (64*64)); " \
-        "forceM<grid> (tiledTranspose plainTile 32 64 64 xs) }"
 SEQFOR = Path(__file__).parent / "programs" / "seqfor.fcl"
 
 

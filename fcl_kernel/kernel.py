@@ -1,6 +1,7 @@
 """The FCL Jupyter kernel: a thin ipykernel wrapper around fcl.notebook.Workspace."""
 from __future__ import annotations
 
+import re
 import traceback
 
 from ipykernel.kernelbase import Kernel
@@ -9,7 +10,11 @@ from fcl import __version__
 from fcl.errors import FCLError
 from fcl.notebook import Workspace, render
 from fcl_kernel import complete
+from fcl_kernel.history import History
 from fcl_kernel.magics import Magics, split_magics
+
+
+HELP = re.compile(r"\?([#A-Za-z][\w#']*)|([#A-Za-z][\w#']*)\?")  # `?name` or `name?`
 
 
 class StreamWriter:
@@ -47,6 +52,9 @@ class FCLKernel(Kernel):
         super().__init__(**kwargs)
         self.workspace = Workspace()
         self.magics = Magics(self)
+        self.history = History()
+        self.payload: list[dict] = []    # what a magic asks the front end to do (the pager)
+        self.last_result: str | None = None
         self.out = StreamWriter(self, "stdout")
         self.err = StreamWriter(self, "stderr")
         self._setup_widgets()
@@ -80,7 +88,29 @@ class FCLKernel(Kernel):
     # ---- the protocol
     def do_execute(self, code, silent, store_history=True, user_expressions=None,
                    allow_stdin=False):
+        self.payload, self.last_result = [], None
+        reply = self._execute(code, silent)
+        if store_history and not silent:
+            self.history.add(self.execution_count, code, self.last_result)
+        return reply
+
+    def _help(self, name: str) -> dict:
+        text = self.workspace.describe(name)
+        if text is None:
+            raise FCLError(f"`{name}` is not defined; `%who` lists your definitions")
+        self.page(text)
+        return {"status": "ok", "execution_count": self.execution_count,
+                "payload": self.payload, "user_expressions": {}}
+
+    def page(self, text: str) -> None:
+        """Show a long text in the front end's pager (a help panel, or below the cell)."""
+        self.payload.append({"source": "page", "data": {"text/plain": text}, "start": 0})
+
+    def _execute(self, code: str, silent: bool) -> dict:
         try:
+            asked = HELP.fullmatch(code.strip())
+            if asked:  # `name?`: its type and description in the pager, as IPython does
+                return self._help(asked.group(1) or asked.group(2))
             line_magics, cell_magic, body = split_magics(code)
             for name, args in line_magics:
                 self.magics.run_line(name, args)
@@ -98,15 +128,17 @@ class FCLKernel(Kernel):
             return self.show_error(type(err).__name__, str(err),
                                    ["internal error in the FCL kernel (please report it):"] +
                                    traceback.format_exc().splitlines())
-        return {"status": "ok", "execution_count": self.execution_count, "payload": [],
-                "user_expressions": {}}
+        return {"status": "ok", "execution_count": self.execution_count,
+                "payload": self.payload, "user_expressions": {}}
 
     def run_fcl(self, code: str, silent: bool = False) -> None:
         outcome = self.workspace.execute(code, self.out, self.err)
         if outcome.shown and not silent:
+            data = render(outcome.value, outcome.type)
+            self.last_result = data["text/plain"]
             self.send_response(self.iopub_socket, "execute_result",
-                               {"execution_count": self.execution_count,
-                                "data": render(outcome.value, outcome.type), "metadata": {}})
+                               {"execution_count": self.execution_count, "data": data,
+                                "metadata": {}})
 
     def do_complete(self, code, cursor_pos):
         start, matches = complete.completions(self.workspace, self.magics.names(), code, cursor_pos)
@@ -128,6 +160,18 @@ class FCLKernel(Kernel):
         if status == "incomplete":
             reply["indent"] = "  "
         return reply
+
+    def do_history(self, hist_access_type, output, raw, session=None, start=None, stop=None,
+                   n=None, pattern=None, unique=False):
+        if hist_access_type == "tail":
+            rows = self.history.tail(n, output)
+        elif hist_access_type == "range":
+            rows = self.history.range(session, start or 0, stop, output)
+        elif hist_access_type == "search":
+            rows = self.history.search(pattern, unique, n, output)
+        else:
+            rows = []
+        return {"status": "ok", "history": rows}
 
     def do_shutdown(self, restart):
         return {"status": "ok", "restart": restart}

@@ -40,6 +40,9 @@ class FCLKernelTests(jupyter_kernel_test.KernelTests):
     incomplete_code_samples = ["val x =", "fun f x = (x +", "do<grid> {"]
     invalid_code_samples = ["val x = 1 )"]
     code_inspect_sample = "generate"
+    code_page_something = "generate?"
+    supported_history_operations = ("tail", "range", "search")
+    code_history_pattern = "fun sq*"
     code_execute_result = [{"code": "fun sq x = x * x\nsq 12", "result": "144"},
                            {"code": "generate 4 (fn i => i * i)", "result": "[0,1,4,9]"}]
 
@@ -267,3 +270,23 @@ def test_expect_checks_a_result_against_numpy(kernel):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def test_help_pages_a_name_and_history_remembers_cells(kernel):
+    _, kc = kernel
+    execute(kc, "fun halve x = x / 2")
+    msg_id = kc.execute("?halve")
+    reply = kc.get_shell_msg(timeout=60)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=60)
+    [page] = reply["content"]["payload"]
+    assert page["source"] == "page" and page["data"]["text/plain"].startswith("halve : int -> int")
+    reply, _ = execute(kc, "nothingHere?")
+    assert reply["ename"] == "FCLError" and "`nothingHere` is not defined" in reply["evalue"]
+    execute(kc, "halve 10")
+    msg_id = kc.history(hist_access_type="tail", n=1, output=True, raw=True)
+    reply = kc.get_shell_msg(timeout=60)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=60)
+    [(session, line, (code, result))] = reply["content"]["history"]
+    assert (code, result) == ("halve 10", "5")

@@ -55,9 +55,6 @@ class Explanation:
         return {"text/plain": text, "text/html": costs_html(costs) + details}
 
     # ---- memory diagrams
-    def kernels_traced(self, group: int = 0) -> list[KernelTrace]:
-        return self.trace(group).kernels
-
     def memory(self, kernel: str | None = None, array: str | None = None, group: int = 0,
                warp: int = 0, pitch: int | None = None) -> list[tuple[str, Diagram]]:
         """(kernel name, diagram) per launched kernel (the chosen one only, if given) that

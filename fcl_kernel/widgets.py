@@ -34,17 +34,17 @@ def _problem(message: str) -> str:
 
 def memory_explorer(explanation, array: str | None = None, pitch: int | None = None):
     """Pick the kernel, work-group, warp and row pitch of a memory diagram."""
-    first = explanation.kernels_traced(0)
-    if not first:
-        raise FCLError("the program launches no kernels: there is no memory traffic to draw")
-    kernel = widgets.Dropdown(options=[k.kernel.name for k in first], value=first[-1].kernel.name,
-                              description="kernel")
-    group = widgets.BoundedIntText(value=0, min=0, max=max(0, first[-1].groups - 1),
+    # The kernels that touch memory (`array`, if given); an error if none does.
+    names = [name for name, _ in explanation.memory(None, array, pitch=pitch)]
+    last = explanation.find_traced(names[-1])
+    kernel = widgets.Dropdown(options=names, value=names[-1], description="kernel")
+    group = widgets.BoundedIntText(value=0, min=0, max=max(0, last.groups - 1),
                                    description="work-group")
-    warp = widgets.IntSlider(value=0, min=0, max=(first[-1].block_size - 1) // WARP_SIZE,
+    warp = widgets.IntSlider(value=0, min=0, max=(last.block_size - 1) // WARP_SIZE,
                              description="warp")
     row = widgets.IntSlider(value=pitch or 0, min=0, max=128, description="pitch",
                             tooltip="elements per row; 0 chooses from the access pattern")
+
     def drawing() -> str:
         try:
             traced = explanation.find_traced(kernel.value, 0)

@@ -244,3 +244,12 @@ def test_device_chooses_where_cells_run(kc):
     execute(kc, "%device Portable")
     assert "Oclgrind" not in [line for line in stdout(execute(kc, "%device")[1]).splitlines()
                               if line.startswith("* ")][0]
+
+
+def test_memory_explorer_of_one_array_offers_the_kernels_touching_it(kc):
+    _, messages = execute(kc, NAIVE.format(magic="memory --explore --array arr_1"))
+    widgets = widgets_opened(messages)
+    [dropdown] = [s for s in widgets.values() if s["_model_name"] == "DropdownModel"]
+    assert dropdown["_options_labels"] == ["kernel0_line2", "kernel1_line3"]
+    reply, _ = execute(kc, NAIVE.format(magic="memory --explore --array nowhere"))
+    assert reply["ename"] == "FCLError" and "no kernel shown accesses array nowhere" in reply["evalue"]

@@ -305,3 +305,58 @@ def test_arrays_only_touched_at_the_own_position_become_registers():
     session = session_for(POWER_LOOP)
     compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(32))
     assert len(compiled.kernels[-1].locals) == 2 and not compiled.kernels[-1].private
+
+
+# A kernel that computes each element of a fresh array from the same element of an array that
+# nothing reads afterwards writes into that array instead (a fresh one costs a read of every
+# cache line it is written to on a CPU): the scan's final adjustment.
+ADJUST_IN_PLACE = """
+val main = do<grid> {
+  xs <- forcePull<grid> (generate 64 (fn i => i * 3)) ;
+  ys <- generate 4 (fn c => return<block> (push<block> (generate 16 (fn j =>
+          index xs (c * 16 + j) + c)))) |> concat<block> 16 ;
+  forceAndPrint 64 ys }
+"""
+
+
+@pytest.mark.parametrize("old, new, in_place", [
+    ("", "", True),
+    ("ys }", "ys ; forceAndPrint 64 (push<grid> xs) }", False),  # xs is used later
+    ("index xs (c * 16 + j)", "index xs (63 - (c * 16 + j))", False),  # another item's element
+])
+def test_kernels_write_in_place_into_arrays_nothing_reads_afterwards(old, new, in_place):
+    from fcl.il import ir
+    program = ADJUST_IN_PLACE.replace(old, new) if old else ADJUST_IN_PLACE
+    session = session_for(program)
+    compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(16))
+    allocs = [s for s in compiled.host if isinstance(s, ir.Alloc)]
+    assert len(allocs) == (1 if in_place else 2)
+    assert [p.name for p in compiled.kernels[1].params] == \
+        (["arr_1"] if in_place else ["arr_1", "arr_3"])
+    assert run_cl(program, block_size=16)[0] == run_interp(program)
+
+
+def test_writes_in_place_need_every_iteration_to_write_its_own_element():
+    from fcl.il import ir
+    from fcl.opencl.inplace import in_place
+    I, arrays = ir.INT, ir.ArrayType(ir.INT)
+    inp, out = ir.Var("inp", arrays), ir.Var("out", arrays)
+    b, i = ir.Var("b", I), ir.Var("i", I)
+
+    def program(stride: int):
+        index = ir.Bin("+", ir.Bin("*", b, ir.Const(stride, I), I), i, I)
+        return [ir.Alloc(inp, ir.Const(64, I), "grid"), ir.Alloc(out, ir.Const(64, I), "grid"),
+                ir.Distribute("grid", b, ir.Const(4, I), [
+                    ir.ParFor("block", i, ir.Const(16, I), [
+                        ir.Store(out, index, ir.Bin("+", ir.Index(inp, index), b, I))])]),
+                ir.Print(ir.Const(64, I), out)]
+
+    def rewritten(stmts) -> bool:
+        shown = ir.show_stmts(stmts)
+        after = ir.show_stmts(in_place(stmts))
+        assert ir.show_stmts(stmts) == shown  # the IL given is left alone
+        return "out" not in after
+
+    assert rewritten(program(16))
+    assert not rewritten(program(8))   # groups overlap: b * 8 + i repeats elements
+    assert not rewritten(program(0))   # every group writes the same elements

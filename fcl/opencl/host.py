@@ -20,6 +20,7 @@ from fcl.il import ir
 from fcl.interp.prims import _c_div, _c_mod, _clz
 from fcl.opencl.device import DTYPES, Device, build, is_oclgrind, open_device
 from fcl.opencl.emit import opencl_source
+from fcl.opencl.inplace import in_place
 from fcl.opencl.kernelize import Kernel, Launch, Special, kernelize
 
 NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}
@@ -385,7 +386,7 @@ class Compiled:
 
 
 def compile_host_program(host_program: list[ir.Stmt], block_size: int | None = None) -> Compiled:
-    host, kernels = kernelize(host_program, block_size)
+    host, kernels = kernelize(in_place(host_program), block_size)
     source, table = opencl_source(kernels)
     return Compiled(host, kernels, source, table, block_size)
 

@@ -1,0 +1,194 @@
+"""Kernels that update an array in place instead of writing a fresh one.
+
+A grid-level loop (a kernel) that writes a freshly allocated array `out` element by element,
+each element computed from the element at the same index of an array `inp` that nothing reads
+afterwards, can write into `inp` instead: `out[e] = f(inp[e])` becomes `inp[e] = f(inp[e])`, and
+`out` is not allocated. Writing a fresh array costs more than the stores on a CPU: each of its
+cache lines is read before it is written (the scan's final adjustment took twice the time of
+the hand-written in-place kernel on PoCL). Like local arrays sharing memory (sharing.py), this
+is the back end's choice of buffers: the IL, and the structure drawn from it, keep both arrays.
+
+The rewrite is safe when every element is written by one statement instance that has read the
+old value first, and no other instance reads it:
+
+* the kernel has exactly one store to `out`, at index e, and mentions `inp` only as reads
+  `inp[e]` (the same expression) inside the stored value; it does not read `out`;
+* e is a linear function of the loops around the store (constant bounds), with coefficients
+  that give every iteration its own element (as the digits of a mixed-radix number);
+* `inp` and `out` are allocated in global memory in the same statement list as the kernel,
+  with the same element type, `out` no larger than `inp`; `inp` is not used after the kernel nor
+  copied into a variable, and `out` is not used between its allocation and the kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fcl.il import ir
+from fcl.il.passes import _assigned, _exprs, map_exprs, rebuild
+from fcl.il.simplify import _linear
+
+LOOPS = (ir.SeqFor, ir.ParFor, ir.Distribute)
+
+
+def in_place(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+    return _block(stmts, _assigned(stmts))
+
+
+def _block(stmts: list[ir.Stmt], assigned: set[str]) -> list[ir.Stmt]:
+    # New statements throughout: the IL given is also drawn as the program's structure.
+    stmts = [s if _is_kernel(s) else _with_bodies(s, assigned) for s in stmts]
+    p = 0
+    while p < len(stmts):
+        found = _candidate(stmts, p, assigned) if _is_kernel(stmts[p]) else None
+        if found is not None:
+            out_alloc, inp = found
+            stmts.remove(out_alloc)
+            p -= 1
+            stmts[p:] = _rename(stmts[p:], out_alloc.var.name, inp)
+        p += 1
+    return stmts
+
+
+def _with_bodies(s: ir.Stmt, assigned: set[str]) -> ir.Stmt:
+    bodies = {name: _block(getattr(s, name), assigned) for name in ir.BODIES
+              if isinstance(getattr(s, name, None), list)}
+    if not bodies:
+        return s
+    new = replace(s, **bodies)
+    new.span = s.span
+    return new
+
+
+def _is_kernel(s: ir.Stmt) -> bool:
+    return isinstance(s, (ir.ParFor, ir.Distribute)) and s.level == "grid"
+
+
+def _candidate(stmts: list[ir.Stmt], p: int, assigned: set[str]):
+    """(the allocation of the kernel's output, the input array it can be written into)."""
+    kernel = stmts[p]
+    allocs = {s.var.name: s for s in stmts[:p]
+              if isinstance(s, ir.Alloc) and s.level == "grid"}
+    stores = [(s, loops) for s, loops in _stores(kernel.body, [kernel]) if s.array.name in allocs]
+    if len(stores) != 1:
+        return None
+    store, loops = stores[0]
+    out = allocs[store.array.name]
+    if out.var.name in assigned or out.var.name in _names(store.index) | _names(store.value) \
+            or _elsewhere(kernel.body, out.var.name, store) \
+            or any(_mentions(s, out.var.name) for s in stmts[stmts.index(out) + 1:p]) \
+            or not _injective(store.index, loops, kernel):
+        return None
+    index = ir.show_expr(store.index)
+    for name, inp in allocs.items():
+        if name == out.var.name or name in assigned or inp.var.type != out.var.type \
+                or not _fits(out.size, inp.size, assigned):
+            continue
+        reads = _reads(store.value, name)
+        if reads and all(r == index for r in reads) and name not in _names(store.index) \
+                and not _elsewhere(kernel.body, name, store) \
+                and not any(_mentions(s, name) for s in stmts[p + 1:]) \
+                and not _copied(stmts, name):
+            return out, inp.var
+    return None
+
+
+def _stores(stmts: list[ir.Stmt], loops: list[ir.Stmt]):
+    """Every store in stmts with the loops around it (None for a `while`: unknown count)."""
+    for s in stmts:
+        if isinstance(s, ir.Store):
+            yield s, loops
+        inner = loops + [s if isinstance(s, LOOPS) else None] \
+            if isinstance(s, LOOPS + (ir.While,)) else loops
+        for child in ir.children(s):
+            yield from _stores(child, inner)
+
+
+def _injective(index: ir.Expr, loops: list, kernel: ir.Stmt) -> bool:
+    """Whether distinct iterations of the loops around the store write distinct elements."""
+    if None in loops:
+        return False
+    loop_vars = {loop.var.name for loop in loops}
+    inside = {s.var.name for s in ir.walk(kernel.body) if isinstance(s, (ir.Declare, ir.Assign))}
+    terms, _ = _linear(index)
+    coefs: dict[str, int] = {}
+    for atom, coef in terms.values():
+        if not isinstance(atom, ir.Var) or atom.name in inside:
+            return False  # not linear in the loops, or varying in another way
+        if atom.name in loop_vars:
+            coefs[atom.name] = abs(coef)
+    span = 0  # the largest difference of the index over the loops taken so far
+    for loop in sorted(loops, key=lambda lp: coefs.get(lp.var.name, 0)):
+        if not isinstance(loop.bound, ir.Const):
+            return False
+        if loop.bound.value <= 1:
+            continue
+        coef = coefs.get(loop.var.name, 0)
+        if coef <= span:
+            return False
+        span += coef * (loop.bound.value - 1)
+    return True
+
+
+def _fits(size: ir.Expr, capacity: ir.Expr, assigned: set[str]) -> bool:
+    if isinstance(size, ir.Const) and isinstance(capacity, ir.Const):
+        return size.value <= capacity.value
+    names: dict[str, ir.Var] = {}
+    ir.expr_vars(size, names)
+    return ir.show_expr(size) == ir.show_expr(capacity) and not names.keys() & assigned
+
+
+def _reads(e: ir.Expr, name: str) -> list[str] | None:
+    """The indices (shown) of e's reads of array `name`; None if e uses it otherwise."""
+    found: list[str] = []
+
+    def visit(x: ir.Expr) -> bool:
+        if isinstance(x, ir.Var):
+            return x.name != name
+        if isinstance(x, ir.Index) and x.array.name == name:
+            found.append(ir.show_expr(x.index))
+            return visit(x.index)
+        return all(visit(getattr(x, f)) for f in x.__dataclass_fields__
+                   if isinstance(getattr(x, f), ir.Expr))
+
+    return found if visit(e) else None
+
+
+def _mentions(s: ir.Stmt, name: str) -> bool:
+    """Whether s, or a statement nested in it, uses the variable or array `name`."""
+    return any(name in _names(e) for t in ir.walk([s]) for e in _exprs(t))
+
+
+def _elsewhere(stmts: list[ir.Stmt], name: str, store: ir.Store) -> bool:
+    """Whether a statement other than `store` uses `name`."""
+    return any(t is not store and any(name in _names(e) for e in _exprs(t))
+               for t in ir.walk(stmts))
+
+
+def _names(e: ir.Expr) -> set[str]:
+    names: dict[str, ir.Var] = {}
+    ir.expr_vars(e, names)
+    return set(names)
+
+
+def _copied(stmts: list[ir.Stmt], name: str) -> bool:
+    """Whether some variable is made to refer to the array (it would live on under that name)."""
+    return any(isinstance(s, (ir.Declare, ir.Assign)) and
+               name in _names(s.init if isinstance(s, ir.Declare) else s.value)
+               for s in ir.walk(stmts))
+
+
+def _rename(stmts: list[ir.Stmt], old: str, new: ir.Var) -> list[ir.Stmt]:
+    substitute = {old: new}
+    out = map_exprs(stmts, lambda e: rebuild(e, substitute))
+    for s in ir.walk(out):
+        if isinstance(s, ir.Result):
+            s.value = _rename_result(s.value, old, new)
+    return out
+
+
+def _rename_result(value, old: str, new: ir.Var):
+    if isinstance(value, ir.ArrayResult):
+        return ir.ArrayResult(new, value.length) if value.array.name == old else value
+    if isinstance(value, tuple):
+        return tuple(_rename_result(v, old, new) for v in value)
+    return value

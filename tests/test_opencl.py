@@ -2,6 +2,7 @@
 import io
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -234,6 +235,19 @@ def test_tiles_run_in_two_dimensional_work_groups():
     # [0, 64): it stays in size_t, untruncated (see the test below).
     assert "arr_3[(((((b_4 >> 1) * 4) + get_local_id(1)) * 8) + " in compiled.source
     assert run_cl(TILED_TRANSPOSE, block_size=16)[0] == run_interp(TILED_TRANSPOSE)
+
+
+def test_only_tiles_whose_columns_are_read_are_padded():
+    # The thesis's matmulTiled reads its tiles along rows (B's) and broadcasts from A's: no
+    # work-item walks down a column, so padding would only shift the two rows of a warp of a
+    # 16-wide tile into each other's banks. The transpose above reads its tile by columns.
+    path = Path(__file__).parent / "thesis" / "matmul.fcl"
+    session = Session.new(prelude=True)
+    session.add_file(Source(str(path), path.read_text()))
+    compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(16))
+    tiled = [k for k in compiled.kernels if k.width]
+    assert tiled and all(local.size.value == 16 for k in tiled for local in k.locals)
+    assert "* 5)" not in compiled.source
 
 
 def test_indices_over_local_ids_are_truncated_to_int_only_where_they_might_not_fit():

@@ -265,8 +265,11 @@ class KernelBody:
 
     def padded(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
         """Local tiles whose every access is (row, column), the column within a row of the
-        work-group's width, get one element of padding per row: a column of the tile is then
-        spread over memory banks (GPUs) and cache sets (CPUs) rather than hitting one."""
+        work-group's width, and some access walks down a column (neighbouring work-items in x
+        at different rows), get one element of padding per row: the column is then spread over
+        memory banks (GPUs) and cache sets (CPUs) rather than hitting one. Tiles only read
+        along rows stay unpadded: there padding would only shift the rows of a warp that spans
+        several (16-wide tiles) into each other's banks."""
         width = self.kernel.width
         tiles = {a.var.name: a for a in self.kernel.locals if not a.per_item
                  and isinstance(a.size, ir.Const) and a.size.value % width == 0}
@@ -280,6 +283,7 @@ class KernelBody:
             if isinstance(s, ir.SeqFor) and isinstance(s.bound, ir.Const):
                 ranges[s.var.name] = (0, int(s.bound.value) - 1)
         places: dict[int, ir.Expr] = {}  # id of an access's index -> its padded index
+        column_walks: set[str] = set()   # tiles with an access whose row follows local_x
 
         def visit(e: ir.Expr) -> ir.Expr:
             if isinstance(e, ir.Index) and e.array.name in tiles:
@@ -287,6 +291,10 @@ class KernelBody:
                 if split is None:
                     tiles.pop(e.array.name)
                 else:
+                    row_vars: dict[str, ir.Var] = {}
+                    ir.expr_vars(split[0], row_vars)
+                    if "<local_x>" in row_vars:
+                        column_walks.add(e.array.name)
                     places[id(e.index)] = _work_item_ids(mk_bin("+", mk_bin("*", split[0], ir.Const(
                         width + 1, ir.INT), ir.INT), split[1], ir.INT))
             for f in fields(e):
@@ -297,6 +305,7 @@ class KernelBody:
         for s in ir.walk(body):
             if isinstance(s, ir.Store):
                 visit(ir.Index(s.array, s.index))
+        tiles = {name: tile for name, tile in tiles.items() if name in column_walks}
         if not tiles:
             return body
 

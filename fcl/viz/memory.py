@@ -9,6 +9,7 @@ memory with the banks it hits more than once (conflicts) marked in red.
 """
 from __future__ import annotations
 
+import colorsys
 from dataclasses import dataclass
 from html import escape
 
@@ -36,7 +37,10 @@ class Diagram:
 
 
 def lane_colour(lane: int, lanes: int) -> str:
-    return f"hsl({300 * lane / max(1, lanes - 1):.0f},75%,68%)"
+    """Hue from red (the first work-item) to magenta (the last), as #rrggbb: a diagram has
+    thousands of cells, and hex is the shortest way to write each one's colour."""
+    red, green, blue = colorsys.hls_to_rgb(300 * lane / max(1, lanes - 1) / 360, 0.68, 0.75)
+    return f"#{round(red * 255):02x}{round(green * 255):02x}{round(blue * 255):02x}"
 
 
 @dataclass

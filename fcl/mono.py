@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from fcl.syntax import ast
 from fcl.types.infer import substitute_level
-from fcl.types.types import (INT, Level, TArrow, TCon, TPair, TProgram, TPull, TPush, Type, chase,
-                             level_depth, level_of_depth, map_type)
+from fcl.types.types import (INT, Level, TArrow, TCon, TPair, TProgram, TPull, TPush, Type, TVar,
+                             chase, level_depth, level_of_depth)
 
 
 @dataclass
@@ -34,9 +34,19 @@ class _Record:
     instances: dict = field(default_factory=dict)  # key -> (name, mono expr or None while built)
 
 
+class _Subst(dict):
+    """An instance's substitution of concrete types and levels for variables, and the concrete
+    types made under it so far, by the (chased) type they were made from: a node's type mostly
+    shares its parts with its children's types, so each part is made once."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.made: dict[Type, Type] = {}
+
+
 def monomorphize(decls: list[ast.Decl], root: ast.Expr) -> MonoProgram:
     mono = _Mono(decls)
-    root_mono = mono.expr(root, {}, {})
+    root_mono = mono.expr(root, _Subst(), {})
     defs = []
     for record in sorted(mono.top.values(), key=lambda r: r.order):
         defs += [(name, body) for name, body in record.instances.values()]
@@ -47,13 +57,32 @@ class _Mono:
     def __init__(self, decls: list[ast.Decl]):
         self.top = {id(d.scheme): _Record(d.name, d.value, d.scheme, i) for i, d in enumerate(decls)}
 
-    def concrete(self, t: Type, subst: dict) -> Type:
-        """t under the instance's substitution, defaulted: one rebuild (map_type follows bound
-        variables itself, and the substitution's types are concrete already)."""
-        return map_type(t, lambda v: subst.get(v, INT),
-                        lambda level: _default_level(substitute_level(level, subst)))
+    def concrete(self, t: Type, subst: _Subst) -> Type:
+        """t under the instance's substitution, defaulted (the substitution's types are concrete
+        already)."""
+        t = chase(t)
+        made = subst.made.get(t)
+        if made is None:
+            if isinstance(t, TVar):
+                made = subst.get(t, INT)
+            elif isinstance(t, TArrow):
+                made = TArrow(self.concrete(t.arg, subst), self.concrete(t.res, subst))
+            elif isinstance(t, TPair):
+                made = TPair(self.concrete(t.fst, subst), self.concrete(t.snd, subst))
+            elif isinstance(t, TPull):
+                made = TPull(self.concrete(t.elem, subst))
+            elif isinstance(t, TPush):
+                made = TPush(_default_level(substitute_level(t.level, subst)),
+                             self.concrete(t.elem, subst))
+            elif isinstance(t, TProgram):
+                made = TProgram(_default_level(substitute_level(t.level, subst)),
+                                self.concrete(t.result, subst))
+            else:
+                made = t
+            subst.made[t] = made
+        return made
 
-    def instance(self, record: _Record, var: ast.Var, subst: dict) -> str:
+    def instance(self, record: _Record, var: ast.Var, subst: _Subst) -> str:
         scheme = record.scheme
         types = [self.concrete(t, subst) for t in var.inst.types]
         levels = [_default_level(substitute_level(lv, subst)) for lv in var.inst.levels]
@@ -68,19 +97,19 @@ class _Mono:
                 while name in taken:
                     name, k = f"{base}_{k}", k + 1
             record.instances[key] = (name, None)
-            inner = dict(record.outer)
+            inner = _Subst(record.outer)
             inner.update(zip(scheme.type_vars, types))
             inner.update(zip(scheme.level_vars, levels))
             body = self.expr(record.value, inner, record.local)
             record.instances[key] = (name, body)
         return record.instances[key][0]
 
-    def expr(self, e: ast.Expr, subst: dict, local: dict) -> ast.Expr:
+    def expr(self, e: ast.Expr, subst: _Subst, local: dict) -> ast.Expr:
         out = self._expr(e, subst, local)
         out.type = self.concrete(e.type, subst)
         return out
 
-    def _expr(self, e: ast.Expr, subst: dict, local: dict) -> ast.Expr:
+    def _expr(self, e: ast.Expr, subst: _Subst, local: dict) -> ast.Expr:
         if isinstance(e, (ast.Lit, ast.UnitLit)):
             return _copy(e)
         if isinstance(e, ast.Var):

@@ -6,11 +6,12 @@ definitions cannot shadow), `a && b` and `a || b` become short-circuiting `if`s,
 """
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from pathlib import Path
 
-from lark import Lark, Token, Transformer_NonRecursive, v_args
-from lark.exceptions import UnexpectedToken, VisitError
+from lark import Lark, Token
+from lark.exceptions import UnexpectedToken
 from lark.lexer import Lexer as LarkLexer
 
 from fcl.errors import FCLError, Source, Span
@@ -37,10 +38,17 @@ class _TokenPassThrough(LarkLexer):
 
 
 @lru_cache(maxsize=None)
-def _lark() -> Lark:
+def _lark() -> tuple[Lark, _Builder]:
+    """The parser and the builder it calls on each reduction, so that no parse tree is built."""
     grammar = (Path(__file__).parent / "grammar.lark").read_text()
-    return Lark(grammar, parser="lalr", lexer=_TokenPassThrough, start=["program", "expr_start", "scheme_start"],
-                maybe_placeholders=True, propagate_positions=True, cache=True)
+    builder = _Builder()
+    parser = Lark(grammar, parser="lalr", lexer=_TokenPassThrough, transformer=builder,
+                  start=["program", "expr_start", "scheme_start"], maybe_placeholders=True, cache=True)
+    return parser, builder
+
+
+# Parses take turns: the one builder holds the source (and first error) of the parse under way.
+_PARSING = threading.Lock()
 
 
 def parse_program(source: Source) -> ast.Module:
@@ -73,15 +81,16 @@ def parse_scheme(source: Source) -> ast.SchemeSyntax:
 
 
 def _run(source: Source, tokens: list[Token], start: str):
-    try:
-        tree = _lark().parse(tokens, start=start)
-        return _Builder(source).transform(tree)
-    except UnexpectedToken as err:
-        raise _syntax_error(source, tokens, err) from None
-    except VisitError as err:
-        if isinstance(err.orig_exc, FCLError):
-            raise err.orig_exc from None
-        raise
+    parser, builder = _lark()
+    with _PARSING:
+        builder.source, builder.error = source, None
+        try:
+            result = parser.parse(tokens, start=start)
+        except UnexpectedToken as err:
+            raise _syntax_error(source, tokens, err) from None
+        if builder.error is not None:
+            raise builder.error
+        return result.value
 
 
 # ---- syntax error messages --------------------------------------------------------------------
@@ -176,20 +185,65 @@ def _open_brackets(tokens: list[Token], upto: Token | None = None) -> list[Token
     return stack
 
 
-# ---- tree → AST -----------------------------------------------------------------------------
+# ---- reductions → AST -----------------------------------------------------------------------
 
 def _tok_span(source: Source, tok: Token) -> Span:
     return Span(source, tok.start_pos, tok.end_pos)
 
 
-# Non-recursive, so that deeply nested input is parsed rather than overflowing Python's stack.
-@v_args(meta=True)
-class _Builder(Transformer_NonRecursive):
-    def __init__(self, source: Source):
-        super().__init__()
-        self.source = source
+class _Located:
+    """What a rule built, and where the rule's text starts and ends: from its first token to its
+    last, so brackets are included (a parenthesised expression's own span leaves them out)."""
 
-    def span(self, meta) -> Span:
+    __slots__ = ("value", "start_pos", "end_pos")
+
+    def __init__(self, start_pos: int | None, end_pos: int | None):
+        self.value = None
+        self.start_pos = start_pos
+        self.end_pos = end_pos
+
+
+def _reductions(cls):
+    """Turn each public method `rule(self, meta, items)` of the builder into the callback Lark
+    calls when it reduces that rule: it gets the children (tokens, `_Located` results, and None
+    for an optional part that is absent) and returns a `_Located`. `meta` is that result, whose
+    positions are those of the rule's first and last present child."""
+    def reduction(method):
+        def reduce(self, children):
+            start = end = None
+            for child in children:
+                if child is not None:
+                    start = child.start_pos
+                    break
+            for child in reversed(children):
+                if child is not None:
+                    end = child.end_pos
+                    break
+            node = _Located(start, end)
+            if self.error is None:
+                try:
+                    node.value = method(self, node, [c.value if type(c) is _Located else c
+                                                     for c in children])
+                except FCLError as err:
+                    self.error = err
+            return node
+        return reduce
+
+    for name, method in list(vars(cls).items()):
+        if callable(method) and not name.startswith("_"):
+            setattr(cls, name, reduction(method))
+    return cls
+
+
+# Lark reduces bottom-up with its own stack, so deeply nested input needs no Python recursion.
+# A syntax error anywhere is reported before any error found while building (as when the AST was
+# built from a finished parse tree): after the first such error, parsing goes on, building nothing.
+@_reductions
+class _Builder:
+    source: Source
+    error: FCLError | None
+
+    def _span(self, meta: _Located) -> Span:
         return Span(self.source, meta.start_pos, meta.end_pos)
 
     # ---- top level
@@ -205,7 +259,7 @@ class _Builder(Transformer_NonRecursive):
         sig, definition = items
         if sig is not None:
             definition.sig_name, definition.sig = sig
-            definition.span = self.span(meta)
+            definition.span = self._span(meta)
         return definition
 
     def sig(self, meta, items):
@@ -218,11 +272,11 @@ class _Builder(Transformer_NonRecursive):
         value = body
         for pname, pspan in reversed(params):
             value = ast.Lam(pspan.to(body.span), pname, pspan, value)
-        return ast.Decl(name, name_span, lvls or [], None, None, value, self.span(meta))
+        return ast.Decl(name, name_span, lvls or [], None, None, value, self._span(meta))
 
     def val(self, meta, items):
         _, (name, name_span), lvls, _, body = items
-        return ast.Decl(name, name_span, lvls or [], None, None, body, self.span(meta))
+        return ast.Decl(name, name_span, lvls or [], None, None, body, self._span(meta))
 
     def level_params(self, meta, items):
         params = _names(items)
@@ -246,7 +300,7 @@ class _Builder(Transformer_NonRecursive):
         if one.value != 1:
             raise FCLError("only `1+` can be added to a level (levels are thread, block, grid)",
                            _tok_span(self.source, one))
-        return ast.LevelSyntax(inner.name, inner.steps + 1, self.span(meta))
+        return ast.LevelSyntax(inner.name, inner.steps + 1, self._span(meta))
 
     def level_args(self, meta, items):
         return [lvl for lvl in items if isinstance(lvl, ast.LevelSyntax)]
@@ -255,13 +309,13 @@ class _Builder(Transformer_NonRecursive):
         lists = [x for x in items if isinstance(x, list)]
         level_vars = [v for lst in lists for v in lst]
         tyvars = [t.value[1:] for t in items if isinstance(t, Token) and t.type == "TYVAR"]
-        return ast.SchemeSyntax(level_vars, tyvars, items[-1], self.span(meta))
+        return ast.SchemeSyntax(level_vars, tyvars, items[-1], self._span(meta))
 
     def mono(self, meta, items):
-        return ast.SchemeSyntax([], [], items[0], self.span(meta))
+        return ast.SchemeSyntax([], [], items[0], self._span(meta))
 
     def _type(self, meta, con, args=(), **kw):
-        return ast.TypeSyntax(con, list(args), self.span(meta), **kw)
+        return ast.TypeSyntax(con, list(args), self._span(meta), **kw)
 
     def arrow(self, meta, items):
         return self._type(meta, "arrow", [items[0], items[2]])
@@ -303,7 +357,7 @@ class _Builder(Transformer_NonRecursive):
     def binop(self, meta, items):
         left, op, right = items
         op_span = _tok_span(self.source, op)
-        span = self.span(meta)
+        span = self._span(meta)
         if op.value == "&&":
             return ast.If(span, left, right, ast.Lit(op_span, False, "bool"))
         if op.value == "||":
@@ -313,58 +367,58 @@ class _Builder(Transformer_NonRecursive):
 
     def pipe(self, meta, items):
         arg, _, fn = items
-        return ast.App(self.span(meta), fn, arg)
+        return ast.App(self._span(meta), fn, arg)
 
     def app(self, meta, items):
-        return ast.App(self.span(meta), items[0], items[1])
+        return ast.App(self._span(meta), items[0], items[1])
 
     def lam(self, meta, items):
         params = _names(items[1:-2])
         body = items[-1]
         for pname, pspan in reversed(params):
             body = ast.Lam(pspan.to(body.span), pname, pspan, body)
-        body.span = self.span(meta)
+        body.span = self._span(meta)
         return body
 
     def if_(self, meta, items):
-        return ast.If(self.span(meta), items[1], items[3], items[5])
+        return ast.If(self._span(meta), items[1], items[3], items[5])
 
     def let_head(self, meta, items):
         (name, name_span), lvls = items[1], items[2]
         sig = items[4] if items[3] is not None else None
-        return name, name_span, lvls or [], sig, items[-1], self.span(meta)
+        return name, name_span, lvls or [], sig, items[-1], self._span(meta)
 
     def let(self, meta, items):
         name, name_span, lvls, sig, value, _ = items[0]
-        return ast.Let(self.span(meta), name, name_span, lvls, sig, value, items[2])
+        return ast.Let(self._span(meta), name, name_span, lvls, sig, value, items[2])
 
     def unit(self, meta, items):
-        return ast.UnitLit(self.span(meta))
+        return ast.UnitLit(self._span(meta))
 
     def paren(self, meta, items):
         return items[1]
 
     def pair(self, meta, items):
-        return ast.Pair(self.span(meta), items[1], items[3])
+        return ast.Pair(self._span(meta), items[1], items[3])
 
     def true(self, meta, items):
-        return ast.Lit(self.span(meta), True, "bool")
+        return ast.Lit(self._span(meta), True, "bool")
 
     def false(self, meta, items):
-        return ast.Lit(self.span(meta), False, "bool")
+        return ast.Lit(self._span(meta), False, "bool")
 
     def int(self, meta, items):
-        return ast.Lit(self.span(meta), items[0].value, "int")
+        return ast.Lit(self._span(meta), items[0].value, "int")
 
     def float(self, meta, items):
-        return ast.Lit(self.span(meta), items[0].value, "double")
+        return ast.Lit(self._span(meta), items[0].value, "double")
 
     def string(self, meta, items):
-        return ast.Lit(self.span(meta), items[0].value, "string")
+        return ast.Lit(self._span(meta), items[0].value, "string")
 
     def var(self, meta, items):
         (name, span), levels = items
-        return ast.Var(self.span(meta), name, levels)
+        return ast.Var(self._span(meta), name, levels)
 
     def do(self, meta, items):
         do_tok, levels, _, stmts, _ = items
@@ -392,13 +446,13 @@ class _Builder(Transformer_NonRecursive):
         return [s for s in items if isinstance(s, tuple)]
 
     def bind_stmt(self, meta, items):
-        return "bind", (items[0], items[2]), self.span(meta)
+        return "bind", (items[0], items[2]), self._span(meta)
 
     def let_stmt(self, meta, items):
-        return "let", items[0], self.span(meta)
+        return "let", items[0], self._span(meta)
 
     def expr_stmt(self, meta, items):
-        return "expr", items[0], self.span(meta)
+        return "expr", items[0], self._span(meta)
 
 
 def action_span(e: ast.Expr) -> Span:

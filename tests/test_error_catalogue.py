@@ -220,13 +220,13 @@ def test_kernel_reports_the_error_and_keeps_its_state(case, kernel):
 def test_an_opencl_build_failure_is_shown_at_the_fcl_line_with_the_build_log():
     text = ("val main = do<grid> {\n"
             "  xs <- forcePull<grid> (generate 10 (fn i => i * 3)) ;\n"
-            "  forceAndPrint 2 (push<grid> xs) }\n")
+            "  forceAndPrint 2 (push<grid> (map (fn x => x + 1) xs)) }\n")
     session = Session.new()
     session.add_file(Source("t.fcl", text))
     compiled = driver.compile_opencl(session, driver.main_root(session))
-    # Break the copy of line 3's kernel with an undeclared name, as a compiler bug would.
+    # Break the store of line 3's kernel with an undeclared name, as a compiler bug would.
     lines = compiled.source.splitlines()
-    (cl_line,) = [n for n, line in enumerate(lines, 1) if "] = arr_" in line]
+    (cl_line,) = [n for n, line in enumerate(lines, 1) if "+ 1)" in line]
     lines[cl_line - 1] = lines[cl_line - 1].replace(";", " + notDeclared;")
     compiled.source = "\n".join(lines) + "\n"
     with pytest.raises(FCLError) as info:
@@ -235,7 +235,7 @@ def test_an_opencl_build_failure_is_shown_at_the_fcl_line_with_the_build_log():
     assert err.message == ("the OpenCL compiler rejected the generated code: use of undeclared "
                            f"identifier 'notDeclared' (OpenCL line {cl_line})")
     assert (err.span.line, err.span.col) == (3, 3)
-    assert underlined(err) == "forceAndPrint 2 (push<grid> xs)"
+    assert underlined(err) == "forceAndPrint 2 (push<grid> (map (fn x => x + 1) xs))"
     log = err.hints[-1]
     assert log.startswith("the build log:") and "notDeclared" in log
     assert "clBuildProgram failed" not in log

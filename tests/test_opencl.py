@@ -350,6 +350,24 @@ def test_kernels_write_in_place_into_arrays_nothing_reads_afterwards(old, new, i
     assert run_cl(program, block_size=16)[0] == run_interp(program)
 
 
+def test_a_copy_of_an_array_nothing_reads_afterwards_is_left_out():
+    # Printing a stored array pushes it into a fresh one; written in place, that copy would
+    # store each element onto itself, so there is no kernel for it at all.
+    program = ("val main = do<grid> {\n  xs <- forcePull<grid> (generate 40 (fn i => i * i));\n"
+               "  forceAndPrint 40 (push<grid> xs)\n}\n")
+    session = session_for(program)
+    compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(16))
+    assert [k.name for k in compiled.kernels] == ["kernel0_line2"]
+    assert run_cl(program, block_size=16)[0] == run_interp(program)
+    # A copy whose source is read again stays.
+    again = program.replace("forceAndPrint 40 (push<grid> xs)",
+                            "ys <- forcePull<grid> xs;\n  forceAndPrint 40 (push<grid> "
+                            "(zipWith addi xs ys))")
+    session = session_for(again)
+    assert len(driver.compile_opencl(session, driver.main_root(session)).kernels) == 3
+    assert run_cl(again, block_size=16)[0] == run_interp(again)
+
+
 def test_writes_in_place_need_every_iteration_to_write_its_own_element():
     from fcl.il import ir
     from fcl.opencl.inplace import in_place

@@ -3,7 +3,7 @@
 A grid-level loop (a kernel) that writes a freshly allocated array `out` element by element,
 each element computed from the element at the same index of an array `inp` that nothing reads
 afterwards, can write into `inp` instead: `out[e] = f(inp[e])` becomes `inp[e] = f(inp[e])`, and
-`out` is not allocated. Writing a fresh array costs more than the stores on a CPU: each of its
+`out` is not allocated; a kernel that only copied (`out[e] = inp[e]`) is then left out. Writing a fresh array costs more than the stores on a CPU: each of its
 cache lines is read before it is written (the scan's final adjustment took twice the time of
 the hand-written in-place kernel on PoCL). Like local arrays sharing memory (sharing.py), this
 is the back end's choice of buffers: the IL, and the structure drawn from it, keep both arrays.
@@ -45,8 +45,25 @@ def _block(stmts: list[ir.Stmt], assigned: set[str]) -> list[ir.Stmt]:
             stmts.remove(out_alloc)
             p -= 1
             stmts[p:] = _rename(stmts[p:], out_alloc.var.name, inp)
+            if _copies_onto_itself(stmts[p]):  # `inp[e] = inp[e]`: a copy that is no longer one
+                del stmts[p]
+                p -= 1
         p += 1
     return stmts
+
+
+def _copies_onto_itself(kernel: ir.Stmt) -> bool:
+    """Whether all the kernel does is store each element it reads back where it was."""
+    quiet = LOOPS + (ir.Declare, ir.Barrier)
+    for s in ir.walk([kernel]):
+        if isinstance(s, ir.Store):
+            value = s.value
+            if not (isinstance(value, ir.Index) and value.array.name == s.array.name
+                    and ir.show_expr(value.index) == ir.show_expr(s.index)):
+                return False
+        elif not isinstance(s, quiet):
+            return False
+    return True
 
 
 def _with_bodies(s: ir.Stmt, assigned: set[str]) -> ir.Stmt:

@@ -159,8 +159,8 @@ class Magics:
         normal form, shape, points and self-overlap, drawn as a grid N addresses wide.
         `%lmad A ; B` also says whether two LMADs overlap. `%lmad` alone opens a playground
         with sliders for the offset, sizes, strides and pitch."""
-        from fcl.lmad import LMAD, LMADError, render_svg
-        from fcl.lmad.report import compare, describe
+        from fcl.lmad import LMADError, render_svg
+        from fcl.lmad.report import report
         if not args.strip():
             from fcl_kernel.widgets import lmad_playground
             return self.kernel.display(lmad_playground()._repr_mimebundle_())
@@ -170,12 +170,7 @@ class Magics:
                            pitch=int, points=bool)
         text = re.sub(OPTION, " ", args)
         try:
-            lmads = [LMAD.parse(part) for part in text.split(";")]
-            if len(lmads) > 2:
-                raise LMADError("give one LMAD, or two separated by `;` to compare them")
-            lines = [line for lmad in lmads for line in describe(lmad, options.points)]
-            if len(lmads) == 2:
-                lines += compare(*lmads)
+            lmads, lines = report(text, options.points)
             pictures = [render_svg(lmad, options.pitch) for lmad in lmads]
         except LMADError as err:
             raise FCLError(f"%lmad: {err}") from None

@@ -624,3 +624,14 @@ def test_cli_errors(argv, fragment, capsys):
 def test_cli_help(capsys):
     assert main_lmad(["--help"]) == 0
     assert "fcl lmad" in capsys.readouterr().out
+
+
+def test_cli_compares_two(capsys):
+    assert main_lmad(["0 + {(4:3)} ; 1 + {(4:2)}"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "overlap:     yes, 1 shared address: 3"
+    assert main_lmad(["0 + {(8:2)};1 + {(8:2)}"]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "overlap:     no shared address", "proof:       the non-overlap test proves them disjoint"]
+    assert main_lmad(["0 + {(8:2)};1 + {(8:2)}", "--svg", "x.svg"]) == 1
+    assert "--svg draws one LMAD" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""`fcl lmad EXPR [--points] [--svg FILE] [--pitch N]`: inspect one LMAD from the command line."""
+"""`fcl lmad EXPR [--points] [--svg FILE] [--pitch N]`: inspect an LMAD (or compare two) from the
+command line."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,7 @@ from typing import Sequence
 
 from .core import LMAD
 from .errors import LMADError
-from .report import describe
+from .report import report
 from .svg import render_svg
 
 
@@ -23,7 +24,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Print an LMAD's normal form, shape and points, and optionally draw it. "
                     "Write the LMAD as one argument, e.g. '2 + {(3:5),(4:1)}' "
                     "(use -- before an LMAD that starts with a minus sign and has no spaces).")
-    parser.add_argument("expr", metavar="EXPR", help="the LMAD, in the notation τ + {(σ:δ),…}")
+    parser.add_argument("expr", metavar="EXPR", help="the LMAD, in the notation τ + {(σ:δ),…}; "
+                        "two separated by `;` are also compared (shared addresses, and whether "
+                        "the non-overlap test proves them disjoint)")
     parser.add_argument("--points", action="store_true", help="also print the sorted points")
     parser.add_argument("--svg", metavar="FILE", help="write a grid diagram of the points to FILE")
     parser.add_argument("--pitch", metavar="N", type=int,
@@ -41,11 +44,12 @@ def main_lmad(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     try:
-        lmad = LMAD.parse(args.expr)
-        lines = describe(lmad, args.points)
+        lmads, lines = report(args.expr, args.points)
+        if args.svg and len(lmads) == 2:
+            raise LMADError("--svg draws one LMAD; give the two one at a time")
         if args.svg:
             with open(args.svg, "w", encoding="utf-8") as out:
-                out.write(render_svg(lmad, args.pitch))
+                out.write(render_svg(lmads[0], args.pitch))
     except (LMADError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

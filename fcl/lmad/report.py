@@ -11,6 +11,15 @@ from .overlap import disjoint, self_overlaps
 MAX_POINTS = 1_000_000  # enumerating more would stall a notebook
 
 
+def report(text: str, show_points: bool = False) -> tuple[list[LMAD], list[str]]:
+    """One LMAD, or two separated by `;`, parsed and described (two also compared)."""
+    lmads = [LMAD.parse(part) for part in text.split(";")]
+    if len(lmads) > 2:
+        raise LMADError("give one LMAD, or two separated by `;` to compare them")
+    lines = [line for lmad in lmads for line in describe(lmad, show_points)]
+    return lmads, lines + (compare(*lmads) if len(lmads) == 2 else [])
+
+
 def describe(lmad: LMAD, show_points: bool = False) -> list[str]:
     """`name: value` lines about one LMAD."""
     tuples = math.prod(lmad.shape)

@@ -87,6 +87,13 @@ def _compile_options(cmd: argparse.ArgumentParser) -> None:
                      help="check every array index at run time and report the FCL location")
 
 
+def _compile_options_of(args):
+    from fcl import driver
+    if args.block_size < 1:
+        raise FCLError(f"the block size must be positive, not {args.block_size}")
+    return driver.CompileOptions(args.block_size, args.bounds_check)
+
+
 def _explain_options(cmd: argparse.ArgumentParser) -> None:
     _compile_options(cmd)
     cmd.add_argument("--device", metavar="D", help="OpenCL device (see `fcl devices`)")
@@ -151,9 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run_or_compile(args, session: Session) -> int:
     from fcl import driver
     from fcl.il.ir import show_stmts
-    if args.block_size < 1:
-        raise FCLError(f"the block size must be positive, not {args.block_size}")
-    options = driver.CompileOptions(args.block_size, args.bounds_check)
+    options = _compile_options_of(args)
     root = driver.main_root(session)
     if args.dump_il:
         print(show_stmts(driver.lower(session, root, options)))
@@ -180,10 +185,7 @@ def _run_or_compile(args, session: Session) -> int:
 def _explain(args, session: Session) -> int:
     from fcl import driver
     from fcl.explain import explain
-    if args.block_size < 1:
-        raise FCLError(f"the block size must be positive, not {args.block_size}")
-    options = driver.CompileOptions(args.block_size, args.bounds_check)
-    explanation = explain(session, driver.main_root(session), options,
+    explanation = explain(session, driver.main_root(session), _compile_options_of(args),
                           getattr(args, "device", None))
     if args.command == "costs":
         print(explanation.costs_bundle(args.group, args.warp)["text/plain"])

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from fcl import driver
-from fcl.analysis.access import WARP_SIZE
+from fcl.analysis.access import check_warp
 from fcl.analysis.costs import KernelCosts, costs_html, costs_text, program_costs
 from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
@@ -41,9 +41,7 @@ class Explanation:
         return program_costs(self.trace(group))
 
     def sites(self, group: int = 0, warp: int = 0) -> list[SiteRow]:
-        if warp < 0 or warp * WARP_SIZE >= self.block_size:
-            raise FCLError(f"warp {warp} does not exist: a work-group of {self.block_size} "
-                           f"work-items has warps 0 to {(self.block_size - 1) // WARP_SIZE}")
+        check_warp(warp, self.block_size)
         return site_rows(self.trace(group), warp)
 
     def costs_bundle(self, group: int = 0, warp: int = 0) -> dict[str, str]:

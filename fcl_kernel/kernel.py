@@ -53,7 +53,7 @@ class FCLKernel(Kernel):
         self.workspace = Workspace()
         self.magics = Magics(self)
         self.history = History()
-        self.payload: list[dict] = []    # what a magic asks the front end to do (the pager)
+        self.payload: list[dict] = []    # what the cell asks the front end to do (the pager)
         self.last_result: str | None = None
         self.out = StreamWriter(self, "stdout")
         self.err = StreamWriter(self, "stderr")
@@ -94,13 +94,11 @@ class FCLKernel(Kernel):
             self.history.add(self.execution_count, code, self.last_result)
         return reply
 
-    def _help(self, name: str) -> dict:
+    def _help(self, name: str) -> None:
         text = self.workspace.describe(name)
         if text is None:
             raise FCLError(f"`{name}` is not defined; `%who` lists your definitions")
         self.page(text)
-        return {"status": "ok", "execution_count": self.execution_count,
-                "payload": self.payload, "user_expressions": {}}
 
     def page(self, text: str) -> None:
         """Show a long text in the front end's pager (a help panel, or below the cell)."""
@@ -110,14 +108,9 @@ class FCLKernel(Kernel):
         try:
             asked = HELP.fullmatch(code.strip())
             if asked:  # `name?`: its type and description in the pager, as IPython does
-                return self._help(asked.group(1) or asked.group(2))
-            line_magics, cell_magic, body = split_magics(code)
-            for name, args in line_magics:
-                self.magics.run_line(name, args)
-            if cell_magic is not None:
-                self.magics.run_cell(cell_magic[0], cell_magic[1], body)
-            elif body.strip():
-                self.run_fcl(body, silent)
+                self._help(asked.group(1) or asked.group(2))
+            else:
+                self._run(code, silent)
         except FCLError as err:
             return self.show_error("FCLError", err.message, err.render().splitlines())
         except KeyboardInterrupt:
@@ -130,6 +123,15 @@ class FCLKernel(Kernel):
                                    traceback.format_exc().splitlines())
         return {"status": "ok", "execution_count": self.execution_count,
                 "payload": self.payload, "user_expressions": {}}
+
+    def _run(self, code: str, silent: bool) -> None:
+        line_magics, cell_magic, body = split_magics(code)
+        for name, args in line_magics:
+            self.magics.run_line(name, args)
+        if cell_magic is not None:
+            self.magics.run_cell(cell_magic[0], cell_magic[1], body)
+        elif body.strip():
+            self.run_fcl(body, silent)
 
     def run_fcl(self, code: str, silent: bool = False) -> None:
         outcome = self.workspace.execute(code, self.out, self.err)

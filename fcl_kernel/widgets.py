@@ -75,6 +75,7 @@ def lmad_playground(offset: int = 2, dims=((3, 5), (4, 1)), pitch: int = 8):
         controls += [sz, st]
     width = widgets.IntSlider(value=pitch, min=1, max=32, description="pitch", **slider)
     controls.append(width)
+
     def drawings() -> tuple[str, str]:
         values = [c.value for c in controls]
         tau, pairs = values[0], values[1:-1]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fcl.analysis.trace import KernelTrace
+from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.lmad import LMAD
 from fcl.opencl.emit import Site
@@ -58,6 +59,12 @@ class SiteSummary:
     worst_conflict: int      # local: the largest n of an n-way bank conflict (1: none)
     lmad_group: LMAD | None  # the whole work-group's accesses, when affine
     lmad_warp: LMAD | None   # the first warp's accesses, when affine
+
+
+def check_warp(warp: int, block_size: int) -> None:
+    if warp < 0 or warp * WARP_SIZE >= block_size:
+        raise FCLError(f"warp {warp} does not exist: a work-group of {block_size} work-items "
+                       f"has warps 0 to {(block_size - 1) // WARP_SIZE}")
 
 
 def split_by_site(trace: KernelTrace, sites: list[Site]) -> list[SiteAccesses]:

@@ -6,7 +6,6 @@ import argparse
 import sys
 from typing import Sequence
 
-from .core import LMAD
 from .errors import LMADError
 from .report import report
 from .svg import render_svg

@@ -22,9 +22,7 @@ def report(text: str, show_points: bool = False) -> tuple[list[LMAD], list[str]]
 
 def describe(lmad: LMAD, show_points: bool = False) -> list[str]:
     """`name: value` lines about one LMAD."""
-    tuples = math.prod(lmad.shape)
-    if tuples > MAX_POINTS:
-        raise LMADError(f"{lmad} has {tuples} index tuples; at most {MAX_POINTS} can be listed")
+    tuples = _enumerable(lmad)
     points = lmad.points()
     overlap = f" (self-overlapping: {tuples} index tuples)" if len(points) < tuples else ""
     lines = [f"lmad:        {lmad}",
@@ -40,12 +38,19 @@ def describe(lmad: LMAD, show_points: bool = False) -> list[str]:
     return lines
 
 
+def _enumerable(lmad: LMAD) -> int:
+    """The LMAD's number of index tuples, if few enough to enumerate its points."""
+    tuples = math.prod(lmad.shape)
+    if tuples > MAX_POINTS:
+        raise LMADError(f"{lmad} has {tuples} index tuples; at most {MAX_POINTS} can be listed")
+    return tuples
+
+
 def compare(first: LMAD, second: LMAD) -> list[str]:
     """Whether two LMADs share addresses: the points counted, and what the non-overlap test
     (which may fail to prove disjointness, never claims it wrongly) concludes."""
     for lmad in (first, second):
-        if math.prod(lmad.shape) > MAX_POINTS:
-            raise LMADError(f"{lmad} has more than {MAX_POINTS} index tuples to compare")
+        _enumerable(lmad)
     shared = sorted(set(first.points()) & set(second.points()))
     proved = disjoint(first, second)
     if shared:

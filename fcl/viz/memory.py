@@ -15,7 +15,7 @@ from html import escape
 
 import numpy as np
 
-from fcl.analysis.access import (BANK_BYTES, BANKS, SEGMENT_BYTES, WARP_SIZE, SiteAccesses,
+from fcl.analysis.access import (BANK_BYTES, BANKS, SEGMENT_BYTES, SiteAccesses, check_warp,
                                  fit_lmad, split_by_site)
 from fcl.analysis.symbolic import formula
 from fcl.analysis.trace import KernelTrace
@@ -58,9 +58,7 @@ class _Panel:
 def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: int = 0,
                    pitch: int | None = None) -> Diagram:
     """Panels for every load and store of the traced kernel (of `array` only, if given)."""
-    if warp < 0 or warp * WARP_SIZE >= trace.block_size:
-        raise FCLError(f"warp {warp} does not exist: a work-group of {trace.block_size} "
-                       f"work-items has warps 0 to {(trace.block_size - 1) // WARP_SIZE}")
+    check_warp(warp, trace.block_size)
     if pitch is not None and not 1 <= pitch <= MAX_PITCH:
         raise FCLError(f"the pitch must be between 1 and {MAX_PITCH}, not {pitch}")
     chosen = [a for a in split_by_site(trace, sites)

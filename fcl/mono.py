@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from fcl.syntax import ast
 from fcl.types.infer import substitute_level
-from fcl.types.types import (INT, Level, TArrow, TCon, TPair, TProgram, TPull, TPush, Type, TVar,
-                             chase, level_depth, level_of_depth)
+from fcl.types.types import (INT, Level, TArrow, TCon, TPair, TProgram, TPull, TPush, Type, chase,
+                             level_depth, level_of_depth, map_type)
 
 
 @dataclass
@@ -60,27 +60,8 @@ class _Mono:
     def concrete(self, t: Type, subst: _Subst) -> Type:
         """t under the instance's substitution, defaulted (the substitution's types are concrete
         already)."""
-        t = chase(t)
-        made = subst.made.get(t)
-        if made is None:
-            if isinstance(t, TVar):
-                made = subst.get(t, INT)
-            elif isinstance(t, TArrow):
-                made = TArrow(self.concrete(t.arg, subst), self.concrete(t.res, subst))
-            elif isinstance(t, TPair):
-                made = TPair(self.concrete(t.fst, subst), self.concrete(t.snd, subst))
-            elif isinstance(t, TPull):
-                made = TPull(self.concrete(t.elem, subst))
-            elif isinstance(t, TPush):
-                made = TPush(_default_level(substitute_level(t.level, subst)),
-                             self.concrete(t.elem, subst))
-            elif isinstance(t, TProgram):
-                made = TProgram(_default_level(substitute_level(t.level, subst)),
-                                self.concrete(t.result, subst))
-            else:
-                made = t
-            subst.made[t] = made
-        return made
+        return map_type(t, lambda v: subst.get(v, INT),
+                        lambda level: _default_level(substitute_level(level, subst)), subst.made)
 
     def instance(self, record: _Record, var: ast.Var, subst: _Subst) -> str:
         scheme = record.scheme

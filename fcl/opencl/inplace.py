@@ -149,9 +149,7 @@ def _injective(index: ir.Expr, loops: list, kernel: ir.Stmt) -> bool:
 def _fits(size: ir.Expr, capacity: ir.Expr, assigned: set[str]) -> bool:
     if isinstance(size, ir.Const) and isinstance(capacity, ir.Const):
         return size.value <= capacity.value
-    names: dict[str, ir.Var] = {}
-    ir.expr_vars(size, names)
-    return ir.show_expr(size) == ir.show_expr(capacity) and not names.keys() & assigned
+    return ir.show_expr(size) == ir.show_expr(capacity) and not _names(size) & assigned
 
 
 def _reads(e: ir.Expr, name: str) -> list[str] | None:

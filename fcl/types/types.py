@@ -135,23 +135,33 @@ def chase(t: Type) -> Type:
     return t
 
 
-def map_type(t: Type, on_var, on_level) -> Type:
+def map_type(t: Type, on_var, on_level, made: dict | None = None) -> Type:
     """t rebuilt with each unbound type variable replaced by on_var(v) and each level by
-    on_level(level); bound variables are followed first."""
+    on_level(level); bound variables are followed first. With `made`, a cache the caller keeps
+    for as long as on_var and on_level stay the same, each (chased) part is rebuilt only once:
+    types share their parts widely."""
     t = chase(t)
+    if made is not None and t in made:
+        return made[t]
     if isinstance(t, TVar):
-        return on_var(t)
-    if isinstance(t, TArrow):
-        return TArrow(map_type(t.arg, on_var, on_level), map_type(t.res, on_var, on_level))
-    if isinstance(t, TPair):
-        return TPair(map_type(t.fst, on_var, on_level), map_type(t.snd, on_var, on_level))
-    if isinstance(t, TPull):
-        return TPull(map_type(t.elem, on_var, on_level))
-    if isinstance(t, TPush):
-        return TPush(on_level(t.level), map_type(t.elem, on_var, on_level))
-    if isinstance(t, TProgram):
-        return TProgram(on_level(t.level), map_type(t.result, on_var, on_level))
-    return t
+        result = on_var(t)
+    elif isinstance(t, TArrow):
+        result = TArrow(map_type(t.arg, on_var, on_level, made),
+                        map_type(t.res, on_var, on_level, made))
+    elif isinstance(t, TPair):
+        result = TPair(map_type(t.fst, on_var, on_level, made),
+                       map_type(t.snd, on_var, on_level, made))
+    elif isinstance(t, TPull):
+        result = TPull(map_type(t.elem, on_var, on_level, made))
+    elif isinstance(t, TPush):
+        result = TPush(on_level(t.level), map_type(t.elem, on_var, on_level, made))
+    elif isinstance(t, TProgram):
+        result = TProgram(on_level(t.level), map_type(t.result, on_var, on_level, made))
+    else:
+        result = t
+    if made is not None:
+        made[t] = result
+    return result
 
 
 def zonk(t: Type) -> Type:

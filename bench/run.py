@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 import pyopencl as cl
 
-from fcl.driver import CompileOptions, compile_opencl, main_root
+from fcl.pipeline import CompileOptions, compile_program, main_root
 from fcl.errors import Source
 from fcl.opencl.device import Device, build, open_device
 from fcl.opencl.host import DeviceArray, HostRun
@@ -235,7 +235,7 @@ def fcl_source(task: Task) -> str:
 def compile_task(task: Task, block: int):
     session = Session.new()
     session.add_file(Source(task.fcl, fcl_source(task)))
-    return compile_opencl(session, main_root(session), CompileOptions(block, keep_result=True))
+    return compile_program(session, main_root(session), CompileOptions(block, keep_result=True))
 
 
 # ---- measuring ------------------------------------------------------------------------------------

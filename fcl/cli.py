@@ -17,7 +17,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fcl import pipeline
 from fcl.errors import FCLError, Source
+from fcl.explain import explain
+from fcl.il.ir import show_stmts
+from fcl.interp.eval import RunConfig
+from fcl.lmad.cli import main_lmad
+from fcl.opencl.device import describe_devices
+from fcl.opencl.oclgrind import run_checked
 from fcl.session import Session, print_warnings
 
 
@@ -46,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     comp = commands.add_parser("compile", help="write the generated OpenCL kernels")
     comp.add_argument("-o", "--output", metavar="FILE", help="write the kernels here (default: stdout)")
     comp.add_argument("--dump-il", action="store_true", help="print the IL instead of OpenCL")
+    comp.add_argument("--verify-il", action="store_true",
+                      help="check the IL's invariants after every compiler pass (for compiler "
+                           "developers: a failure is a bug in FCL)")
     _compile_options(comp)
     _common(comp)
 
@@ -88,10 +98,10 @@ def _compile_options(cmd: argparse.ArgumentParser) -> None:
 
 
 def _compile_options_of(args):
-    from fcl import driver
     if args.block_size < 1:
         raise FCLError(f"the block size must be positive, not {args.block_size}")
-    return driver.CompileOptions(args.block_size, args.bounds_check)
+    return pipeline.CompileOptions(args.block_size, args.bounds_check,
+                                   verify_il=getattr(args, "verify_il", False))
 
 
 def _explain_options(cmd: argparse.ArgumentParser) -> None:
@@ -125,11 +135,9 @@ def load(files: list[str], prelude: bool) -> Session:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "lmad":
-        from fcl.lmad.cli import main_lmad
         return main_lmad(args.args)
     try:
         if args.command == "devices":
-            from fcl.opencl.device import describe_devices
             print("\n".join(describe_devices()))
             return 0
         session = load(args.files, prelude=not args.no_prelude)
@@ -156,16 +164,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_or_compile(args, session: Session) -> int:
-    from fcl import driver
-    from fcl.il.ir import show_stmts
     options = _compile_options_of(args)
-    root = driver.main_root(session)
+    root = pipeline.main_root(session)
     if args.dump_il:
-        print(show_stmts(driver.lower(session, root, options)))
+        print(show_stmts(pipeline.lower(session, root, options)))
         if args.command == "compile":
             return 0
     if args.command == "compile":
-        source = driver.compile_opencl(session, root, options).source
+        source = pipeline.compile_program(session, root, options).source
         if args.output:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(source)
@@ -175,17 +181,14 @@ def _run_or_compile(args, session: Session) -> int:
     if args.command == "run" and args.check:
         return _check(args, session, root, options)
     if args.backend == "interp":
-        from fcl.interp.eval import RunConfig
-        driver.run_interpreter(session, root, RunConfig(block_size=args.block_size))
+        pipeline.run_interpreter(session, root, RunConfig(block_size=args.block_size))
     else:
-        driver.run_opencl(session, root, options, device=args.device)
+        pipeline.run_opencl(session, root, options, device=args.device)
     return 0
 
 
 def _explain(args, session: Session) -> int:
-    from fcl import driver
-    from fcl.explain import explain
-    explanation = explain(session, driver.main_root(session), _compile_options_of(args),
+    explanation = explain(session, pipeline.main_root(session), _compile_options_of(args),
                           getattr(args, "device", None))
     if args.command == "costs":
         print(explanation.costs_bundle(args.group, args.warp)["text/plain"])
@@ -228,9 +231,7 @@ def _write(path: str, text: str) -> None:
 
 
 def _check(args, session: Session, root, options) -> int:
-    from fcl import driver
-    from fcl.opencl.check import run_checked
-    table = driver.compile_opencl(session, root, options).line_table
+    table = pipeline.compile_program(session, root, options).line_table
     argv = [*args.files, "--block-size", str(args.block_size)]
     argv += ["--no-prelude"] * args.no_prelude + ["--bounds-check"] * args.bounds_check
     status, stdout, findings = run_checked(argv, table)

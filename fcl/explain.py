@@ -9,14 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from fcl import driver
+from fcl import pipeline
 from fcl.analysis.access import check_warp
 from fcl.analysis.costs import KernelCosts, costs_html, costs_text, program_costs
 from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
 from fcl.errors import FCLError
-from fcl.opencl.host import Compiled
-from fcl.opencl.kernelize import Kernel
+from fcl.opencl.kernel import Compiled, Kernel
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.viz.graphs import Drawing, kernel_graph, render, structure_graph
@@ -25,7 +24,6 @@ from fcl.viz.memory import Diagram, memory_diagram
 
 @dataclass
 class Explanation:
-    il: list                 # the host program before kernels are cut out
     compiled: Compiled
     block_size: int
     device: str | None
@@ -92,7 +90,7 @@ class Explanation:
 
     # ---- graphs
     def structure(self) -> Drawing:
-        return render(structure_graph(self.il, self.compiled.kernels))
+        return render(structure_graph(self.compiled.il, self.compiled.kernels))
 
     def kernel_graphs(self, kernel: str | None = None) -> list[tuple[Kernel, Drawing]]:
         chosen = [k for k in self.compiled.kernels
@@ -102,8 +100,8 @@ class Explanation:
         return [(k, render(kernel_graph(k))) for k in chosen]
 
 
-def explain(session: Session, root: ast.Expr, options: driver.CompileOptions,
+def explain(session: Session, root: ast.Expr, options: pipeline.CompileOptions,
             device: str | None = None) -> Explanation:
     """Compile `root` for explaining (its result is not fetched); traces come on demand."""
-    il, compiled = driver.compile_with_il(session, root, options)
-    return Explanation(il, compiled, options.block_size, device)
+    return Explanation(pipeline.compile_program(session, root, options), options.block_size,
+                       device)

@@ -14,8 +14,9 @@ from typing import TextIO
 
 import numpy as np
 
-from fcl import driver
+from fcl import pipeline
 from fcl.errors import FCLError, Source
+from fcl.explain import explain
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.interp.lanes import lift_full
 from fcl.interp.values import (DTYPES, Buffer, Closure, Primitive, Program, PullArray, PushArray,
@@ -35,8 +36,8 @@ class Settings:
     bounds_check: bool = False
     device: str | None = None
 
-    def options(self, keep_result: bool = True) -> driver.CompileOptions:
-        return driver.CompileOptions(self.block_size, self.bounds_check, keep_result)
+    def options(self, keep_result: bool = True) -> pipeline.CompileOptions:
+        return pipeline.CompileOptions(self.block_size, self.bounds_check, keep_result)
 
 
 @dataclass
@@ -71,7 +72,7 @@ class Workspace:
             outcome = Outcome(defined=decls)
             root = expr
             if root is None and any(d.name == "main" for d in decls):
-                root = driver.main_root(self.session)
+                root = pipeline.main_root(self.session)
             if root is not None:
                 outcome.type = chase(root.type)
                 outcome.value = self.evaluate(root, out, err)
@@ -90,14 +91,14 @@ class Workspace:
                                f"`{show_types(t)[0]}`", root.span,
                                ["wrap it in a grid-level program, e.g. with concat<block>"])
             if self.settings.backend == "opencl":
-                return driver.run_opencl(self.session, root, self.settings.options(),
+                return pipeline.run_opencl(self.session, root, self.settings.options(),
                                          self.settings.device, out, err)
         return self.interpret(root, out, err)
 
     def interpret(self, root: ast.Expr, out: TextIO, err: TextIO):
         config = RunConfig(block_size=self.settings.block_size, out=out, err=err)
         interpreter = Interpreter(config)
-        value = interpreter.run(driver.mono_program(self.session, root))
+        value = interpreter.run(pipeline.mono_program(self.session, root))
         try:
             return to_host(value, _result_type(chase(root.type)), interpreter)
         except FCLError as error:
@@ -112,19 +113,18 @@ class Workspace:
         snapshot = self.session.snapshot()
         try:
             _, expr = self.session.add_cell(Source(self.cell_name(), code))
-            yield expr if expr is not None else driver.main_root(self.session)
+            yield expr if expr is not None else pipeline.main_root(self.session)
         finally:
             self.session.restore(snapshot)
 
     def compile_cell(self, code: str):
-        """(the IL before kernels are cut out, the compiled OpenCL program) of a cell."""
+        """The compiled program of a cell (its IL before kernels are cut out included)."""
         with self.scratch(code) as root:
-            return driver.compile_with_il(self.session, root,
-                                          self.settings.options(keep_result=False))
+            return pipeline.compile_program(self.session, root,
+                                            self.settings.options(keep_result=False))
 
     def explain_cell(self, code: str):
         """An fcl.explain.Explanation of the cell's program (cost tables, diagrams, graphs)."""
-        from fcl.explain import explain
         with self.scratch(code) as root:
             return explain(self.session, root, self.settings.options(keep_result=False),
                            self.settings.device)

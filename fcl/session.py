@@ -10,15 +10,14 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
 from fcl.errors import FCLError, Source, Span
+from fcl.prelude import PRELUDE_PATH
 from fcl.syntax import ast
 from fcl.syntax.parser import parse_cell, parse_program
 from fcl.types.infer import Checker, Scope
 from fcl.types.types import Scheme, Type
 
-PRELUDE_PATH = Path(__file__).with_name("prelude.fcl")
 
 
 @dataclass

@@ -14,6 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
+from fcl import pipeline
 from fcl.errors import FCLError, Source
 from fcl.il.ir import show_stmts
 from fcl.notebook import BACKENDS, render
@@ -182,13 +183,13 @@ class Magics:
     def cell_opencl(self, args: str, body: str) -> None:
         """`%%opencl` (or `%%cl`): show the OpenCL generated for the cell, each FCL line and the
         OpenCL lines it produced in matching colours. The cell's definitions are not kept."""
-        _, compiled = self.workspace.compile_cell(body)
+        compiled = self.workspace.compile_cell(body)
         self.kernel.display({"text/plain": compiled.source,
                              "text/html": side_by_side(body, compiled.source, compiled.line_table)})
 
     def cell_il(self, args: str, body: str) -> None:
         """`%%il`: show the imperative IL the cell compiles to (before kernels are cut out)."""
-        il, _ = self.workspace.compile_cell(body)
+        il = self.workspace.compile_cell(body).il
         self.kernel.display({"text/plain": show_stmts(il),
                              "text/html": f"<pre>{html.escape(show_stmts(il))}</pre>"})
 
@@ -274,11 +275,10 @@ class Magics:
     def cell_check(self, args: str, body: str) -> None:
         """`%%check`: run the cell on Oclgrind and report data races, out-of-bounds accesses and
         uninitialized reads at FCL lines."""
-        from fcl.opencl.check import check_in_process
         with self.workspace.scratch(body) as root:
-            value, findings = check_in_process(self.workspace.session, root,
-                                               self.workspace.settings.options(), self.kernel.out,
-                                               self.kernel.err)
+            value, findings = pipeline.check_on_oclgrind(self.workspace.session, root,
+                                                         self.workspace.settings.options(),
+                                                         self.kernel.out, self.kernel.err)
         for finding in findings:
             self.kernel.err.write(finding.as_error().render() + "\n")
         self._text(f"Oclgrind: {len(findings)} problem(s) found" if findings else

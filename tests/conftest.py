@@ -1,7 +1,7 @@
 """Test-wide setup."""
 import os
 
-from fcl.opencl.check import OCLGRIND_ENV
+from fcl.opencl.oclgrind import OCLGRIND_ENV
 
 # Oclgrind reads its options when its platform loads, which happens once per process: set them
 # before any test touches OpenCL, so in-process runs on Oclgrind check for races and

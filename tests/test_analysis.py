@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from fcl import driver
+from fcl import pipeline
 from fcl.analysis.access import (SiteAccesses, bank_conflicts, fit_lmad, split_by_site,
                                  transactions)
 from fcl.analysis.costs import KernelCosts, costs_html, costs_text, program_costs
@@ -23,7 +23,7 @@ from fcl.errors import FCLError, Source
 from fcl.il import ir
 from fcl.lmad import LMAD
 from fcl.opencl.emit import Site
-from fcl.opencl.host import Compiled
+from fcl.opencl.kernel import Compiled
 from fcl.session import Session
 
 
@@ -101,7 +101,7 @@ def compile_cell(cell: str, defs: str | None = None, block_size: int = 256) -> C
     if defs:
         session.add_cell(Source("defs.fcl", defs))
     _, root = session.add_cell(Source("cell.fcl", cell))
-    return driver.compile_opencl(session, root, driver.CompileOptions(block_size=block_size))
+    return pipeline.compile_program(session, root, pipeline.CompileOptions(block_size=block_size))
 
 
 def traced(cell: str, defs: str | None = None, group: int = 0, block_size: int = 256,

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fcl.opencl.check import parse_reports
+from fcl.opencl.oclgrind import parse_reports
 from fcl.opencl.device import open_device
 
 _PATH = Path(__file__).parents[1] / "bench" / "run.py"

@@ -28,7 +28,7 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 import test_kernel  # noqa: F401  (registers the FCL kernelspec through JUPYTER_PATH)
-from fcl import driver
+from fcl import pipeline
 from fcl.errors import FCLError, Source
 from fcl.opencl.host import run_compiled
 from fcl.session import Session
@@ -223,7 +223,7 @@ def test_an_opencl_build_failure_is_shown_at_the_fcl_line_with_the_build_log():
             "  forceAndPrint 2 (push<grid> (map (fn x => x + 1) xs)) }\n")
     session = Session.new()
     session.add_file(Source("t.fcl", text))
-    compiled = driver.compile_opencl(session, driver.main_root(session))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session))
     # Break the store of line 3's kernel with an undeclared name, as a compiler bug would.
     lines = compiled.source.splitlines()
     (cl_line,) = [n for n, line in enumerate(lines, 1) if "+ 1)" in line]

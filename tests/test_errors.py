@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from fcl.driver import main_root, run_interpreter
+from fcl.pipeline import main_root, run_interpreter
 from fcl.errors import FCLError, Source
 from fcl.interp.eval import RunConfig
 from fcl.session import Session

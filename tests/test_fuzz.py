@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from fcl import driver
-from fcl.driver import main_root, run_interpreter
+from fcl import pipeline
+from fcl.pipeline import main_root, run_interpreter
 from fcl.errors import FCLError, Source
 from fcl.interp.eval import RunConfig
 from fcl.session import Session
@@ -97,7 +97,7 @@ def _compile(session: Session, root) -> None:
     not run (a mutated `while` may loop forever inside one)."""
     try:
         with _time_limit(RUN_SECONDS):
-            compiled = driver.compile_opencl(session, root, driver.CompileOptions(block_size=32))
+            compiled = pipeline.compile_program(session, root, pipeline.CompileOptions(block_size=32))
     except FCLError as err:
         assert err.span is None or err.render().startswith(f"{err.span}: error: ")
         event("compile failed with an FCLError")

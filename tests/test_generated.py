@@ -5,8 +5,8 @@ import io
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fcl import driver
-from fcl.driver import main_root, run_interpreter
+from fcl import pipeline
+from fcl.pipeline import main_root, run_interpreter
 from fcl.errors import Source
 from fcl.interp.eval import RunConfig
 from fcl.session import Session
@@ -30,7 +30,7 @@ def run_interp(text: str, block_size: int = 256) -> str:
 def run_opencl(text: str, block_size: int) -> str:
     session = session_of(text)
     out = io.StringIO()
-    driver.run_opencl(session, main_root(session), driver.CompileOptions(block_size=block_size),
+    pipeline.run_opencl(session, main_root(session), pipeline.CompileOptions(block_size=block_size),
                       out=out, err=io.StringIO())
     return out.getvalue()
 

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 import test_fuzz
 import test_opencl
 from fclgen import programs
-from fcl import driver
+from fcl import pipeline
 from fcl.errors import Source
-from fcl.opencl.check import parse_reports
+from fcl.opencl.oclgrind import parse_reports
 from fcl.session import Session
 
 TESTS = Path(__file__).parent
@@ -66,11 +66,11 @@ def oclgrind_findings(text: str, name: str, capfd, block_size: int = 32) -> str:
     """What Oclgrind reports about the program's kernels, as FCL errors ('' if nothing)."""
     session = Session.new()
     session.add_file(Source(name, text))
-    root = driver.main_root(session)
-    options = driver.CompileOptions(block_size=block_size)
-    table = driver.compile_opencl(session, root, options).line_table
+    root = pipeline.main_root(session)
+    options = pipeline.CompileOptions(block_size=block_size)
+    table = pipeline.compile_program(session, root, options).line_table
     capfd.readouterr()
-    driver.run_opencl(session, root, options, device="oclgrind", out=io.StringIO(),
+    pipeline.run_opencl(session, root, options, device="oclgrind", out=io.StringIO(),
                       err=io.StringIO())
     findings = parse_reports(capfd.readouterr().err, table)
     return "\n".join(f.as_error().render() for f in findings)
@@ -124,9 +124,9 @@ def test_instrumented_kernels_are_clean_under_oclgrind(name, cap, capfd):
     from fcl.analysis.trace import trace_program
     session = Session.new(prelude=True)
     session.add_file(Source(name, PROGRAMS[name]))
-    root = driver.main_root(session)
-    options = driver.CompileOptions(block_size=32)
-    compiled = driver.compile_opencl(session, root, options)
+    root = pipeline.main_root(session)
+    options = pipeline.CompileOptions(block_size=32)
+    compiled = pipeline.compile_program(session, root, options)
     capfd.readouterr()
     trace = trace_program(compiled, group=1, device="oclgrind", block_size=32, cap=cap)
     findings = parse_reports(capfd.readouterr().err, [])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fcl.notebook import Workspace
-from fcl.opencl.check import parse_reports
+from fcl.opencl.oclgrind import parse_reports
 
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
 RUN_BODY = {"expect", "bench", "time", "costs", "memory", "graph"}  # magics whose body is FCL to run

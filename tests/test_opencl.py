@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from fcl import driver
+from fcl import pipeline
 from fcl.errors import FCLError, Source
 from fcl.interp.eval import RunConfig
 from fcl.opencl import device as cl_device
@@ -24,7 +24,7 @@ def session_for(text: str) -> Session:
 def run_cl(text: str, **options) -> tuple[str, str]:
     session = session_for(text)
     out, err = io.StringIO(), io.StringIO()
-    driver.run_opencl(session, driver.main_root(session), driver.CompileOptions(**options),
+    pipeline.run_opencl(session, pipeline.main_root(session), pipeline.CompileOptions(**options),
                       out=out, err=err)
     return out.getvalue(), err.getvalue()
 
@@ -32,7 +32,7 @@ def run_cl(text: str, **options) -> tuple[str, str]:
 def run_interp(text: str) -> str:
     session = session_for(text)
     out = io.StringIO()
-    driver.run_interpreter(session, driver.main_root(session), RunConfig(out=out, err=io.StringIO()))
+    pipeline.run_interpreter(session, pipeline.main_root(session), RunConfig(out=out, err=io.StringIO()))
     return out.getvalue()
 
 
@@ -175,7 +175,7 @@ val main = do<grid> {
 
 def test_local_arrays_that_are_never_live_together_share_memory():
     session = session_for(THREE_STAGES)
-    compiled = driver.compile_opencl(session, driver.main_root(session))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session))
     (kernel,) = compiled.kernels
     # `a` is dead once `c` is computed, so `d` can take its place; `c` overlaps both.
     assert sorted(len(slot) for slot in kernel.slots) == [1, 2]
@@ -185,8 +185,8 @@ def test_local_arrays_that_are_never_live_together_share_memory():
 
 def compiled_source(text: str, block_size: int = 256) -> str:
     session = session_for(text)
-    return driver.compile_opencl(session, driver.main_root(session),
-                                 driver.CompileOptions(block_size)).source
+    return pipeline.compile_program(session, pipeline.main_root(session),
+                                 pipeline.CompileOptions(block_size)).source
 
 
 def test_loops_with_known_tests_are_unrolled_and_loops_of_known_shape_are_not_loops():
@@ -224,7 +224,7 @@ def test_folds_start_from_their_first_element_without_testing_for_it():
 
 def test_tiles_run_in_two_dimensional_work_groups():
     session = session_for(TILED_TRANSPOSE)
-    compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(16))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session), pipeline.CompileOptions(16))
     # The tile's rows and columns (i >> 2, i & 3) become the work-group's two dimensions, and
     # the tile in local memory gets a padding element per row.
     assert [k.width for k in compiled.kernels] == [None, 4]
@@ -244,7 +244,7 @@ def test_only_tiles_whose_columns_are_read_are_padded():
     path = Path(__file__).parent / "thesis" / "matmul.fcl"
     session = Session.new(prelude=True)
     session.add_file(Source(str(path), path.read_text()))
-    compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(16))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session), pipeline.CompileOptions(16))
     tiled = [k for k in compiled.kernels if k.width]
     assert tiled and all(local.size.value == 16 for k in tiled for local in k.locals)
     assert "* 5)" not in compiled.source
@@ -256,7 +256,7 @@ def test_indices_over_local_ids_are_truncated_to_int_only_where_they_might_not_f
     # in size_t; any other keeps C's int result through the truncation.
     from fcl.il import ir
     from fcl.opencl.emit import c_expr
-    from fcl.opencl.kernelize import Special
+    from fcl.opencl.kernel import Special
 
     b, n = ir.Var("b", ir.INT), ir.Var("n", ir.INT)
     xs = ir.Var("xs", ir.ArrayType(ir.INT))
@@ -312,12 +312,12 @@ val main = do<grid> {
 
 def test_arrays_only_touched_at_the_own_position_become_registers():
     session = session_for(OWN_ACCUMULATOR)
-    compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(32))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session), pipeline.CompileOptions(32))
     kernel = compiled.kernels[-1]
     assert not kernel.locals and [size for _, size in kernel.private] == [1]
     assert run_cl(OWN_ACCUMULATOR, block_size=32)[0] == run_interp(OWN_ACCUMULATOR)
     session = session_for(POWER_LOOP)
-    compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(32))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session), pipeline.CompileOptions(32))
     assert len(compiled.kernels[-1].locals) == 2 and not compiled.kernels[-1].private
 
 
@@ -342,7 +342,7 @@ def test_kernels_write_in_place_into_arrays_nothing_reads_afterwards(old, new, i
     from fcl.il import ir
     program = ADJUST_IN_PLACE.replace(old, new) if old else ADJUST_IN_PLACE
     session = session_for(program)
-    compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(16))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session), pipeline.CompileOptions(16))
     allocs = [s for s in compiled.host if isinstance(s, ir.Alloc)]
     assert len(allocs) == (1 if in_place else 2)
     assert [p.name for p in compiled.kernels[1].params] == \
@@ -356,7 +356,7 @@ def test_a_copy_of_an_array_nothing_reads_afterwards_is_left_out():
     program = ("val main = do<grid> {\n  xs <- forcePull<grid> (generate 40 (fn i => i * i));\n"
                "  forceAndPrint 40 (push<grid> xs)\n}\n")
     session = session_for(program)
-    compiled = driver.compile_opencl(session, driver.main_root(session), driver.CompileOptions(16))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session), pipeline.CompileOptions(16))
     assert [k.name for k in compiled.kernels] == ["kernel0_line2"]
     assert run_cl(program, block_size=16)[0] == run_interp(program)
     # A copy whose source is read again stays.
@@ -364,7 +364,7 @@ def test_a_copy_of_an_array_nothing_reads_afterwards_is_left_out():
                             "ys <- forcePull<grid> xs;\n  forceAndPrint 40 (push<grid> "
                             "(zipWith addi xs ys))")
     session = session_for(again)
-    assert len(driver.compile_opencl(session, driver.main_root(session)).kernels) == 3
+    assert len(pipeline.compile_program(session, pipeline.main_root(session)).kernels) == 3
     assert run_cl(again, block_size=16)[0] == run_interp(again)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fcl.driver import CompileOptions, main_root, run_interpreter, run_opencl
+from fcl.pipeline import CompileOptions, main_root, run_interpreter, run_opencl
 from fcl.errors import Source
 from fcl.interp.eval import RunConfig
 from fcl.session import Session

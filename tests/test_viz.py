@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fcl import driver
+from fcl import pipeline
 from fcl.analysis.trace import KernelTrace, trace_program
 from fcl.errors import FCLError, Source
 from fcl.session import Session
@@ -34,13 +34,13 @@ class Program:
         session = Session.new(prelude=True)
         if file is not None:
             session.add_file(Source(str(file), file.read_text()))
-            root = driver.main_root(session)
+            root = pipeline.main_root(session)
         else:
             if defs:
                 session.add_cell(Source("defs.fcl", defs))
             _, root = session.add_cell(Source("cell.fcl", cell))
-        self.il = driver.lower(session, root)
-        self.compiled = driver.compile_opencl(session, root)
+        self.il = pipeline.lower(session, root)
+        self.compiled = pipeline.compile_program(session, root)
         self._trace = None
 
     @property

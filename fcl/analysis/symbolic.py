@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 
 from fcl.il import ir
-from fcl.il.simplify import _linear, mk_bin, mk_un
-from fcl.opencl.kernelize import Kernel, Special, StridedFor
+from fcl.il.simplify import linear, mk_bin, mk_un
+from fcl.il.traverse import single_definitions
+from fcl.opencl.kernel import Kernel, Special, StridedFor, WideInt
 
 SPECIAL_NAMES = {"local_id": "item", "local_x": "item.x", "local_y": "item.y",
                  "group_id": "group", "local_size": "block_size", "num_groups": "groups",
@@ -23,16 +24,10 @@ MAX_SIZE = 60  # inlined definitions that would make the formula longer than thi
 
 def definitions(kernel: Kernel) -> dict[str, ir.Expr]:
     """Variables of the kernel declared once and never assigned, with their values."""
-    declared: dict[str, ir.Expr] = {}
-    assigned: set[str] = set()
-    for s in ir.walk(kernel.body):
-        if isinstance(s, ir.Declare):
-            declared[s.var.name] = s.init
-        elif isinstance(s, ir.Assign):
-            assigned.add(s.var.name)
-    if kernel.group_var is not None and kernel.group_var.name not in declared:
-        declared[kernel.group_var.name] = Special("group_id")
-    return {name: value for name, value in declared.items() if name not in assigned}
+    found = single_definitions(kernel.body)
+    if kernel.group_var is not None:
+        found.setdefault(kernel.group_var.name, Special("group_id"))
+    return found
 
 
 def loops(kernel: Kernel) -> dict[str, str]:
@@ -60,6 +55,8 @@ def _mentions(text: str, name: str) -> bool:
 
 
 def _expand(e: ir.Expr, defs: dict[str, ir.Expr], seen: set[str]) -> ir.Expr:
+    if isinstance(e, WideInt):  # how the back end computes it is no part of the formula
+        return _expand(e.expr, defs, seen)
     if isinstance(e, Special):  # as a variable, so that sums of them normalize
         return ir.Var(SPECIAL_NAMES.get(e.name, e.name), ir.INT)
     if isinstance(e, ir.Var) and e.name in defs and e.name not in seen:
@@ -79,6 +76,8 @@ def _expand(e: ir.Expr, defs: dict[str, ir.Expr], seen: set[str]) -> ir.Expr:
 
 def _specials_named(e: ir.Expr) -> ir.Expr:
     """e with work-item builtins as variables of their display names."""
+    if isinstance(e, WideInt):
+        return _specials_named(e.expr)
     if isinstance(e, Special):
         return ir.Var(SPECIAL_NAMES.get(e.name, e.name), ir.INT)
     if isinstance(e, ir.Bin):
@@ -104,10 +103,12 @@ def _size(e: ir.Expr) -> int:
 def show(e: ir.Expr, context: int = 0) -> str:
     """Infix text with only the parentheses precedence needs; sums read as `a + b - c + 3`,
     or `1023 - a` when no term is positive."""
+    if isinstance(e, WideInt):
+        return show(e.expr, context)
     if isinstance(e, Special):
         return SPECIAL_NAMES.get(e.name, e.name)
     if isinstance(e, ir.Bin) and e.op in ("+", "-") and e.type == ir.INT:
-        terms, const = _linear(_specials_named(e))
+        terms, const = linear(_specials_named(e))
         plus = [_term(atom, coef) for atom, coef in terms.values() if coef > 0]
         minus = [_term(atom, -coef) for atom, coef in terms.values() if coef < 0]
         parts = plus[:1] + [f"+ {t}" for t in plus[1:]] if plus else [str(const)] if const else []

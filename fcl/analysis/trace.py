@@ -15,8 +15,8 @@ import pyopencl as cl
 from fcl.errors import FCLError
 from fcl.opencl.device import build, open_device
 from fcl.opencl.emit import Site, traced_source
-from fcl.opencl.host import Compiled, HostRun, launch_size
-from fcl.opencl.kernelize import Kernel
+from fcl.opencl.host import HostRun, launch_size
+from fcl.opencl.kernel import Compiled, Kernel
 
 DEFAULT_CAP = 2048  # logged accesses per work-item
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from fcl.errors import FCLError
 from fcl.il import ir
-from fcl.il.lower import (Interleave, Lowerer, MapPush, Prim, Prog, Pull, PushPull, SeqForPush,
-                          elem_type, level_of, snapshot)
+from fcl.il.lower import Lowerer
 from fcl.il.simplify import mk_bin, mk_un
+from fcl.il.values import (Interleave, MapPush, Prim, Prog, Pull, PushPull, SeqForPush, elem_type,
+                           level_of)
 from fcl.types.types import Type, arg_type, result_type
 
 I, D, B = ir.INT, ir.DOUBLE, ir.BOOL
@@ -48,6 +49,15 @@ def make_primitive(lw: Lowerer, name: str, t: Type, span):
         raise FCLError(f"`{name}` cannot be compiled to OpenCL", span)
     arity, impl = table[name]
     return Prim(name, arity, impl)
+
+
+def snapshot(lw: Lowerer, value):
+    """A scalar result of a program, fixed in a variable so later writes cannot change it."""
+    if isinstance(value, ir.Expr):
+        return lw.declare("result", value)
+    if isinstance(value, tuple) and value:
+        return tuple(snapshot(lw, v) for v in value)
+    return value
 
 
 def _checked_division(lw: Lowerer, op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:

@@ -275,7 +275,7 @@ def show_expr(e: Expr) -> str:
         return f"{e.op}({show_expr(e.arg)})"
     if isinstance(e, Select):
         return f"({show_expr(e.cond)} ? {show_expr(e.then)} : {show_expr(e.else_)})"
-    raise TypeError(e)
+    return e.show_il()  # type: ignore[attr-defined]  # expressions defined by later stages
 
 
 def _show_result(value) -> str:

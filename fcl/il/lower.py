@@ -8,105 +8,32 @@ Materialization points are exactly the `force`s (and loops and host builtins, wh
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Callable
 
 from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.simplify import is_atomic, mk_bin
-from fcl.mono import MonoProgram, level_number
-from fcl.session import PRELUDE_PATH
+from fcl.il.values import (ZERO, Closure, Interleave, MapPush, Prim, Prog, Pull, PushPull,
+                           SeqForPush, il_type)
+from fcl.mono import MonoProgram
+from fcl.prelude import PRELUDE_NAME
 from fcl.syntax import ast
-from fcl.types.types import TArrow, TCon, TProgram, Type, chase
+from fcl.types.types import TCon, Type, chase
 
 LEVELS = ir.LEVELS
-PRELUDE_NAME = str(PRELUDE_PATH)
 UNROLL_LIMIT = 16  # loops known to stop within this many steps are unrolled
 
 
-def il_type(t: Type) -> str:
-    t = chase(t)
-    if isinstance(t, TCon) and t.name in (ir.INT, ir.DOUBLE, ir.BOOL):
-        return t.name
-    raise FCLError(f"internal: no IL type for {t}")
+# What a builtin means at compile time: (lowerer, name, type, span) -> its value (fcl.il.builtins).
+PrimitiveMaker = Callable[["Lowerer", str, Type, "Span | None"], object]
 
-
-def elem_type(t: Type) -> str:
-    """The element type of an array type, looking through functions and programs."""
-    t = chase(t)
-    while isinstance(t, (TArrow, TProgram)):
-        t = chase(t.res if isinstance(t, TArrow) else t.result)
-    return il_type(t.elem)
-
-
-ZERO = {ir.INT: 0, ir.DOUBLE: 0.0, ir.BOOL: False}
-
-
-# ---- compile-time values -----------------------------------------------------------------------
-
-@dataclass(eq=False)
-class Pull:
-    length: ir.Expr
-    fn: Callable  # fn(index expr) -> value
-
-
-@dataclass(eq=False)
-class PushPull:
-    level: int
-    pull: Pull
-
-
-@dataclass(eq=False)
-class Interleave:
-    level: int          # the level of the resulting array
-    size: ir.Expr
-    place: object       # the FCL function (int, int) -> int
-    programs: Pull
-    sequential: bool
-    span: Span | None
-
-
-@dataclass(eq=False)
-class SeqForPush:
-    size: ir.Expr
-    iterations: ir.Expr
-    step: object
-    elem: str
-    span: Span | None
-
-
-@dataclass(eq=False)
-class MapPush:
-    fn: object
-    inner: object
-
-
-@dataclass(eq=False)
-class Prog:
-    run: Callable  # run() -> value, emitting statements into the current block
-    span: Span | None
-
-
-@dataclass(eq=False)
-class Closure:
-    param: str
-    body: ast.Expr
-    env: "Env | None"
-
-
-@dataclass(eq=False)
-class Prim:
-    name: str
-    arity: int
-    impl: Callable
-    args: tuple = ()
-
-
-# ---- the lowering ------------------------------------------------------------------------------
 
 class Lowerer:
-    def __init__(self, block_size: int = 256, bounds_check: bool = False):
+    def __init__(self, primitive: PrimitiveMaker, block_size: int = 256,
+                 bounds_check: bool = False):
+        self.make_primitive = primitive
         self.block_size = block_size
         self.bounds_check = bounds_check
         self.blocks: list[list[ir.Stmt]] = [[]]
@@ -494,8 +421,7 @@ class Lowerer:
 
     # ---- builtins
     def primitive(self, var: ast.Var):
-        from fcl.il.builtins import make_primitive
-        return make_primitive(self, var.name, var.type, var.span)
+        return self.make_primitive(self, var.name, var.type, var.span)
 
 
 def _compares_with_zero(stmts: list[ir.Stmt], name: str) -> bool:
@@ -508,22 +434,3 @@ def _compares_with_zero(stmts: list[ir.Stmt], name: str) -> bool:
                 return True
         return isinstance(e, ir.Expr) and any(found(getattr(e, f.name)) for f in fields(e))
     return any(found(getattr(s, f.name)) for s in ir.walk(stmts) for f in fields(s))
-
-
-def snapshot(lowerer: Lowerer, value):
-    """A scalar result of a program, fixed in a variable so later writes cannot change it."""
-    if isinstance(value, ir.Expr):
-        return lowerer.declare("result", value)
-    if isinstance(value, tuple) and value:
-        return tuple(snapshot(lowerer, v) for v in value)
-    return value
-
-
-def level_of(t: Type) -> int:
-    return level_number(chase(t).level)
-
-
-def lower_program(program: MonoProgram, block_size: int = 256,
-                  bounds_check: bool = False, keep_result: bool = False) -> list[ir.Stmt]:
-    from fcl.il.passes import optimize
-    return optimize(Lowerer(block_size, bounds_check).lower(program, keep_result))

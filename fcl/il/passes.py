@@ -13,114 +13,44 @@ unused computation never changes what a program does.
 """
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
+from typing import Callable
 
 from fcl.il import ir
-from fcl.il.simplify import mk_bin, mk_un
+from fcl.il.ranges import Interval, Ranges, interval, note
+from fcl.il.simplify import mk_bin, mk_un, rebuild
+from fcl.il.traverse import assigned, expr_fields, map_bodies, map_exprs, stmt_exprs
 
 
-def optimize(stmts: list[ir.Stmt], rounds: int = 4) -> list[ir.Stmt]:
+PASSES = (("propagate", lambda s: propagate(s)), ("bound", lambda s: bound(s)),
+          ("prune", lambda s: prune(s)), ("sweep", lambda s: sweep(s)))
+
+
+def optimize(stmts: list[ir.Stmt], rounds: int = 4,
+             check: Callable[[str, list[ir.Stmt]], None] | None = None) -> list[ir.Stmt]:
+    """The passes in turn until nothing changes; `check(pass name, statements)` after each."""
+    if check is not None:
+        check("lower", stmts)
     for _ in range(rounds):
         before = ir.show_stmts(stmts)
-        stmts = sweep(prune(bound(propagate(stmts))))
+        for name, run in PASSES:
+            stmts = run(stmts)
+            if check is not None:
+                check(name, stmts)
         if ir.show_stmts(stmts) == before:
             break
     return stmts
 
 
-# ---- traversal helpers -------------------------------------------------------------------------
-
-BODIES, _walk = ir.BODIES, ir.walk
-
-
-def _read_fields(s: ir.Stmt) -> list[str]:
-    """The fields holding expressions the statement reads (arrays stored to count as read)."""
-    writes = {"var"} if isinstance(s, (ir.Declare, ir.Assign, ir.Alloc)) else \
-        {"length"} if isinstance(s, ir.ReadCSV) else set()
-    return [f.name for f in fields(s) if f.name not in writes and f.name not in BODIES
-            and (isinstance(getattr(s, f.name), ir.Expr) or
-                 (isinstance(getattr(s, f.name), list) and getattr(s, f.name)
-                  and isinstance(getattr(s, f.name)[0], ir.Expr)))]
-
-
-def _result_exprs(value) -> list[ir.Expr]:
-    if isinstance(value, ir.Expr):
-        return [value]
-    if isinstance(value, ir.ArrayResult):
-        return [value.array, value.length]
-    return [e for v in value or () for e in _result_exprs(v)]
-
-
-def _map_result(value, fn):
-    if isinstance(value, ir.Expr):
-        return fn(value)
-    if isinstance(value, ir.ArrayResult):
-        return ir.ArrayResult(value.array, fn(value.length))
-    return None if value is None else tuple(_map_result(v, fn) for v in value)
-
-
-def _exprs(s: ir.Stmt) -> list[ir.Expr]:
-    if isinstance(s, ir.Result):
-        return _result_exprs(s.value)
-    found = []
-    for name in _read_fields(s):
-        value = getattr(s, name)
-        found += value if isinstance(value, list) else [value]
-    return found
-
-
-def map_exprs(stmts: list[ir.Stmt], fn) -> list[ir.Stmt]:
-    """The statements with every expression they read rewritten by fn."""
-    out = []
-    for s in stmts:
-        changes = {name: map_exprs(getattr(s, name), fn) for name in BODIES
-                   if isinstance(getattr(s, name, None), list)}
-        if isinstance(s, ir.Result):
-            changes["value"] = _map_result(s.value, fn)
-        for name in _read_fields(s):
-            value = getattr(s, name)
-            changes[name] = [fn(v) for v in value] if isinstance(value, list) else fn(value)
-        new = replace(s, **changes) if changes else s
-        new.span = s.span
-        out.append(new)
-    return out
-
-
-def rebuild(e: ir.Expr, substitute) -> ir.Expr:
-    """e with variables substituted and constant parts refolded."""
-    if isinstance(e, ir.Var):
-        return substitute.get(e.name, e)
-    if isinstance(e, ir.Index):
-        array = substitute.get(e.array.name, e.array)
-        return ir.Index(array if isinstance(array, ir.Var) else e.array, rebuild(e.index, substitute))
-    if isinstance(e, ir.Bin):
-        return mk_bin(e.op, rebuild(e.left, substitute), rebuild(e.right, substitute), e.type)
-    if isinstance(e, ir.Un):
-        return mk_un(e.op, rebuild(e.arg, substitute), e.type)
-    if isinstance(e, ir.Select):
-        cond = rebuild(e.cond, substitute)
-        then, else_ = rebuild(e.then, substitute), rebuild(e.else_, substitute)
-        if isinstance(cond, ir.Const):
-            return then if cond.value else else_
-        return ir.Select(cond, then, else_, e.type)
-    return e
-
-
-def _assigned(stmts: list[ir.Stmt]) -> set[str]:
-    """Variables changed after their declaration."""
-    return ({s.var.name for s in _walk(stmts) if isinstance(s, ir.Assign)} |
-            {s.length.name for s in _walk(stmts) if isinstance(s, ir.ReadCSV)})
-
-
 # ---- the passes --------------------------------------------------------------------------------
 
 def propagate(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
-    assigned = _assigned(stmts)
+    changed = assigned(stmts)
     substitute: dict[str, ir.Expr] = {}
-    for s in _walk(stmts):
-        if isinstance(s, ir.Declare) and s.var.name not in assigned:
+    for s in ir.walk(stmts):
+        if isinstance(s, ir.Declare) and s.var.name not in changed:
             init = rebuild(s.init, substitute)
-            if isinstance(init, ir.Const) or (isinstance(init, ir.Var) and init.name not in assigned):
+            if isinstance(init, ir.Const) or (isinstance(init, ir.Var) and init.name not in changed):
                 substitute[s.var.name] = init
     if not substitute:
         return stmts
@@ -128,42 +58,27 @@ def propagate(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
     return _drop(rewritten, set(substitute), (ir.Declare,))
 
 
-Interval = tuple[int, int]
-INT_MIN, INT_MAX = -2**31, 2**31 - 1
-
-
 def bound(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
     """Rewrite expressions with what the ranges of integer variables tell (see the module
-    docstring). A loop variable lies in [0, bound); a variable declared once and never assigned
-    lies in the range of its initial value. Names are unique, so one table serves all scopes."""
-    assigned = _assigned(stmts)
-    ranges: dict[str, Interval] = {}
+    docstring and fcl.il.ranges)."""
+    changed = assigned(stmts)
+    ranges: Ranges = {}
 
     def visit(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         out = []
         for s in stmts:
-            changes = {name: _ranged(getattr(s, name), ranges) for name in _read_fields(s)
+            changes = {name: _ranged(getattr(s, name), ranges) for name in expr_fields(s)
                        if isinstance(getattr(s, name), ir.Expr)}
             new = replace(s, **changes) if changes else s
             new.span = s.span
-            if isinstance(new, ir.Declare) and new.var.type == ir.INT \
-                    and new.var.name not in assigned:
-                found = interval(new.init, ranges)
-                if found is not None:
-                    ranges[new.var.name] = found
-            if isinstance(new, (ir.SeqFor, ir.ParFor, ir.Distribute)):
-                limit = interval(new.bound, ranges)
-                ranges[new.var.name] = (0, max(limit[1] - 1, 0) if limit else INT_MAX)
-            for name in BODIES:
-                if isinstance(getattr(new, name, None), list):
-                    setattr(new, name, visit(getattr(new, name)))
-            out.append(new)
+            note(new, ranges, changed, lambda e: interval(e, ranges))
+            out.append(map_bodies(new, visit))
         return out
 
     return visit(stmts)
 
 
-def _ranged(e: ir.Expr, ranges: dict[str, Interval]) -> ir.Expr:
+def _ranged(e: ir.Expr, ranges: Ranges) -> ir.Expr:
     """e with the rewrites its operands' ranges allow, bottom-up."""
     if isinstance(e, ir.Index):
         return ir.Index(e.array, _ranged(e.index, ranges))
@@ -210,53 +125,10 @@ def _decide(op: str, a: Interval, b: Interval) -> bool | None:
     return None
 
 
-def interval(e: ir.Expr, ranges: dict[str, Interval]) -> Interval | None:
-    """Bounds on an int expression's value (None: unknown); none where C arithmetic could wrap."""
-    if isinstance(e, ir.Const):
-        return (int(e.value), int(e.value)) if e.type == ir.INT else None
-    if isinstance(e, ir.Var):
-        return ranges.get(e.name)
-    if isinstance(e, ir.Un) and e.op == "clz":
-        return (0, 32)
-    if isinstance(e, ir.Select):
-        a, b = interval(e.then, ranges), interval(e.else_, ranges)
-        return (min(a[0], b[0]), max(a[1], b[1])) if a and b else None
-    if not isinstance(e, ir.Bin) or e.type != ir.INT:
-        return None
-    a, b = interval(e.left, ranges), interval(e.right, ranges)
-    if e.op == "&" and (a and a[0] >= 0 or b and b[0] >= 0):
-        return (0, min(x[1] for x in (a, b) if x and x[0] >= 0))
-    if a is None or b is None:
-        return None
-    if e.op in ("+", "-", "*"):
-        corners = [{"+": x + y, "-": x - y, "*": x * y}[e.op] for x in a for y in b]
-        found = (min(corners), max(corners))
-    elif e.op in ("min", "max"):
-        pick = min if e.op == "min" else max
-        found = (pick(a[0], b[0]), pick(a[1], b[1]))
-    elif e.op == "/" and b[0] > 0:  # monotone in each operand: the extremes are at corners
-        corners = [_trunc_div(x, y) for x in a for y in b]
-        found = (min(corners), max(corners))
-    elif e.op == "%" and b[0] > 0 and a[0] >= 0:
-        found = (0, min(a[1], b[1] - 1))
-    elif e.op == ">>" and a[0] >= 0 and 0 <= b[0] and b[1] < 32:
-        found = (a[0] >> b[1], a[1] >> b[0])
-    else:
-        return None
-    return found if INT_MIN <= found[0] and found[1] <= INT_MAX else None
-
-
-def _trunc_div(x: int, y: int) -> int:
-    q = abs(x) // y
-    return q if x >= 0 else -q
-
-
 def prune(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
     out: list[ir.Stmt] = []
     for s in stmts:
-        for name in BODIES:
-            if isinstance(getattr(s, name, None), list):
-                setattr(s, name, prune(getattr(s, name)))
+        s = map_bodies(s, prune)
         if isinstance(s, ir.If) and isinstance(s.cond, ir.Const):
             out += s.then if s.cond.value else s.else_
         elif isinstance(s, ir.Fail) and isinstance(s.cond, ir.Const) and not s.cond.value:
@@ -275,12 +147,12 @@ def sweep(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
     """Drop declarations and assignments of variables no other statement needs."""
     defining: dict[str, list[ir.Expr]] = {}
     live: dict[str, ir.Var] = {}
-    for s in _walk(stmts):
+    for s in ir.walk(stmts):
         if isinstance(s, (ir.Declare, ir.Assign)) and not isinstance(s.var.type, ir.ArrayType):
             defining.setdefault(s.var.name, []).append(s.init if isinstance(s, ir.Declare)
                                                        else s.value)
         else:
-            for e in _exprs(s):
+            for e in stmt_exprs(s):
                 ir.expr_vars(e, live)
             if isinstance(s, (ir.Declare, ir.Assign)):
                 live[s.var.name] = s.var
@@ -304,8 +176,5 @@ def _drop(stmts: list[ir.Stmt], names: set[str], kinds: tuple[type, ...]) -> lis
     for s in stmts:
         if isinstance(s, kinds) and s.var.name in names:
             continue
-        for name in BODIES:
-            if isinstance(getattr(s, name, None), list):
-                setattr(s, name, _drop(getattr(s, name), names, kinds))
-        out.append(s)
+        out.append(map_bodies(s, lambda body: _drop(body, names, kinds)))
     return out

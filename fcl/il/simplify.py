@@ -87,13 +87,13 @@ def _mk_bin(op: str, left: ir.Expr, right: ir.Expr, t: str) -> ir.Expr:
 # turns index arithmetic such as `(32*x + 30) - 32*x + 2` into `32`, which lets sizes that
 # only look data-dependent be known at compile time.
 
-def _linear(e: ir.Expr) -> tuple[dict[str, tuple[ir.Expr, int]], int]:
+def linear(e: ir.Expr) -> tuple[dict[str, tuple[ir.Expr, int]], int]:
     if isinstance(e, ir.Const):
         return {}, int(e.value)
     if isinstance(e, ir.Bin) and e.type == ir.INT:
         if e.op in ("+", "-"):
-            terms, const = _linear(e.left)
-            rterms, rconst = _linear(e.right)
+            terms, const = linear(e.left)
+            rterms, rconst = linear(e.right)
             sign = 1 if e.op == "+" else -1
             terms = dict(terms)
             for key, (atom, coef) in rterms.items():
@@ -101,17 +101,17 @@ def _linear(e: ir.Expr) -> tuple[dict[str, tuple[ir.Expr, int]], int]:
                 terms[key] = (atom, old + sign * coef)
             return terms, const + sign * rconst
         if e.op == "*" and isinstance(e.right, ir.Const):
-            terms, const = _linear(e.left)
+            terms, const = linear(e.left)
             k = int(e.right.value)
             return {key: (atom, coef * k) for key, (atom, coef) in terms.items()}, const * k
         if e.op == "*" and isinstance(e.left, ir.Const):
-            return _linear(ir.Bin("*", e.right, e.left, ir.INT))
+            return linear(ir.Bin("*", e.right, e.left, ir.INT))
     return {ir.show_expr(e): (e, 1)}, 0
 
 
 def _linear_sum(left: ir.Expr, right: ir.Expr, sign: int) -> ir.Expr:
-    terms, const = _linear(left)
-    rterms, rconst = _linear(right)
+    terms, const = linear(left)
+    rterms, rconst = linear(right)
     terms = dict(terms)
     for key, (atom, coef) in rterms.items():
         old = terms.get(key, (atom, 0))[1]
@@ -161,3 +161,23 @@ def mk_un(op: str, arg: ir.Expr, t: str) -> ir.Expr:
 
 def _is_const(e: ir.Expr, value) -> bool:
     return isinstance(e, ir.Const) and e.value == value and type(e.value) is type(value)
+
+
+def rebuild(e: ir.Expr, substitute: dict[str, ir.Expr]) -> ir.Expr:
+    """e with variables substituted and constant parts refolded."""
+    if isinstance(e, ir.Var):
+        return substitute.get(e.name, e)
+    if isinstance(e, ir.Index):
+        array = substitute.get(e.array.name, e.array)
+        return ir.Index(array if isinstance(array, ir.Var) else e.array, rebuild(e.index, substitute))
+    if isinstance(e, ir.Bin):
+        return mk_bin(e.op, rebuild(e.left, substitute), rebuild(e.right, substitute), e.type)
+    if isinstance(e, ir.Un):
+        return mk_un(e.op, rebuild(e.arg, substitute), e.type)
+    if isinstance(e, ir.Select):
+        cond = rebuild(e.cond, substitute)
+        then, else_ = rebuild(e.then, substitute), rebuild(e.else_, substitute)
+        if isinstance(cond, ir.Const):
+            return then if cond.value else else_
+        return ir.Select(cond, then, else_, e.type)
+    return e

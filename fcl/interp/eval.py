@@ -16,9 +16,10 @@ from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.interp.lanes import MAX_ELEMENTS, Ctx, Vec, lift, lift_full, restrict, too_large
 from fcl.interp.prims import make_primitive
-from fcl.interp.values import (PRELUDE_NAME, UNIT, Buffer, Closure, Primitive, PushArray,
+from fcl.interp.values import (UNIT, Buffer, Closure, Primitive, PushArray,
                                dtype_of, locate_in_user_code)
 from fcl.mono import MonoProgram
+from fcl.prelude import PRELUDE_NAME
 from fcl.syntax import ast
 
 LIT_DTYPES = {"int": np.int32, "double": np.float64, "bool": np.bool_}

@@ -7,39 +7,12 @@ import numpy as np
 
 from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
+from fcl.intmath import c_div, c_mod, clz
 from fcl.interp.lanes import Ctx, Vec, elementwise, lift, lift_full
-from fcl.interp.values import (UNIT, Buffer, Interleave, MapPush, Program, PullArray, PushPull,
-                               SeqFor, dtype_of, first_failure)
+from fcl.interp.values import (UNIT, Buffer, Interleave, MapPush, Primitive, Program, PullArray,
+                               PushPull, SeqFor, dtype_of, first_failure)
 from fcl.mono import level_number
 from fcl.types.types import TProgram, TPull, TPush, Type, arg_type, chase, result_type
-
-
-def _c_div(a, b):
-    """Integer division truncating toward zero, as in C."""
-    if isinstance(b, np.integer) and b > 0 and b & (b - 1) == 0:
-        # A power of two: shift, first adding b-1 to negative numbers so they round up.
-        shift = int(b).bit_length() - 1
-        return (a + ((a >> 31) & (b - 1))) >> shift
-    if isinstance(b, np.integer) and b > 0 and np.min(a, initial=0) >= 0:
-        return np.floor_divide(a, b)  # no negative operands: floor and truncation agree
-    q = np.floor_divide(a, b)
-    return q + (((a % b) != 0) & ((a < 0) ^ (b < 0)))
-
-
-def _c_mod(a, b):
-    """Remainder with the sign of the dividend, as in C."""
-    if isinstance(b, np.integer) and b > 0 and b & (b - 1) == 0:
-        return a - (_c_div(a, b) << (int(b).bit_length() - 1))
-    if isinstance(b, np.integer) and b > 0 and np.min(a, initial=0) >= 0:
-        return np.remainder(a, b)
-    return np.fmod(a, b)
-
-
-def _clz(a):
-    u = np.asarray(a).astype(np.int64) & 0xFFFFFFFF
-    bits = np.where(u == 0, 0, np.floor(np.log2(np.maximum(u, 1))) + 1)
-    result = (32 - bits).astype(np.int32)
-    return result if isinstance(a, np.ndarray) else np.int32(result)
 
 
 def _cast(dtype):
@@ -49,7 +22,7 @@ def _cast(dtype):
 SCALAR = {
     # name: (numpy function, check for a zero divisor)
     "addi": (np.add, False), "subi": (np.subtract, False), "muli": (np.multiply, False),
-    "divi": (_c_div, True), "modi": (_c_mod, True),
+    "divi": (c_div, True), "modi": (c_mod, True),
     "mini": (np.minimum, False), "maxi": (np.maximum, False),
     "min": (np.minimum, False), "max": (np.maximum, False),
     "addd": (np.add, False), "subd": (np.subtract, False), "muld": (np.multiply, False),
@@ -66,7 +39,7 @@ SCALAR = {
 UNARY = {
     "negatei": np.negative, "negated": np.negative, "absi": np.abs, "absd": np.abs,
     "signi": lambda a: np.sign(a).astype(np.int32) if isinstance(a, np.ndarray) else np.int32(np.sign(a)),
-    "i2d": _cast(np.float64), "b2i": _cast(np.int32), "clz": _clz, "not": np.logical_not,
+    "i2d": _cast(np.float64), "b2i": _cast(np.int32), "clz": clz, "not": np.logical_not,
     "sqrt": np.sqrt, "d2i": lambda a: _cast(np.int32)(np.trunc(a)),
 }
 ALIASES = {"length": "lengthPull", "map": "mapPull", "poweri": "power"}
@@ -74,7 +47,6 @@ ALIASES = {"length": "lengthPull", "map": "mapPull", "poweri": "power"}
 
 def make_primitive(name: str, t: Type, span, interp):
     """The runtime value of builtin `name` used at monomorphic type t."""
-    from fcl.interp.values import Primitive
     name = ALIASES.get(name, name)
     if name in SCALAR:
         fn, checks_zero = SCALAR[name]

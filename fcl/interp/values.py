@@ -12,10 +12,9 @@ import numpy as np
 
 from fcl.errors import FCLError, Span
 from fcl.interp.lanes import Ctx, Vec, deepest, elementwise, expand, lift, lift_full
-from fcl.session import PRELUDE_PATH
+from fcl.prelude import PRELUDE_NAME
 from fcl.types.types import TCon, Type, chase
 
-PRELUDE_NAME = str(PRELUDE_PATH)
 DTYPES = {"int": np.int32, "double": np.float64, "bool": np.bool_}
 
 

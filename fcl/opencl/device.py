@@ -15,7 +15,7 @@ import numpy as np
 import pyopencl as cl
 
 from fcl.errors import FCLError
-from fcl.opencl.check import nearest_span
+from fcl.opencl.kernel import nearest_span
 
 
 @dataclass
@@ -147,7 +147,7 @@ def build_error(log: str, line_table: list) -> FCLError:
         return FCLError("the OpenCL compiler rejected the generated code", None, hints)
     cl_line = int(first.group(1))
     return FCLError(f"the OpenCL compiler rejected the generated code: {first.group(3)} "
-                    f"(OpenCL line {cl_line})", nearest_span(dict(line_table), cl_line), hints)
+                    f"(OpenCL line {cl_line})", nearest_span(line_table, cl_line), hints)
 
 
 DTYPES = {"int": np.int32, "double": np.float64, "bool": np.uint8}

@@ -1,4 +1,7 @@
-"""Print kernels as readable OpenCL C, with a table from generated lines to FCL spans.
+"""Print shaped kernels as readable OpenCL C, with a table from generated lines to FCL spans.
+
+A printer only: every decision (work-group shape, local memory, size_t indices, check codes)
+was recorded on the kernel by `shape`.
 
 With `trace=True` every global and local memory access and every barrier also records
 (site, index) in a per-work-item log, for one chosen work-group: the access analysis
@@ -12,8 +15,8 @@ from typing import Callable
 
 from fcl.errors import Span
 from fcl.il import ir
-from fcl.il.passes import Interval, interval
-from fcl.opencl.kernelize import MAX_GROUPS, Kernel, Special, StridedFor, _inline_ints
+from fcl.opencl.kernel import LOCAL_IDS, FailFlag, Kernel, Special, StridedFor, WideInt
+from fcl.opencl.widen import is_ring, plain
 
 C_TYPES = {ir.INT: "int", ir.DOUBLE: "double", ir.BOOL: "int"}
 # Bools are stored in memory as one byte; kernel arguments cannot be bool at all.
@@ -49,42 +52,14 @@ class Site:
     index_expr: ir.Expr | None = field(default=None, compare=False)  # ... and as IL
 
 
-# Integer operations whose result's low 32 bits depend only on their operands' low 32 bits.
-RING_OPS = frozenset(("+", "-", "*", "&", "|", "^"))
-LOCAL_IDS = frozenset(("local_id", "local_x", "local_y"))
+def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None) -> str:
+    """C text of `e`; `on_index` may rewrite each array read (given its plain text)."""
+    return _c_expr(e, on_index or (lambda _, text: text))
 
 
-def _ring(e: ir.Expr) -> bool:
-    if not isinstance(e, ir.Bin) or e.type != ir.INT:
-        return False
-    return e.op in RING_OPS or e.op == "<<" and isinstance(e.right, ir.Const) and \
-        0 <= e.right.value < 32
-
-
-def _uses_local_id(e: ir.Expr, defs: dict[str, ir.Expr]) -> bool:
-    if isinstance(e, Special):
-        return e.name in LOCAL_IDS
-    if isinstance(e, ir.Var):
-        return e.name in defs
-    return _ring(e) and (_uses_local_id(e.left, defs) or _uses_local_id(e.right, defs))
-
-
-def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None,
-           wide: dict[str, ir.Expr] | None = None,
-           ranges: dict[str, Interval] | None = None) -> str:
-    """C text of `e`; `on_index` may rewrite each array read (given its plain text). With
-    `wide`, arithmetic over local ids is done in size_t, through the int variables it maps to
-    their definitions (see `_wide`); with `ranges` too (see `_ranges`), array indices that
-    provably fit stay in size_t (see `_subscript`)."""
-    if on_index is not None:
-        return _c_expr(e, on_index, wide, ranges)
-    return _c_expr(e, lambda _, text: text, wide, ranges)
-
-
-def _c_expr(e: ir.Expr, on_index, wide: dict[str, ir.Expr] | None,
-            ranges: dict[str, Interval] | None) -> str:
+def _c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str]) -> str:
     def sub(part: ir.Expr) -> str:
-        return _c_expr(part, on_index, wide, ranges)
+        return _c_expr(part, on_index)
 
     if isinstance(e, ir.Const):
         if e.type == ir.BOOL:
@@ -101,9 +76,10 @@ def _c_expr(e: ir.Expr, on_index, wide: dict[str, ir.Expr] | None,
     if isinstance(e, Special):
         return f"((int){SPECIALS[e.name]})"
     if isinstance(e, ir.Index):
-        return on_index(e, f"{e.array.name}[{_subscript(e.index, on_index, wide, ranges)}]")
-    if wide is not None and _ring(e) and _uses_local_id(e, wide):
-        return f"((int){_wide(e, on_index, wide, ranges)})"
+        return on_index(e, f"{e.array.name}[{sub(e.index)}]")
+    if isinstance(e, WideInt):
+        wide = _wide(e.wide, on_index)
+        return f"((int){wide})" if e.truncate else wide
     if isinstance(e, ir.Bin):
         left, right = sub(e.left), sub(e.right)
         if e.op in ("min", "max"):
@@ -124,98 +100,13 @@ def _c_expr(e: ir.Expr, on_index, wide: dict[str, ir.Expr] | None,
     raise TypeError(e)
 
 
-def _wide(e: ir.Expr, on_index, defs: dict[str, ir.Expr],
-          ranges: dict[str, Interval] | None) -> str:
-    """Integer arithmetic over local ids done in size_t, for the caller to truncate once (an
-    index that provably fits is not truncated at all, see `_subscript`).
-
-    `(int)get_local_id(0)` is the same value in every barrier interval of a kernel, so the C
-    compiler computes it once; PoCL then keeps it per work-item in memory across barriers and
-    reloads it, which hides that accesses are consecutive in the work-item loops it builds (a
-    tiled transpose ran 1.3 times slower). The ids themselves it recomputes in each interval.
-    Truncating each whole index expression instead gives the same int (these operations keep
-    the low 32 bits), from values that differ between intervals. Int variables defined by
-    such arithmetic are expanded, so that a whole index (`row * 2048 + col`) is one expression
-    over the ids: split into truncated parts, the transpose ran 10-15% slower.
-    """
+def _wide(e: ir.Expr, on_index: Callable[[ir.Index, str], str]) -> str:
+    """The size_t part of a WideInt: local ids as size_t, ring operations over them."""
     if isinstance(e, Special) and e.name in LOCAL_IDS:
         return SPECIALS[e.name]
-    if _ring(e):
-        return f"({_wide(e.left, on_index, defs, ranges)} {e.op} " \
-            f"{_wide(e.right, on_index, defs, ranges)})"
-    if isinstance(e, ir.Var) and e.name in defs:
-        return _wide(defs[e.name], on_index, defs, ranges)
-    return _c_expr(e, on_index, defs, ranges)
-
-
-def _subscript(index: ir.Expr, on_index, wide: dict[str, ir.Expr] | None,
-               ranges: dict[str, Interval] | None) -> str:
-    """An array index. Arithmetic over local ids that provably neither wraps nor goes negative
-    (its int range is known) is left in size_t rather than truncated: an address computed from
-    `(int)(base + get_local_id(0))` sign-extends a truncation, so the C compiler cannot tell
-    that neighbouring work-items access neighbouring elements, and PoCL's loops over work-items
-    stay scalar (the tiled transpose took about 1.3 times as long as with size_t indices).
-    Where the int value lies in [0, 2^31) the size_t value is the same number: ring operations
-    agree modulo 2^64, and the range check means no int operation wrapped."""
-    if wide is not None and ranges is not None and _ring(index) and _uses_local_id(index, wide):
-        found = interval(_inline_ints(index, {}), ranges)
-        if found is not None and found[0] >= 0:
-            return _wide(index, on_index, wide, ranges)
-    return _c_expr(index, on_index, wide, ranges)
-
-
-def _ranges(k: Kernel) -> dict[str, Interval]:
-    """Bounds on a kernel's work-item ids (named `<local_x>` etc., as `_inline_ints` names them)
-    and on the int variables computed from them, for `_subscript`. As in passes.bound: a loop
-    variable lies in [start, bound); a variable declared once and never assigned, in the range
-    of its initial value. Names are unique within a kernel."""
-    ranges: dict[str, Interval] = {"<group_id>": (0, MAX_GROUPS - 1)}  # see Kernelizer
-    if isinstance(k.group_bound, ir.Const) and k.group_bound.value >= 1:
-        ranges["<group_id>"] = (0, min(int(k.group_bound.value), MAX_GROUPS) - 1)
-    if k.block_size:
-        ranges["<local_id>"] = (0, k.block_size - 1)
-        ranges["<global_id>"] = (0, MAX_GROUPS * k.block_size - 1)
-        if k.width:
-            ranges["<local_x>"] = (0, k.width - 1)
-            ranges["<local_y>"] = (0, k.block_size // k.width - 1)
-
-    def bounds(e: ir.Expr) -> Interval | None:
-        return interval(_inline_ints(e, {}), ranges)
-
-    assigned = {s.var.name for s in ir.walk(k.body) if isinstance(s, ir.Assign)}
-    for s in ir.walk(k.body):
-        if isinstance(s, ir.Declare) and s.var.type == ir.INT and s.var.name not in assigned:
-            found = bounds(s.init)
-        elif isinstance(s, (ir.SeqFor, StridedFor)):
-            start = bounds(s.start) if isinstance(s, StridedFor) else (0, 0)
-            limit = bounds(s.bound)
-            found = (start[0], limit[1] - 1) if start and limit and 0 <= start[0] < limit[1] \
-                else None
-        else:
-            continue
-        if found is not None:
-            ranges[s.var.name] = found
-    return ranges
-
-
-def _wide_definitions(body: list[ir.Stmt]) -> dict[str, ir.Expr]:
-    """Int variables defined once by arithmetic over local ids, from values that never change
-    (no assigned variable, no memory), so that their definition may stand for them."""
-    assigned = {s.var.name for s in ir.walk(body) if isinstance(s, ir.Assign)}
-
-    def fixed(e: ir.Expr) -> bool:
-        if isinstance(e, ir.Index):
-            return False
-        if isinstance(e, ir.Var):
-            return e.name not in assigned
-        return all(fixed(part) for part in vars(e).values() if isinstance(part, ir.Expr))
-
-    defs: dict[str, ir.Expr] = {}
-    for s in ir.walk(body):
-        if isinstance(s, ir.Declare) and s.var.type == ir.INT and s.var.name not in assigned \
-                and _ring(s.init) and _uses_local_id(s.init, defs) and fixed(s.init):
-            defs[s.var.name] = s.init
-    return defs
+    if is_ring(e):
+        return f"({_wide(e.left, on_index)} {e.op} {_wide(e.right, on_index)})"  # type: ignore
+    return _c_expr(e, on_index)
 
 
 class KernelPrinter:
@@ -228,19 +119,9 @@ class KernelPrinter:
         self.sites: list[Site] = []
         self.roots: dict[str, str] = {}        # array aliases -> the memory they point into
         self.per_item: dict[str, str] = {}     # per-work-item local slices -> their size
-        self.loops = 0                         # depth of loops without barriers
-        self.wide: dict[str, ir.Expr] = {}     # int variables that `_wide` expands
-        self.ranges: dict[str, Interval] = {}  # bounds on ids and int variables (`_ranges`)
 
     def expr(self, e: ir.Expr) -> str:
-        # Not inside a loop of one work-item: there the id's reload is hoisted out of the loop,
-        # and int arithmetic (which cannot wrap) lets the compiler step the loop's indices.
-        return c_expr(e, self._traced_load if self.trace else None,
-                      None if self.loops else self.wide, self.ranges)
-
-    def subscript(self, index: ir.Expr) -> str:
-        return _subscript(index, self._traced_load if self.trace else lambda _, text: text,
-                          None if self.loops else self.wide, self.ranges)
+        return c_expr(e, self._traced_load if self.trace else None)
 
     def _record(self, kind: str, array: ir.Var | None, index: ir.Expr | None,
                 span: Span | None) -> str:
@@ -248,6 +129,7 @@ class KernelPrinter:
         name = self.roots.get(array.name, array.name) if array is not None else None
         space = {"__global": "global", "__local": "local"}.get(self.spaces.get(name, "")) \
             if name else None
+        index = plain(index) if index is not None else None  # as the program computes it
         index_text = c_expr(index) if index is not None else None
         site = Site(len(self.sites), self.kernel_name, kind, name, space,
                     array.type.elem if array is not None else None, index_text, span, index)
@@ -319,9 +201,6 @@ class KernelPrinter:
         for var, size in k.private:
             self.spaces[var.name] = ""
             self.line(f"{MEMORY_TYPES[var.type.elem]} {var.name}[{size}];", 1, None)
-        self.fails = k.fails
-        self.wide = _wide_definitions(k.body)
-        self.ranges = _ranges(k)
         self.block(k.body, 1)
         if self.trace:
             self.line("if (fcl_tracing) fcl_trace_count[fcl_lane] = fcl_logged;", 1, None)
@@ -330,13 +209,6 @@ class KernelPrinter:
     def block(self, stmts: list[ir.Stmt], indent: int) -> None:
         for s in stmts:
             self.stmt(s, indent)
-
-    def loop_body(self, body: list[ir.Stmt], indent: int) -> None:
-        """A loop's body: inside one work-item if it has no barrier."""
-        private = not any(isinstance(s, ir.Barrier) for s in ir.walk(body))
-        self.loops += private
-        self.block(body, indent)
-        self.loops -= private
 
     def stmt(self, s: ir.Stmt, indent: int) -> None:
         span = s.span
@@ -359,7 +231,7 @@ class KernelPrinter:
             value = self.expr(s.value)
             if s.array.type.elem == ir.BOOL:
                 value = f"(uchar){value}"
-            self.line(f"{s.array.name}[{self.subscript(s.index)}] = {value};", indent, span)
+            self.line(f"{s.array.name}[{self.expr(s.index)}] = {value};", indent, span)
             name = self.roots.get(s.array.name, s.array.name)
             if self.trace and self.spaces.get(name) in ("__global", "__local"):
                 self.line(self._record("store", s.array, s.index, span) + ";", indent, None)
@@ -367,18 +239,15 @@ class KernelPrinter:
             v = s.var.name
             self.line(f"for (int {v} = {self.expr(s.start)}; {v} < {self.expr(s.bound)}; "
                       f"{v} += {self.expr(s.step)}) {{", indent, span)
-            self.loop_body(s.body, indent + 1)
+            self.block(s.body, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.SeqFor):
             v = s.var.name
             self.line(f"for (int {v} = 0; {v} < {self.expr(s.bound)}; {v}++) {{", indent, span)
-            self.loop_body(s.body, indent + 1)
+            self.block(s.body, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.While):
             self.line("while (1) {", indent, span)
-            private = s.level != "block" and \
-                not any(isinstance(t, ir.Barrier) for t in ir.walk(s.test + s.body))
-            self.loops += private
             self.block(s.test, indent + 1)
             if s.level == "block":
                 # The whole group must agree to stop, or some would wait at a barrier forever.
@@ -389,7 +258,6 @@ class KernelPrinter:
             else:
                 self.line(f"if (*{ABORT_FLAG} || !{self.expr(s.cond)}) break;", indent + 1, span)
             self.block(s.body, indent + 1)
-            self.loops -= private
             self.line("}", indent, None)
         elif isinstance(s, ir.If):
             self.line(f"if ({self.expr(s.cond)}) {{", indent, span)
@@ -402,10 +270,9 @@ class KernelPrinter:
             if self.trace:
                 self.line(self._record("barrier", None, None, span) + ";", indent, None)
             self.line("barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);", indent, span)
-        elif isinstance(s, ir.Fail):
-            code = self.fails.index(s) + 1
-            self.line(f"if ({self.expr(s.cond)}) atomic_cmpxchg({FAIL_FLAG}, 0, {code});", indent,
-                      span)
+        elif isinstance(s, FailFlag):
+            self.line(f"if ({self.expr(s.cond)}) atomic_cmpxchg({FAIL_FLAG}, 0, {s.code});",
+                      indent, span)
         elif isinstance(s, ir.Alloc):
             # The memory itself is a kernel argument, sized by the host before the launch.
             self.line(f"/* {s.var.name}: {self.expr(s.size)} x {MEMORY_TYPES[s.var.type.elem]} "

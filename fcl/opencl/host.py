@@ -17,11 +17,9 @@ import pyopencl as cl
 from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
 from fcl.il import ir
-from fcl.interp.prims import _c_div, _c_mod, _clz
+from fcl.intmath import c_div, c_mod, clz
 from fcl.opencl.device import DTYPES, Device, build, is_oclgrind, open_device
-from fcl.opencl.emit import opencl_source
-from fcl.opencl.inplace import in_place
-from fcl.opencl.kernelize import Kernel, Launch, Special, kernelize
+from fcl.opencl.kernel import Compiled, Kernel, Launch, Special
 
 NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}
 BINARY = {
@@ -87,12 +85,12 @@ class HostRun:
                     return np.float64(a / b if e.op == "/" else np.fmod(a, b))
                 if b == 0:
                     return np.int32(0)  # undefined in C; kernels do not trap either
-                return np.int32(_c_div(a, b) if e.op == "/" else _c_mod(a, b))
+                return np.int32(c_div(a, b) if e.op == "/" else c_mod(a, b))
             return BINARY[e.op](a, b)
         if isinstance(e, ir.Un):
             a = self.eval(e.arg)
             return {"neg": lambda: -a, "not": lambda: np.bool_(not a), "abs": lambda: abs(a),
-                    "sign": lambda: np.int32((a > 0) - (a < 0)), "clz": lambda: _clz(np.int32(a)),
+                    "sign": lambda: np.int32((a > 0) - (a < 0)), "clz": lambda: clz(np.int32(a)),
                     "i2d": lambda: np.float64(a), "d2i": lambda: np.int32(np.trunc(a)),
                     "b2i": lambda: np.int32(a), "sqrt": lambda: np.sqrt(a)}[e.op]()
         if isinstance(e, ir.Select):
@@ -106,12 +104,12 @@ class HostRun:
                 return (np.logical_and if e.op == "&&" else np.logical_or)(a, b)
             if e.op in ("/", "%") and e.type == ir.INT:
                 b = np.where(b == 0, 1, b)  # undefined in C; only sizes are computed here
-                return _c_div(a, b) if e.op == "/" else _c_mod(a, b)
+                return c_div(a, b) if e.op == "/" else c_mod(a, b)
             return BINARY[e.op](a, b) if e.op in BINARY else (np.divide if e.op == "/" else np.fmod)(a, b)
         if isinstance(e, ir.Un):
             a = self.eval(e.arg, True)
             return {"neg": np.negative, "not": np.logical_not, "abs": np.abs, "sign": np.sign,
-                    "clz": _clz, "i2d": lambda x: np.asarray(x, np.float64),
+                    "clz": clz, "i2d": lambda x: np.asarray(x, np.float64),
                     "d2i": lambda x: np.trunc(x).astype(np.int32), "b2i": lambda x: np.asarray(x, np.int32),
                     "sqrt": np.sqrt}[e.op](a)
         if isinstance(e, ir.Select):
@@ -374,21 +372,6 @@ class HostRun:
 
 def array_elem(var: ir.Var) -> str:
     return var.type.elem
-
-
-@dataclass
-class Compiled:
-    host: list[ir.Stmt]
-    kernels: list[Kernel]
-    source: str
-    line_table: list
-    block_size: int | None = None  # the work-group size the kernels were shaped for, if any
-
-
-def compile_host_program(host_program: list[ir.Stmt], block_size: int | None = None) -> Compiled:
-    host, kernels = kernelize(in_place(host_program), block_size)
-    source, table = opencl_source(kernels)
-    return Compiled(host, kernels, source, table, block_size)
 
 
 def launch_size(compiled: Compiled, block_size: int | None) -> int:

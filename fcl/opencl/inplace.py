@@ -21,25 +21,25 @@ old value first, and no other instance reads it:
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
 from fcl.il import ir
-from fcl.il.passes import _assigned, _exprs, map_exprs, rebuild
-from fcl.il.simplify import _linear
+from fcl.il.simplify import linear, rebuild
+from fcl.il.traverse import assigned, map_bodies, map_exprs, names, stmt_exprs
 
 LOOPS = (ir.SeqFor, ir.ParFor, ir.Distribute)
 
 
 def in_place(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
-    return _block(stmts, _assigned(stmts))
+    return _block(stmts, assigned(stmts))
 
 
-def _block(stmts: list[ir.Stmt], assigned: set[str]) -> list[ir.Stmt]:
+def _block(stmts: list[ir.Stmt], changed: set[str]) -> list[ir.Stmt]:
     # New statements throughout: the IL given is also drawn as the program's structure.
-    stmts = [s if _is_kernel(s) else _with_bodies(s, assigned) for s in stmts]
+    stmts = [s if _is_kernel(s) else map_bodies(s, lambda body: _block(body, changed))
+             for s in stmts]
     p = 0
     while p < len(stmts):
-        found = _candidate(stmts, p, assigned) if _is_kernel(stmts[p]) else None
+        found = _candidate(stmts, p, changed) if _is_kernel(stmts[p]) else None
         if found is not None:
             out_alloc, inp = found
             stmts.remove(out_alloc)
@@ -66,21 +66,11 @@ def _copies_onto_itself(kernel: ir.Stmt) -> bool:
     return True
 
 
-def _with_bodies(s: ir.Stmt, assigned: set[str]) -> ir.Stmt:
-    bodies = {name: _block(getattr(s, name), assigned) for name in ir.BODIES
-              if isinstance(getattr(s, name, None), list)}
-    if not bodies:
-        return s
-    new = replace(s, **bodies)
-    new.span = s.span
-    return new
-
-
 def _is_kernel(s: ir.Stmt) -> bool:
     return isinstance(s, (ir.ParFor, ir.Distribute)) and s.level == "grid"
 
 
-def _candidate(stmts: list[ir.Stmt], p: int, assigned: set[str]):
+def _candidate(stmts: list[ir.Stmt], p: int, changed: set[str]):
     """(the allocation of the kernel's output, the input array it can be written into)."""
     kernel = stmts[p]
     allocs = {s.var.name: s for s in stmts[:p]
@@ -90,18 +80,18 @@ def _candidate(stmts: list[ir.Stmt], p: int, assigned: set[str]):
         return None
     store, loops = stores[0]
     out = allocs[store.array.name]
-    if out.var.name in assigned or out.var.name in _names(store.index) | _names(store.value) \
+    if out.var.name in changed or out.var.name in names(store.index) | names(store.value) \
             or _elsewhere(kernel.body, out.var.name, store) \
             or any(_mentions(s, out.var.name) for s in stmts[stmts.index(out) + 1:p]) \
             or not _injective(store.index, loops, kernel):
         return None
     index = ir.show_expr(store.index)
     for name, inp in allocs.items():
-        if name == out.var.name or name in assigned or inp.var.type != out.var.type \
-                or not _fits(out.size, inp.size, assigned):
+        if name == out.var.name or name in changed or inp.var.type != out.var.type \
+                or not _fits(out.size, inp.size, changed):
             continue
         reads = _reads(store.value, name)
-        if reads and all(r == index for r in reads) and name not in _names(store.index) \
+        if reads and all(r == index for r in reads) and name not in names(store.index) \
                 and not _elsewhere(kernel.body, name, store) \
                 and not any(_mentions(s, name) for s in stmts[p + 1:]) \
                 and not _copied(stmts, name):
@@ -126,7 +116,7 @@ def _injective(index: ir.Expr, loops: list, kernel: ir.Stmt) -> bool:
         return False
     loop_vars = {loop.var.name for loop in loops}
     inside = {s.var.name for s in ir.walk(kernel.body) if isinstance(s, (ir.Declare, ir.Assign))}
-    terms, _ = _linear(index)
+    terms, _ = linear(index)
     coefs: dict[str, int] = {}
     for atom, coef in terms.values():
         if not isinstance(atom, ir.Var) or atom.name in inside:
@@ -146,10 +136,10 @@ def _injective(index: ir.Expr, loops: list, kernel: ir.Stmt) -> bool:
     return True
 
 
-def _fits(size: ir.Expr, capacity: ir.Expr, assigned: set[str]) -> bool:
+def _fits(size: ir.Expr, capacity: ir.Expr, changed: set[str]) -> bool:
     if isinstance(size, ir.Const) and isinstance(capacity, ir.Const):
         return size.value <= capacity.value
-    return ir.show_expr(size) == ir.show_expr(capacity) and not _names(size) & assigned
+    return ir.show_expr(size) == ir.show_expr(capacity) and not names(size) & changed
 
 
 def _reads(e: ir.Expr, name: str) -> list[str] | None:
@@ -170,25 +160,19 @@ def _reads(e: ir.Expr, name: str) -> list[str] | None:
 
 def _mentions(s: ir.Stmt, name: str) -> bool:
     """Whether s, or a statement nested in it, uses the variable or array `name`."""
-    return any(name in _names(e) for t in ir.walk([s]) for e in _exprs(t))
+    return any(name in names(e) for t in ir.walk([s]) for e in stmt_exprs(t))
 
 
 def _elsewhere(stmts: list[ir.Stmt], name: str, store: ir.Store) -> bool:
     """Whether a statement other than `store` uses `name`."""
-    return any(t is not store and any(name in _names(e) for e in _exprs(t))
+    return any(t is not store and any(name in names(e) for e in stmt_exprs(t))
                for t in ir.walk(stmts))
-
-
-def _names(e: ir.Expr) -> set[str]:
-    names: dict[str, ir.Var] = {}
-    ir.expr_vars(e, names)
-    return set(names)
 
 
 def _copied(stmts: list[ir.Stmt], name: str) -> bool:
     """Whether some variable is made to refer to the array (it would live on under that name)."""
     return any(isinstance(s, (ir.Declare, ir.Assign)) and
-               name in _names(s.init if isinstance(s, ir.Declare) else s.value)
+               name in names(s.init if isinstance(s, ir.Declare) else s.value)
                for s in ir.walk(stmts))
 
 

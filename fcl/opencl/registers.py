@@ -11,18 +11,22 @@ thesis's tiled matmul keeps its accumulator so; in local memory it cost the H100
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from typing import Callable
 
 from fcl.il import ir
-from fcl.opencl.sharing import _aliases, _reads
+from fcl.il.traverse import map_bodies, map_children, stmt_exprs, sub_exprs
+from fcl.opencl.kernel import Kernel
+from fcl.opencl.sharing import aliases as pointer_aliases
 
 
-def registers(kernel, body: list[ir.Stmt], own: ir.Expr, inline) -> list[ir.Stmt]:
+def registers(kernel: Kernel, body: list[ir.Stmt], own: ir.Expr,
+              inline: Callable[[ir.Expr], ir.Expr]) -> list[ir.Stmt]:
     """`body` with the kernel's own-position local arrays in registers. `own` is the work-item's
     index in its group; `inline(e)` expands e's int variables (to compare indices)."""
     shared = [a.var.name for a in kernel.locals if not a.per_item]
     if not shared:
         return body
-    aliases = _aliases(body, set(shared))
+    aliases = pointer_aliases(body, set(shared))
     root = {name: name for name in shared}
 
     def find(name: str) -> str:
@@ -45,11 +49,10 @@ def registers(kernel, body: list[ir.Stmt], own: ir.Expr, inline) -> list[ir.Stmt
     def visit(e: ir.Expr) -> None:
         if isinstance(e, ir.Index):
             access(e.array.name, e.index)
-        for f in fields(e):
-            if isinstance(getattr(e, f.name), ir.Expr):
-                visit(getattr(e, f.name))
+        for part in sub_exprs(e):
+            visit(part)
     for s in ir.walk(body):
-        for e in _reads(s):
+        for e in stmt_exprs(s, targets=True):
             visit(e)
         if isinstance(s, ir.Store):
             access(s.array.name, s.index)
@@ -68,7 +71,7 @@ def _last_written(stmts: list[ir.Stmt], fresh: frozenset[str], names: set[str]
     """The variables (of `names`) sure to point to the array written last, after `stmts` run
     from `fresh`; None if a read may go through any other."""
     for s in stmts:
-        for e in _reads(s):
+        for e in stmt_exprs(s, targets=True):
             if not _reads_through(e, fresh, names):
                 return None
         if isinstance(s, ir.Store) and s.array.name in names:
@@ -101,11 +104,10 @@ def _last_written(stmts: list[ir.Stmt], fresh: frozenset[str], names: set[str]
 def _reads_through(e: ir.Expr, fresh: frozenset[str], names: set[str]) -> bool:
     if isinstance(e, ir.Index) and e.array.name in names and e.array.name not in fresh:
         return False
-    return all(_reads_through(getattr(e, f.name), fresh, names) for f in fields(e)
-               if isinstance(getattr(e, f.name), ir.Expr))
+    return all(_reads_through(part, fresh, names) for part in sub_exprs(e))
 
 
-def _privatize(kernel, body: list[ir.Stmt], arrays: list[str], names: set[str]
+def _privatize(kernel: Kernel, body: list[ir.Stmt], arrays: list[str], names: set[str]
                ) -> list[ir.Stmt]:
     """One private element for `arrays`; the pointers among `names` go."""
     keep = next(a.var for a in kernel.locals if a.var.name == arrays[0])
@@ -116,10 +118,7 @@ def _privatize(kernel, body: list[ir.Stmt], arrays: list[str], names: set[str]
     def expr(e: ir.Expr) -> ir.Expr:
         if isinstance(e, ir.Index) and e.array.name in names:
             return ir.Index(keep, zero)
-        changes = {f.name: expr(getattr(e, f.name)) for f in fields(e)
-                   if isinstance(getattr(e, f.name), ir.Expr)
-                   and not (isinstance(e, ir.Index) and f.name == "array")}
-        return replace(e, **changes) if changes else e
+        return map_children(e, expr)
 
     def stmts(block: list[ir.Stmt]) -> list[ir.Stmt]:
         out = []
@@ -127,16 +126,12 @@ def _privatize(kernel, body: list[ir.Stmt], arrays: list[str], names: set[str]
             if isinstance(s, ir.Alloc) and s.var.name in arrays or \
                     isinstance(s, (ir.Declare, ir.Assign)) and s.var.name in names:
                 continue
-            changes = {name: stmts(getattr(s, name)) for name in ir.BODIES
-                       if isinstance(getattr(s, name, None), list)}
-            for f in fields(s):
-                value = getattr(s, f.name)
-                if isinstance(value, ir.Expr) and f.name != "array":
-                    changes[f.name] = expr(value)
+            # Every expression field but a store's array (a variable naming memory).
+            changes: dict[str, object] = {f.name: expr(getattr(s, f.name)) for f in fields(s)
+                                          if isinstance(getattr(s, f.name), ir.Expr)
+                                          and f.name != "array"}
             if isinstance(s, ir.Store) and s.array.name in names:
                 changes["array"], changes["index"] = keep, zero
-            new = replace(s, **changes)
-            new.span = s.span
-            out.append(new)
+            out.append(map_bodies(replace(s, **changes), stmts))
         return out
     return stmts(body)

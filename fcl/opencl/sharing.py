@@ -9,12 +9,12 @@ slot, as large as its largest member.
 from __future__ import annotations
 
 from fcl.il import ir
+from fcl.il.traverse import is_loop, names, stmt_exprs
 
 
-def lifetimes(body: list[ir.Stmt], arrays: set[str], loop_types: tuple[type, ...]
-              ) -> dict[str, tuple[int, int]]:
+def lifetimes(body: list[ir.Stmt], arrays: set[str]) -> dict[str, tuple[int, int]]:
     """(first, last) statement positions, in pre-order, during which each array is live."""
-    aliases = _aliases(body, arrays)
+    pointers = aliases(body, arrays)
     allocs: dict[str, int] = {}
     uses: list[tuple[int, set[str]]] = []
     loops: list[tuple[int, int]] = []
@@ -26,15 +26,14 @@ def lifetimes(body: list[ir.Stmt], arrays: set[str], loop_types: tuple[type, ...
             position = counter[0]
             if isinstance(s, ir.Alloc) and s.var.name in arrays:
                 allocs[s.var.name] = position
-            names: dict[str, ir.Var] = {}
-            for e in _reads(s):
-                ir.expr_vars(e, names)
-            used = set().union(*(aliases.get(n, set()) for n in names)) if names else set()
+            # A statement's own variable counts: assigning a pointer uses what it pointed to.
+            mentioned = set().union(*(names(e) for e in stmt_exprs(s, targets=True)))
+            used = set().union(*(pointers.get(n, set()) for n in mentioned))
             if used:
                 uses.append((position, used))
             for child in ir.children(s):
                 visit(child)
-            if isinstance(s, loop_types):
+            if is_loop(s):
                 loops.append((position, counter[0]))
 
     visit(body)
@@ -66,19 +65,7 @@ def pack(spans: dict[str, tuple[int, int]]) -> list[list[str]]:
     return slots
 
 
-def _reads(s: ir.Stmt) -> list[ir.Expr]:
-    found = []
-    for name, value in vars(s).items():
-        if name in ir.BODIES or name == "span":
-            continue
-        if isinstance(value, ir.Expr):
-            found.append(value)
-        elif isinstance(value, list) and value and isinstance(value[0], ir.Expr):
-            found += value
-    return found
-
-
-def _aliases(body: list[ir.Stmt], arrays: set[str]) -> dict[str, set[str]]:
+def aliases(body: list[ir.Stmt], arrays: set[str]) -> dict[str, set[str]]:
     """For every variable: the local arrays it may refer to (an array refers to itself)."""
     aliases: dict[str, set[str]] = {name: {name} for name in arrays}
     pointer_sources: list[tuple[str, str]] = []

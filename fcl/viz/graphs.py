@@ -15,7 +15,7 @@ import graphviz
 
 from fcl.analysis.symbolic import show
 from fcl.il import ir
-from fcl.opencl.kernelize import Kernel, StridedFor
+from fcl.opencl.kernel import FailFlag, Kernel, StridedFor
 
 LEVEL_COLOURS = {"host": "#ffffff", "grid": "#fff2cc", "block": "#dae8fc", "thread": "#d5e8d4"}
 MEMORY = {"grid": "global memory", "block": "local memory", "thread": "private memory"}
@@ -137,7 +137,7 @@ class _Builder:
             return name
         if isinstance(s, ir.Print):
             return self._leaf_flows(graph, s, level, f"print {show(s.count)} of {s.array.name}")
-        if isinstance(s, (ir.Store, ir.Declare, ir.Assign, ir.Result, ir.Fail)):
+        if isinstance(s, (ir.Store, ir.Declare, ir.Assign, ir.Result, ir.Fail, FailFlag)):
             return self._leaf_flows(graph, s, level)
         return None
 
@@ -178,8 +178,9 @@ def _indexes(s: ir.Stmt):
         e = stack.pop()
         if isinstance(e, ir.Index):
             yield e
+        # A WideInt's expression, not how it is computed (its definitions expanded).
         stack += [getattr(e, f) for f in ("array", "index", "left", "right", "arg", "cond", "then",
-                                          "else_") if isinstance(getattr(e, f, None), ir.Expr)]
+                                          "else_", "expr") if isinstance(getattr(e, f, None), ir.Expr)]
 
 
 def _stmt_label(s: ir.Stmt) -> str:
@@ -191,7 +192,7 @@ def _stmt_label(s: ir.Stmt) -> str:
         return _short(f"{s.var.name} := {show(s.value)}")
     if isinstance(s, ir.If):
         return _short(f"if {show(s.cond)} …")
-    return type(s).__name__.lower()
+    return "fail" if isinstance(s, FailFlag) else type(s).__name__.lower()
 
 
 def structure_graph(il: list[ir.Stmt], kernels: list[Kernel]) -> graphviz.Digraph:

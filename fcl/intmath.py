@@ -1,0 +1,33 @@
+"""32-bit C integer arithmetic on numpy values (scalars or arrays), shared by the interpreter and
+the OpenCL back end's host code, so both compute exactly what the kernels compute."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def c_div(a, b):
+    """Integer division truncating toward zero, as in C."""
+    if isinstance(b, np.integer) and b > 0 and b & (b - 1) == 0:
+        # A power of two: shift, first adding b-1 to negative numbers so they round up.
+        shift = int(b).bit_length() - 1
+        return (a + ((a >> 31) & (b - 1))) >> shift
+    if isinstance(b, np.integer) and b > 0 and np.min(a, initial=0) >= 0:
+        return np.floor_divide(a, b)  # no negative operands: floor and truncation agree
+    q = np.floor_divide(a, b)
+    return q + (((a % b) != 0) & ((a < 0) ^ (b < 0)))
+
+
+def c_mod(a, b):
+    """Remainder with the sign of the dividend, as in C."""
+    if isinstance(b, np.integer) and b > 0 and b & (b - 1) == 0:
+        return a - (c_div(a, b) << (int(b).bit_length() - 1))
+    if isinstance(b, np.integer) and b > 0 and np.min(a, initial=0) >= 0:
+        return np.remainder(a, b)
+    return np.fmod(a, b)
+
+
+def clz(a):
+    u = np.asarray(a).astype(np.int64) & 0xFFFFFFFF
+    bits = np.where(u == 0, 0, np.floor(np.log2(np.maximum(u, 1))) + 1)
+    result = (32 - bits).astype(np.int32)
+    return result if isinstance(a, np.ndarray) else np.int32(result)

@@ -1,0 +1,151 @@
+"""The back end's representation of a program: host statements that launch kernels.
+
+Plain data, written by `kernelize` (which cuts kernels out of the IL), completed by `shape`
+(which records every decision about work-groups, memory and index arithmetic on the kernel and
+in its statements) and printed by `emit`. The runtime (`host`) runs a `Compiled` program.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fcl.errors import Span
+from fcl.il import ir
+from fcl.il.traverse import map_children
+
+MAX_GROUPS = 65536  # a grid loop with more iterations than this is virtualized: groups loop
+
+
+@dataclass(frozen=True, eq=False)
+class Special(ir.Expr):
+    """A work-item builtin: local_id, local_x, local_y, local_size, group_id, num_groups,
+    global_id, global_size."""
+
+    name: str
+    type: str = ir.INT
+
+    def show_il(self) -> str:
+        return f"<{self.name}>"
+
+
+LOCAL_IDS = frozenset(("local_id", "local_x", "local_y"))
+
+
+@dataclass(frozen=True, eq=False)
+class WideInt(ir.Expr):
+    """`expr`, an int expression over local ids, computed in size_t as `wide` says (where
+    definitions of int variables are expanded); cast back to int when `truncate`, kept in
+    size_t as an array subscript that provably fits. See shape.widen for why."""
+
+    expr: ir.Expr
+    wide: ir.Expr
+    truncate: bool
+    type: str = ir.INT
+
+    def show_il(self) -> str:
+        return ir.show_expr(self.expr)
+
+
+@dataclass(eq=False)
+class StridedFor(ir.Stmt):
+    """for (var = start; var < bound; var += step) body"""
+
+    var: ir.Var
+    start: ir.Expr
+    bound: ir.Expr
+    step: ir.Expr
+    body: list[ir.Stmt]
+
+
+@dataclass(eq=False)
+class FailFlag(ir.Stmt):
+    """Inside a kernel: when `cond` holds, record failure `code` (1 + the position of its check
+    in Kernel.fails) for the host to report after the launch."""
+
+    cond: ir.Expr
+    code: int
+
+
+@dataclass(eq=False)
+class LocalArray:
+    """An array in local memory: `per_item` means one slice of `size` elements per work-item."""
+
+    var: ir.Var
+    size: ir.Expr  # in elements, an expression over host values
+    per_item: bool
+    span: Span | None
+
+
+@dataclass(eq=False)
+class Kernel:
+    name: str
+    body: list[ir.Stmt]
+    params: list[ir.Var] = field(default_factory=list)  # host values, by value or __global
+    locals: list[LocalArray] = field(default_factory=list)
+    # Local arrays grouped into slots that share memory (per-work-item slices stay apart).
+    slots: list[list[LocalArray]] = field(default_factory=list)
+    private: list[tuple[ir.Var, int]] = field(default_factory=list)  # arrays in registers
+    fails: list[ir.Fail] = field(default_factory=list)  # the checks, by FailFlag code - 1
+    span: Span | None = None
+    # For one-group-per-iteration kernels: local sizes may depend on the iteration; the host
+    # sizes local memory for the largest.
+    group_var: ir.Var | None = None
+    group_bound: ir.Expr | None = None
+    # A `while` may never end: such kernels watch a flag the host sets on an interrupt.
+    abortable: bool = False
+    # Work-items along dimension 0 of a 2-D work-group (None: 1-D), see shape.tiles.
+    width: int | None = None
+    block_size: int | None = None  # the work-group size, when known at compile time
+
+
+@dataclass(eq=False)
+class Launch(ir.Stmt):
+    kernel: Kernel
+    groups: ir.Expr  # number of work-groups (an expression over host values)
+
+    def show_il(self) -> str:
+        return f"launch {self.kernel.name}<<<{ir.show_expr(self.groups)}>>>;"
+
+
+@dataclass
+class Compiled:
+    il: list[ir.Stmt]        # the host program before kernels were cut out
+    host: list[ir.Stmt]      # ... and after: host statements with Launches
+    kernels: list[Kernel]
+    source: str              # the OpenCL C of the kernels
+    line_table: list[tuple[int, Span]]  # (OpenCL line, the FCL span it came from)
+    block_size: int | None = None  # the work-group size the kernels were shaped for, if any
+
+
+def nearest_span(line_table: list[tuple[int, Span]], cl_line: int | None) -> Span | None:
+    """The FCL span of an OpenCL line, or of the nearest line above it that has one."""
+    if cl_line is None:
+        return None
+    spans = dict(line_table)
+    for line in range(cl_line, 0, -1):
+        if line in spans:
+            return spans[line]
+    return None
+
+
+# ---- work-item ids as variables ----------------------------------------------------------------
+# The IL's sums and ranges are over variables; to reason about an index the ids become
+# variables named <local_id>, <local_x>, ... and back.
+
+def inline_ints(e: ir.Expr, definitions: dict[str, ir.Expr]) -> ir.Expr:
+    """e with int variables replaced by their definitions, and work-item ids as variables."""
+    if isinstance(e, ir.Var) and e.type == ir.INT and e.name in definitions:
+        return inline_ints(definitions[e.name], definitions)
+    if isinstance(e, Special):
+        return ir.Var(f"<{e.name}>", ir.INT)
+    if isinstance(e, (ir.Bin, ir.Un, ir.Select)):
+        return map_children(e, lambda part: inline_ints(part, definitions))
+    return e
+
+
+def work_item_ids(e: ir.Expr) -> ir.Expr:
+    """The inverse of inline_ints's renaming of work-item ids."""
+    if isinstance(e, ir.Var) and e.name.startswith("<"):
+        return Special(e.name.strip("<>"))
+    if isinstance(e, (ir.Bin, ir.Un, ir.Select)):
+        return map_children(e, work_item_ids)
+    return e

@@ -1,0 +1,159 @@
+"""Shape each kernel for the work-group size it will run with, recording every decision.
+
+After `kernelize` has cut a kernel out of the IL, this decides, in order:
+
+    tiles      2-D work-groups for kernels working on tiles, padded local tiles (tiles.py)
+    registers  local arrays each work-item only touches at its own index, in registers
+    interface  the kernel's parameters, and local memory sizes over host values
+    slots      local arrays never live at once share memory (sharing.py)
+    widen      index arithmetic over local ids in size_t (widen.py)
+    checks     each run-time check's failure code
+
+The results live on the kernel (width, locals, private, params, slots, fails) and in its
+statements (WideInt, FailFlag), so that `emit` only prints them.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from fcl.errors import FCLError, Span
+from fcl.il import ir
+from fcl.il.traverse import declared, map_bodies, names, single_definitions
+from fcl.opencl.kernel import (FailFlag, Kernel, LocalArray, Special, StridedFor, inline_ints)
+from fcl.opencl.registers import registers
+from fcl.opencl.sharing import lifetimes, pack
+from fcl.opencl.tiles import tiles
+from fcl.opencl.widen import widen
+
+
+def shape(kernels: list[Kernel]) -> None:
+    for kernel in kernels:
+        shape_kernel(kernel)
+
+
+def shape_kernel(kernel: Kernel) -> None:
+    if kernel.group_var is not None:  # one work-group per iteration: a group body to shape
+        body, rewrap = group_body(kernel)
+        body = tiles(kernel, body)
+        if kernel.block_size is not None:
+            definitions = single_definitions(body)
+            body = registers(kernel, body, own_index(kernel),
+                             lambda e: inline_ints(e, definitions))
+        kernel.body = rewrap(body)
+    interface(kernel)
+    shared = {local.var.name: local for local in kernel.locals if not local.per_item}
+    kernel.slots = [[shared[name] for name in slot]
+                    for slot in pack(lifetimes(kernel.body, set(shared)))]
+    widen(kernel)
+    number_checks(kernel)
+
+
+def group_body(kernel: Kernel) -> tuple[list[ir.Stmt], Callable[[list[ir.Stmt]], list[ir.Stmt]]]:
+    """What one work-group runs for one iteration of the kernel's group loop, and a function
+    putting a new such body back in the loop (see kernelize: a declaration of the group's
+    iteration, or a loop over iterations)."""
+    first = kernel.body[0]
+    if isinstance(first, StridedFor):
+        return first.body, lambda body: [map_bodies(first, lambda _: body)]
+    return kernel.body[1:], lambda body: [first, *body]
+
+
+def own_index(kernel: Kernel) -> ir.Expr:
+    """The work-item's index in its work-group."""
+    if kernel.width:
+        x, y = Special("local_x"), Special("local_y")
+        return ir.Bin("+", ir.Bin("*", y, ir.Const(kernel.width, ir.INT), ir.INT), x, ir.INT)
+    return Special("local_id")
+
+
+def interface(kernel: Kernel) -> None:
+    """Kernel parameters: the host variables the body uses. Local memory is sized on the host at
+    launch, so each size is rewritten over host values (and the group's iteration variable)."""
+    bound = {a.var.name for a in kernel.locals} | {v.name for v, _ in kernel.private}
+    used: dict[str, ir.Var] = {}
+    _free_vars(kernel.body, bound, used)
+    kernel.params = sorted(used.values(), key=lambda v: v.name)
+    inside = declared(kernel.body)
+    definitions = single_definitions(kernel.body)
+    allowed = {kernel.group_var.name} if kernel.group_var is not None else set()
+    kernel.locals = [LocalArray(local.var, _host_value(local.size, definitions, inside - allowed,
+                                                       local.span), local.per_item, local.span)
+                     for local in kernel.locals]
+
+
+def _host_value(e: ir.Expr, definitions: dict[str, ir.Expr], inside: set[str],
+                span: Span | None) -> ir.Expr:
+    """e with kernel-local variables replaced by their definitions, so the host can evaluate it."""
+    if isinstance(e, ir.Var) and e.name in inside:
+        if e.name not in definitions:
+            raise FCLError("the size of this array depends on values computed inside the "
+                           "kernel, but local memory must be sized before the kernel starts", span)
+        return _host_value(definitions[e.name], definitions, inside, span)
+    if isinstance(e, (ir.Index, Special)):
+        raise FCLError("the size of this array depends on values computed inside the kernel, "
+                       "but local memory must be sized before the kernel starts", span)
+    if isinstance(e, ir.Bin):
+        return ir.Bin(e.op, _host_value(e.left, definitions, inside, span),
+                      _host_value(e.right, definitions, inside, span), e.type)
+    if isinstance(e, ir.Un):
+        return ir.Un(e.op, _host_value(e.arg, definitions, inside, span), e.type)
+    if isinstance(e, ir.Select):
+        return ir.Select(*(_host_value(x, definitions, inside, span)
+                           for x in (e.cond, e.then, e.else_)), e.type)
+    return e
+
+
+def _free_vars(stmts: list[ir.Stmt], bound: set[str], used: dict[str, ir.Var]) -> None:
+    """The variables the statements use that they do not declare (an array's allocation is
+    no use: local memory is a kernel argument of its own)."""
+    bound = set(bound)
+    for s in stmts:
+        exprs: list[ir.Expr] = []
+        if isinstance(s, ir.Declare):
+            exprs = [s.init]
+        elif isinstance(s, ir.Assign):
+            exprs = [s.var, s.value]
+        elif isinstance(s, ir.Store):
+            exprs = [s.array, s.index, s.value]
+        elif isinstance(s, StridedFor):
+            exprs = [s.start, s.bound, s.step]
+        elif isinstance(s, ir.SeqFor):
+            exprs = [s.bound]
+        elif isinstance(s, (ir.While, ir.If, ir.Fail)):
+            exprs = [s.cond]
+        for e in exprs:
+            for name in names(e) - bound:
+                used.setdefault(name, _var_named(e, name))
+        if isinstance(s, (StridedFor, ir.SeqFor)):
+            _free_vars(s.body, bound | {s.var.name}, used)
+        else:
+            for child in ir.children(s):
+                _free_vars(child, bound, used)
+        if isinstance(s, ir.Declare):
+            bound.add(s.var.name)
+
+
+def _var_named(e: ir.Expr, name: str) -> ir.Var:
+    found: dict[str, ir.Var] = {}
+    ir.expr_vars(e, found)
+    return found[name]
+
+
+def number_checks(kernel: Kernel) -> None:
+    """Each run-time check becomes a FailFlag whose code is its place in kernel.fails, in the
+    order the checks run (a while's test before its body)."""
+    kernel.fails = []
+
+    def number(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        for s in stmts:
+            if isinstance(s, ir.Fail):
+                kernel.fails.append(s)
+                out.append(FailFlag(s.cond, len(kernel.fails), span=s.span))
+            elif isinstance(s, ir.While):
+                test = number(s.test)
+                out.append(ir.While(test, s.cond, number(s.body), span=s.span, level=s.level))
+            else:
+                out.append(map_bodies(s, number))
+        return out
+    kernel.body = number(kernel.body)

@@ -1,0 +1,3 @@
+"""TEMPORARY"""
+def verify_kernels(host, kernels):
+    pass

@@ -1,0 +1,154 @@
+"""The compiler's stages, composed: the one place that says what runs after what.
+
+    parse, check   fcl.session (a program grows by files or notebook cells)
+    root           main_root: the expression to run
+    mono           fcl.mono: one copy of each definition per type it is used at
+    lower          fcl.il.lower + fcl.il.builtins: compile-time evaluation into the IL
+    passes         fcl.il.passes: optimisation to a fixed point
+    in place       fcl.opencl.inplace: kernels that may write over their input
+    kernelize      fcl.opencl.kernelize: host statements and kernels
+    shape          fcl.opencl.shape: work-groups, memory and index decisions per kernel
+    emit           fcl.opencl.emit: OpenCL C and its line table
+    run            fcl.opencl.host (a device) or fcl.interp (the reference interpreter)
+
+The CLI, the notebook workspace, the explain module and the Oclgrind check all come here.
+With `verify_il`, the IL is verified after every pass (fcl.il.verify).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TextIO
+
+from fcl.errors import FCLError
+from fcl.il import ir
+from fcl.il.builtins import make_primitive
+from fcl.il.lower import Lowerer
+from fcl.il.passes import optimize
+from fcl.il.verify import verify
+from fcl.interp.eval import Interpreter, RunConfig
+from fcl.mono import MonoProgram, level_number, monomorphize
+from fcl.opencl.emit import opencl_source
+from fcl.opencl.host import run_compiled
+from fcl.opencl.inplace import in_place
+from fcl.opencl.kernel import Compiled
+from fcl.opencl.kernelize import kernelize
+from fcl.opencl.oclgrind import Finding, parse_reports
+from fcl.opencl.shape import shape
+from fcl.opencl.verify import verify_kernels
+from fcl.session import Session
+from fcl.syntax import ast
+from fcl.types.types import TProgram, chase, show_types
+
+
+@dataclass
+class CompileOptions:
+    block_size: int = 256
+    bounds_check: bool = False
+    keep_result: bool = False  # end by handing main's result back to the host (notebooks)
+    verify_il: bool = False    # check the IL's invariants after every pass
+
+
+def main_root(session: Session) -> ast.Expr:
+    """The expression `main`, checked to be a grid-level program."""
+    decl = next((d for d in reversed(session.decls) if d.name == "main"), None)
+    if decl is None:
+        raise FCLError("there is no `main` to run: define `val main = ...` of type "
+                       "`Program <grid> 'a`")
+    root = ast.Var(decl.name_span, "main")
+    t = chase(session.checker.check_expr(session.scope, root))
+    if not (isinstance(t, TProgram) and level_number(t.level) == 2
+            and session.type_of("main").level_vars == []):
+        raise FCLError(f"`main` must have type `Program <grid> 'a` to be run, but it has type "
+                       f"`{show_types(t)[0]}`", decl.name_span,
+                       ["wrap a pure value with `return<grid>`, or build the result with "
+                        "`forceAndPrint`"])
+    return root
+
+
+def mono_program(session: Session, root: ast.Expr) -> MonoProgram:
+    return monomorphize(session.decls, root)
+
+
+@contextmanager
+def _depth_guard(root: ast.Expr, what: str):
+    """Turn Python running out of stack on a deeply nested program into a located FCL error."""
+    try:
+        yield
+    except RecursionError:
+        raise FCLError(f"the program is nested too deeply {what}", root.span,
+                       ["split deeply nested expressions into smaller definitions"]) from None
+
+
+def run_interpreter(session: Session, root: ast.Expr, config: RunConfig | None = None):
+    with _depth_guard(root, "for the interpreter to run"):
+        return Interpreter(config).run(mono_program(session, root))
+
+
+def lower(session: Session, root: ast.Expr, options: CompileOptions | None = None
+          ) -> list[ir.Stmt]:
+    """The optimised IL host program for `root`, before kernels are cut out."""
+    options = options or CompileOptions()
+    with _depth_guard(root, "to compile"):
+        lowerer = Lowerer(make_primitive, options.block_size, options.bounds_check)
+        il = lowerer.lower(mono_program(session, root), options.keep_result)
+        return optimize(il, check=_verifier(options))
+
+
+def compile_program(session: Session, root: ast.Expr, options: CompileOptions | None = None
+                    ) -> Compiled:
+    """The IL, host program, kernels and OpenCL source (with its line table) for `root`."""
+    options = options or CompileOptions()
+    il = lower(session, root, options)
+    with _depth_guard(root, "to compile"):
+        return compile_il(il, options)
+
+
+def compile_il(il: list[ir.Stmt], options: CompileOptions) -> Compiled:
+    """The back end's stages, from the optimised IL to OpenCL."""
+    check = _verifier(options)
+    rewritten = in_place(il)
+    check("in place", rewritten)
+    host, kernels = kernelize(rewritten, options.block_size)
+    shape(kernels)
+    if options.verify_il:
+        verify_kernels(host, kernels)
+    source, table = opencl_source(kernels)
+    if os.environ.get("FCL_GOLDEN"):  # temporary: byte-identical output during the restructuring
+        from fcl.golden_record import record
+        record(ir.show_stmts(il), options.block_size, host, kernels, source, table)
+    return Compiled(il, host, kernels, source, table, options.block_size)
+
+
+def _verifier(options: CompileOptions):
+    """What checks the IL after each pass: nothing, or the verifier."""
+    return verify if options.verify_il else lambda stage, stmts: None
+
+
+def run_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None,
+               device: str | None = None, out: TextIO | None = None, err: TextIO | None = None):
+    options = options or CompileOptions()
+    return run_compiled(compile_program(session, root, options), device, options.block_size,
+                        out, err)
+
+
+def check_on_oclgrind(session: Session, root: ast.Expr, options: CompileOptions,
+                      out: TextIO | None, err: TextIO | None) -> tuple[object, list[Finding]]:
+    """Run on Oclgrind in this process (its settings, OCLGRIND_ENV, must have been in the
+    environment when OpenCL was first loaded, as the kernel arranges); (result, findings)."""
+    compiled = compile_program(session, root, options)
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(capture.fileno(), 2)  # Oclgrind reports on the process's own stderr
+        try:
+            value = run_compiled(compiled, "oclgrind", options.block_size, out, err)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        capture.seek(0)
+        reports = capture.read().decode("utf-8", "replace")
+    return value, parse_reports(reports, compiled.line_table)

@@ -42,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", choices=["opencl", "interp"], default="opencl",
                      help="where to run: generated OpenCL (default) or the reference interpreter")
     run.add_argument("--device", metavar="D",
-                     help="OpenCL device: `platform:device` (see `fcl devices`) or part of its name")
+                     help="OpenCL device: `platform:device` (see `fcl devices`) or part of its "
+                          "name")
     _compile_options(run)
     run.add_argument("--dump-il", action="store_true", help="print the IL before running")
     run.add_argument("--check", action="store_true",
@@ -51,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     _common(run)
 
     comp = commands.add_parser("compile", help="write the generated OpenCL kernels")
-    comp.add_argument("-o", "--output", metavar="FILE", help="write the kernels here (default: stdout)")
+    comp.add_argument("-o", "--output", metavar="FILE",
+                      help="write the kernels here (default: stdout)")
     comp.add_argument("--dump-il", action="store_true", help="print the IL instead of OpenCL")
     comp.add_argument("--verify-il", action="store_true",
                       help="check the IL's invariants after every compiler pass (for compiler "

@@ -60,7 +60,7 @@ class Span:
     def text(self) -> str:
         return self.source.text[self.start:self.end]
 
-    def to(self, other: "Span") -> "Span":
+    def to(self, other: Span) -> Span:
         """The span from the start of self to the end of other."""
         return Span(self.source, self.start, max(self.end, other.end))
 

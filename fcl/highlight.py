@@ -19,8 +19,17 @@ from __future__ import annotations
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import RegexLexer, bygroups, default
-from pygments.token import (Comment, Error, Keyword, Name, Number, Operator, Punctuation,
-                            String, Whitespace)
+from pygments.token import (
+    Comment,
+    Error,
+    Keyword,
+    Name,
+    Number,
+    Operator,
+    Punctuation,
+    String,
+    Whitespace,
+)
 
 from fcl.syntax.lexer import KEYWORDS, SOFT_KEYWORDS
 from fcl.syntax.parser import CONCRETE_LEVEL_NAMES
@@ -35,9 +44,9 @@ _LEVEL_LIST_REST = rf"\s*(?:{_LEVEL}\s*(?:,\s*{_LEVEL}\s*)*)?>"
 
 _TYPE_WORDS = {"int", "double", "bool", "char", "unit", "string", "Program"}
 _WORD_TOKENS = {
-    **{name: Name.Builtin for name in BUILTINS},
+    **dict.fromkeys(BUILTINS, Name.Builtin),
     **{word: Keyword for word in (*KEYWORDS, *SOFT_KEYWORDS) if word not in CONCRETE_LEVEL_NAMES},
-    **{word: Keyword.Type for word in _TYPE_WORDS},
+    **dict.fromkeys(_TYPE_WORDS, Keyword.Type),
     "true": Keyword.Constant,
     "false": Keyword.Constant,
 }

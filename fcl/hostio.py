@@ -38,5 +38,6 @@ def format_array(values: np.ndarray) -> str:
 
 def benchmark_report(times_ms: list[float]) -> str:
     """The original's line (the mean per run), then min and median."""
-    return (f"Benchmark ({len(times_ms)} repetitions): {sum(times_ms) / len(times_ms):f} ms per run\n"
+    mean = sum(times_ms) / len(times_ms)
+    return (f"Benchmark ({len(times_ms)} repetitions): {mean:f} ms per run\n"
             f"  min {min(times_ms):f} ms, median {float(np.median(times_ms)):f} ms\n")

@@ -11,8 +11,21 @@ from dataclasses import dataclass, field
 
 from fcl.syntax import ast
 from fcl.types.infer import substitute_level
-from fcl.types.types import (INT, Level, TArrow, TCon, TPair, TProgram, TPull, TPush, Type, chase,
-                             level_depth, level_of_depth, map_type)
+from fcl.types.types import (
+    INT,
+    Level,
+    TArrow,
+    TCon,
+    TPair,
+    TProgram,
+    TPull,
+    TPush,
+    Type,
+    chase,
+    level_depth,
+    level_of_depth,
+    map_type,
+)
 
 
 @dataclass
@@ -55,7 +68,8 @@ def monomorphize(decls: list[ast.Decl], root: ast.Expr) -> MonoProgram:
 
 class _Mono:
     def __init__(self, decls: list[ast.Decl]):
-        self.top = {id(d.scheme): _Record(d.name, d.value, d.scheme, i) for i, d in enumerate(decls)}
+        self.top = {id(d.scheme): _Record(d.name, d.value, d.scheme, i)
+                    for i, d in enumerate(decls)}
 
     def concrete(self, t: Type, subst: _Subst) -> Type:
         """t under the instance's substitution, defaulted (the substitution's types are concrete

@@ -19,8 +19,16 @@ from fcl.errors import FCLError, Source
 from fcl.explain import explain
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.interp.lanes import lift_full
-from fcl.interp.values import (DTYPES, Buffer, Closure, Primitive, Program, PullArray, PushArray,
-                               PushPull)
+from fcl.interp.values import (
+    DTYPES,
+    Buffer,
+    Closure,
+    Primitive,
+    Program,
+    PullArray,
+    PushArray,
+    PushPull,
+)
 from fcl.mono import level_number
 from fcl.session import Session
 from fcl.syntax import ast
@@ -186,7 +194,8 @@ def to_host(value, t: Type, interpreter: Interpreter):
     t = chase(t)
     if isinstance(value, PullArray):
         if not isinstance(chase(t.elem), TCon):
-            raise FCLError(f"only arrays of int, double or bool can be shown, not `{show_types(t)[0]}`")
+            raise FCLError("only arrays of int, double or bool can be shown, not "
+                           f"`{show_types(t)[0]}`")
         dtype = DTYPES.get(chase(t.elem).name, np.int32)
         if not isinstance(value, Buffer):
             value = interpreter.force(PushPull(value), interpreter.host, dtype, None)
@@ -242,7 +251,7 @@ def _scalar(v) -> str:
     if isinstance(v, (bool, np.bool_)):
         return "true" if v else "false"
     if isinstance(v, (float, np.floating)):
-        return "%.5f" % v
+        return f"{v:.5f}"
     return str(int(v))
 
 

@@ -9,7 +9,7 @@ import copy
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 from fcl.errors import FCLError, Source, Span
 from fcl.prelude import PRELUDE_PATH
@@ -17,7 +17,6 @@ from fcl.syntax import ast
 from fcl.syntax.parser import parse_cell, parse_program
 from fcl.types.infer import Checker, Scope
 from fcl.types.types import Scheme, Type
-
 
 
 @dataclass
@@ -29,7 +28,7 @@ class Session:
     warnings: list[str] = field(default_factory=list)
 
     @classmethod
-    def new(cls, prelude: bool = True) -> "Session":
+    def new(cls, prelude: bool = True) -> Session:
         base = _prelude_session() if prelude else _empty_session()
         session = copy.copy(base)
         session.checker = copy.copy(base.checker)
@@ -105,7 +104,7 @@ def expr_type(e: ast.Expr) -> Type:
     return e.type
 
 
-@lru_cache(maxsize=None)
+@cache
 def _prelude_session() -> Session:
     session = _empty_session()
     session.add_file(Source(str(PRELUDE_PATH), PRELUDE_PATH.read_text()))
@@ -113,7 +112,7 @@ def _prelude_session() -> Session:
     return session
 
 
-@lru_cache(maxsize=None)
+@cache
 def _empty_session() -> Session:
     checker = Checker()
     return Session(checker, checker.initial_scope())

@@ -74,7 +74,8 @@ class TracingRun(HostRun):
         return [log, count_buffer, np.int32(group), np.int32(self.cap)]
 
     def _buffer(self, host: np.ndarray) -> cl.Buffer:
-        buffer = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+        buffer = cl.Buffer(self.device.context, flags,
                            hostbuf=host)
         self.buffers.append(buffer)
         return buffer
@@ -92,7 +93,8 @@ class TracingRun(HostRun):
         order = np.concatenate([np.arange(n, dtype=np.int32) for n in kept]) if kept.sum() else \
             np.zeros(0, np.int32)
         entries = log[lanes, order]
-        self.traced.append(KernelTrace(kernel, group, groups, self.block_size, local_bytes, 0, lanes,
+        self.traced.append(KernelTrace(kernel, group, groups, self.block_size, local_bytes, 0,
+                                       lanes,
                                        order, entries[:, 0].copy(), entries[:, 1].copy(),
                                        bool((counts > self.cap).any())))
 

@@ -5,11 +5,20 @@ from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.lower import Lowerer
 from fcl.il.simplify import mk_bin, mk_un
-from fcl.il.values import (Interleave, MapPush, Prim, Prog, Pull, PushPull, SeqForPush, elem_type,
-                           level_of)
+from fcl.il.values import (
+    Interleave,
+    MapPush,
+    Prim,
+    Prog,
+    Pull,
+    PushPull,
+    SeqForPush,
+    elem_type,
+    level_of,
+)
 from fcl.types.types import Type, arg_type, result_type
 
-I, D, B = ir.INT, ir.DOUBLE, ir.BOOL
+I, D, B = ir.INT, ir.DOUBLE, ir.BOOL  # noqa: E741  # the tables below read as types
 BINARY = {
     # name: (operator, operand type, result type)
     "addi": ("+", I, I), "subi": ("-", I, I), "muli": ("*", I, I), "divi": ("/", I, I),

@@ -4,7 +4,7 @@ The lowering (`fcl.il.lower`) evaluates the monomorphic program at compile time 
 statements, still organized by level as in the original compiler: `Distribute` hands iterations
 to the units one level down (grid -> work-groups), `ParFor` spreads iterations over the units of
 a level (block -> the work-items of a group, grid -> all work-items), `SeqFor`/`While` are
-sequential. `fcl.il.kernels` then cuts the host program and its kernels apart.
+sequential. `fcl.opencl.kernelize` then cuts the host program and its kernels apart.
 
 Every statement and variable may carry the FCL span it came from, so generated code can be
 mapped back to source lines.
@@ -12,7 +12,6 @@ mapped back to source lines.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Union
 
 from fcl.errors import Span
 
@@ -26,7 +25,7 @@ class ArrayType:
     elem: str  # INT, DOUBLE or BOOL
 
 
-ILType = Union[str, ArrayType]
+ILType = str | ArrayType
 
 
 # ---- expressions -------------------------------------------------------------------------------
@@ -245,7 +244,7 @@ def walk(stmts: list[Stmt]):
             yield from walk(child)
 
 
-def expr_vars(e: Expr, out: dict[str, "Var"]) -> None:
+def expr_vars(e: Expr, out: dict[str, Var]) -> None:
     """Collect the variables an expression mentions (name -> Var)."""
     if isinstance(e, Var):
         out.setdefault(e.name, e)
@@ -321,7 +320,8 @@ def _show(s: Stmt, indent: int) -> str:
     if isinstance(s, ParFor):
         return _block(f"parfor<{s.level}> ({s.var.name} < {show_expr(s.bound)})", s.body, indent)
     if isinstance(s, Distribute):
-        return _block(f"distribute<{s.level}> ({s.var.name} < {show_expr(s.bound)})", s.body, indent)
+        return _block(f"distribute<{s.level}> ({s.var.name} < {show_expr(s.bound)})", s.body,
+                      indent)
     if isinstance(s, SeqFor):
         return _block(f"seqfor ({s.var.name} < {show_expr(s.bound)})", s.body, indent)
     if isinstance(s, While):
@@ -334,7 +334,8 @@ def _show(s: Stmt, indent: int) -> str:
     if isinstance(s, Barrier):
         return f"{pad}synchronize<{s.level}>;"
     if isinstance(s, Print):
-        return f"{pad}print{s.array.type.elem.capitalize()}Array({show_expr(s.count)}, {s.array.name});"
+        kind = s.array.type.elem.capitalize()  # type: ignore[union-attr]  # an array
+        return f"{pad}print{kind}Array({show_expr(s.count)}, {s.array.name});"
     if isinstance(s, Benchmark):
         return _block(f"benchmark({show_expr(s.count)})", s.body, indent)
     if isinstance(s, ReadCSV):

@@ -7,16 +7,26 @@ Materialization points are exactly the `force`s (and loops and host builtins, wh
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import fields
-from typing import Callable
 
 from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.simplify import is_atomic, mk_bin
-from fcl.il.values import (ZERO, Closure, Interleave, MapPush, Prim, Prog, Pull, PushPull,
-                           SeqForPush, il_type)
+from fcl.il.values import (
+    ZERO,
+    Closure,
+    Interleave,
+    MapPush,
+    Prim,
+    Prog,
+    Pull,
+    PushPull,
+    SeqForPush,
+    il_type,
+)
 from fcl.mono import MonoProgram
 from fcl.prelude import PRELUDE_NAME
 from fcl.syntax import ast
@@ -272,7 +282,8 @@ class Lowerer:
                 if array.sequential:
                     self.emit(ir.SeqFor(outer, array.programs.length, body))
                 else:
-                    self.emit(ir.Distribute(LEVELS[array.level], outer, array.programs.length, body))
+                    self.emit(ir.Distribute(LEVELS[array.level], outer, array.programs.length,
+                                            body))
         elif isinstance(array, SeqForPush):
             self.force_seqfor(array, write)
         else:
@@ -287,7 +298,8 @@ class Lowerer:
                 self.emit(ir.Declare(cell, zero))
 
                 def accumulate(i):
-                    _, value = self.apply(self.apply(array.step, Prim("read", 1, lambda k: cell)), i)
+                    read = Prim("read", 1, lambda k: cell)
+                    _, value = self.apply(self.apply(array.step, read), i)
                     self.emit(ir.Assign(cell, value))
                 self.seq_loop(array.iterations, accumulate)
                 write(ir.Const(0, ir.INT), cell)

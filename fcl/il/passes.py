@@ -13,14 +13,13 @@ unused computation never changes what a program does.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from fcl.il import ir
 from fcl.il.ranges import Interval, Ranges, interval, note
 from fcl.il.simplify import mk_bin, mk_un, rebuild
 from fcl.il.traverse import assigned, expr_fields, map_bodies, map_exprs, stmt_exprs
-
 
 PASSES = (("propagate", lambda s: propagate(s)), ("bound", lambda s: bound(s)),
           ("prune", lambda s: prune(s)), ("sweep", lambda s: sweep(s)))
@@ -50,7 +49,8 @@ def propagate(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
     for s in ir.walk(stmts):
         if isinstance(s, ir.Declare) and s.var.name not in changed:
             init = rebuild(s.init, substitute)
-            if isinstance(init, ir.Const) or (isinstance(init, ir.Var) and init.name not in changed):
+            if isinstance(init, ir.Const) or (isinstance(init, ir.Var)
+                                              and init.name not in changed):
                 substitute[s.var.name] = init
     if not substitute:
         return stmts
@@ -131,16 +131,18 @@ def prune(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         s = map_bodies(s, prune)
         if isinstance(s, ir.If) and isinstance(s.cond, ir.Const):
             out += s.then if s.cond.value else s.else_
-        elif isinstance(s, ir.Fail) and isinstance(s.cond, ir.Const) and not s.cond.value:
-            continue
-        elif isinstance(s, (ir.SeqFor, ir.ParFor, ir.Distribute)) and isinstance(s.bound, ir.Const) \
-                and s.bound.value <= 0:
-            continue
-        elif isinstance(s, ir.Assign) and isinstance(s.value, ir.Var) and s.value.name == s.var.name:
-            continue
-        else:
+        elif not _does_nothing(s):
             out.append(s)
     return out
+
+
+def _does_nothing(s: ir.Stmt) -> bool:
+    """A check that cannot fail, a loop that never runs, an assignment of a variable to itself."""
+    if isinstance(s, ir.Fail):
+        return isinstance(s.cond, ir.Const) and not s.cond.value
+    if isinstance(s, (ir.SeqFor, ir.ParFor, ir.Distribute)):
+        return isinstance(s.bound, ir.Const) and s.bound.value <= 0
+    return isinstance(s, ir.Assign) and isinstance(s.value, ir.Var) and s.value.name == s.var.name
 
 
 def sweep(stmts: list[ir.Stmt]) -> list[ir.Stmt]:

@@ -7,7 +7,7 @@ range of its initial value. Names are unique, so one table serves all scopes.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from fcl.il import ir
 
@@ -30,7 +30,7 @@ def interval(e: ir.Expr, ranges: Ranges) -> Interval | None:
     if not isinstance(e, ir.Bin) or e.type != ir.INT:
         return None
     a, b = interval(e.left, ranges), interval(e.right, ranges)
-    if e.op == "&" and (a and a[0] >= 0 or b and b[0] >= 0):
+    if e.op == "&" and ((a and a[0] >= 0) or (b and b[0] >= 0)):
         return (0, min(x[1] for x in (a, b) if x and x[0] >= 0))
     if a is None or b is None:
         return None
@@ -45,11 +45,11 @@ def interval(e: ir.Expr, ranges: Ranges) -> Interval | None:
         found = (min(corners), max(corners))
     elif e.op == "%" and b[0] > 0 and a[0] >= 0:
         found = (0, min(a[1], b[1] - 1))
-    elif e.op == ">>" and a[0] >= 0 and 0 <= b[0] and b[1] < 32:
+    elif e.op == ">>" and a[0] >= 0 and b[0] >= 0 and b[1] < 32:
         found = (a[0] >> b[1], a[1] >> b[0])
     else:
         return None
-    return found if INT_MIN <= found[0] and found[1] <= INT_MAX else None
+    return found if found[0] >= INT_MIN and found[1] <= INT_MAX else None
 
 
 def _trunc_div(x: int, y: int) -> int:

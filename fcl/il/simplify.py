@@ -169,7 +169,8 @@ def rebuild(e: ir.Expr, substitute: dict[str, ir.Expr]) -> ir.Expr:
         return substitute.get(e.name, e)
     if isinstance(e, ir.Index):
         array = substitute.get(e.array.name, e.array)
-        return ir.Index(array if isinstance(array, ir.Var) else e.array, rebuild(e.index, substitute))
+        return ir.Index(array if isinstance(array, ir.Var) else e.array,
+                        rebuild(e.index, substitute))
     if isinstance(e, ir.Bin):
         return mk_bin(e.op, rebuild(e.left, substitute), rebuild(e.right, substitute), e.type)
     if isinstance(e, ir.Un):

@@ -4,8 +4,8 @@ declaration and those defined once.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields, replace
-from typing import Callable
 
 from fcl.il import ir
 

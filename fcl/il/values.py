@@ -7,8 +7,8 @@ waiting for their arguments, and programs run when bound, emitting statements.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from fcl.env import Env
 from fcl.errors import FCLError, Span

@@ -1,3 +1,268 @@
-"""TEMPORARY"""
-def verify(stage, stmts):
-    pass
+"""Check that the host IL is well formed, so a pass that breaks it is caught where it does.
+
+The checks are the invariants every later stage relies on: each variable is declared once;
+it is used only where its declaration is visible; operators get operands of the types they
+take; and statements appear only where they can run (no barrier on the host, no host operation
+inside parallel code). `Verifier` is extended by the kernel verifier (fcl.opencl.verify) with
+the back end's own nodes, which this module does not know.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NoReturn
+
+from fcl.errors import FCLError, Span
+from fcl.il import ir
+from fcl.il.ir import BOOL, DOUBLE, INT
+from fcl.il.traverse import map_bodies
+
+SCALARS = (INT, DOUBLE, BOOL)
+ARITHMETIC = frozenset(("+", "-", "*", "/", "min", "max"))  # on ints or doubles
+INT_ONLY = frozenset(("%", "&", "|", "^", "<<", ">>"))
+LOGICAL = frozenset(("&&", "||"))
+# Unary operator: {operand type: result type}, as fcl.il.builtins.UNARY and its FCL types say.
+UNARY: dict[str, dict[ir.ILType, str]] = {
+    "neg": {INT: INT, DOUBLE: DOUBLE}, "abs": {INT: INT, DOUBLE: DOUBLE}, "not": {BOOL: BOOL},
+    "sign": {INT: INT}, "clz": {INT: INT}, "i2d": {INT: DOUBLE}, "d2i": {DOUBLE: INT},
+    "b2i": {BOOL: INT}, "sqrt": {DOUBLE: DOUBLE}}
+HOST_ONLY = (ir.Print, ir.Benchmark, ir.ReadCSV, ir.Result)
+HINT = "this is a bug in FCL's compiler, not in your program: please report it"
+
+
+def binary_type(op: str, left: ir.ILType, right: ir.ILType) -> ir.ILType | None:
+    """The type of `left op right`, None if the operator does not take such operands (every
+    operator's operands have one type: the builtins convert explicitly)."""
+    if left != right:
+        return None
+    if (op in ARITHMETIC and left in (INT, DOUBLE)) or (op in INT_ONLY and left == INT):
+        return left
+    if (op in ir.COMPARISONS and left in (INT, DOUBLE)) or (op in LOGICAL and left == BOOL):
+        return BOOL
+    return None
+
+
+@dataclass(frozen=True)
+class Where:
+    """What may run at a point of the program."""
+
+    host: bool  # host code: printing, benchmarks, files and results may be here
+    no_barrier: str | None  # why a barrier here would not be reached by a whole work-group
+
+
+HOST = Where(True, "on the host")
+BLOCK = Where(False, None)  # a work-group's code: its work-items run it in step
+THREAD = Where(False, "in code each work-item runs on its own (a parallel loop's body)")
+
+
+def verify(stage: str, stmts: list[ir.Stmt]) -> None:
+    """Raise an internal FCLError at the first statement of the host IL that is not well formed
+    after the stage `stage` (a pass's name)."""
+    Verifier(stage).stmts(stmts, HOST)
+
+
+class Verifier:
+    """One walk in program order, keeping the declarations in scope."""
+
+    def __init__(self, stage: str):
+        self.stage = stage
+        self.declared: set[str] = set()  # every name declared so far, in any scope
+        self.visible: dict[str, ir.ILType] = {}  # the declarations in scope, with their types
+        self.current: ir.Stmt | None = None  # the statement checked, for the error's location
+
+    def fail(self, message: str, span: Span | None = None) -> NoReturn:
+        """Stop at the statement being checked (else at `span`)."""
+        s = self.current
+        where = f" (in `{describe(s)}`)" if s is not None else ""
+        raise FCLError(f"internal: the IL after {self.stage} is not well formed: {message}{where}",
+                       s.span if s is not None else span, [HINT])
+
+    # ---- scopes
+    def declare(self, var: ir.Var) -> None:
+        self.check_type(var.type, var.name)
+        if var.name in self.declared:
+            self.fail(f"`{var.name}` is declared twice")
+        self.declared.add(var.name)
+        self.visible[var.name] = var.type
+
+    def block(self, stmts: list[ir.Stmt], where: Where, *loop_vars: ir.Var) -> None:
+        """A nested statement list (with a loop's variables): its declarations end with it."""
+        outer = dict(self.visible)
+        for var in loop_vars:
+            self.declare(var)
+        self.stmts(stmts, where)
+        self.visible = outer
+
+    def use(self, var: ir.Var) -> ir.ILType:
+        if var.name not in self.visible:
+            if var.name in self.declared:
+                self.fail(f"`{var.name}` is used outside the block that declares it")
+            self.fail(f"`{var.name}` is used before it is declared (or never declared)")
+        if self.visible[var.name] != var.type:
+            self.fail(f"`{var.name}` is used as {ir.show_type(var.type)} but declared as "
+                      f"{ir.show_type(self.visible[var.name])}")
+        return var.type
+
+    def check_type(self, t: object, what: str) -> None:
+        if not (t in SCALARS or (isinstance(t, ir.ArrayType) and t.elem in SCALARS)):
+            self.fail(f"{what} has no IL type: {t!r}")
+
+    # ---- expressions
+    def type_of(self, e: ir.Expr) -> ir.ILType:
+        """e's type, once its variables are known to be visible and its operands to fit."""
+        if isinstance(e, ir.Const):
+            self.check_type(e.type, f"the constant {e.value!r}")
+            return e.type
+        if isinstance(e, ir.Var):
+            return self.use(e)
+        if isinstance(e, ir.Index):
+            self.array(e.array)
+            self.expect(e.index, INT, "an array index")
+            return e.array.type.elem  # type: ignore[union-attr]
+        if isinstance(e, ir.Bin):
+            left, right = self.type_of(e.left), self.type_of(e.right)
+            if binary_type(e.op, left, right) != e.type:
+                self.fail(f"`{shown(e)}` applies `{e.op}` to {ir.show_type(left)} and "
+                          f"{ir.show_type(right)} with result {e.type}")
+            return e.type
+        if isinstance(e, ir.Un):
+            arg = self.type_of(e.arg)
+            if UNARY.get(e.op, {}).get(arg) != e.type:
+                self.fail(f"`{shown(e)}` applies `{e.op}` to {ir.show_type(arg)} with result "
+                          f"{e.type}")
+            return e.type
+        if isinstance(e, ir.Select):
+            self.expect(e.cond, BOOL, "a selection's condition")
+            self.expect(e.then, e.type, "a selection's branch")
+            self.expect(e.else_, e.type, "a selection's branch")
+            return e.type
+        return self.other_expr(e)
+
+    def other_expr(self, e: ir.Expr) -> ir.ILType:
+        """An expression of a later stage: none belongs in the IL (see the kernel verifier)."""
+        self.fail(f"a {type(e).__name__} expression, which only kernels may contain")
+
+    def expect(self, e: ir.Expr, t: ir.ILType, what: str) -> None:
+        found = self.type_of(e)
+        if found != t:
+            self.fail(f"{what} (`{shown(e)}`) has type {ir.show_type(found)}, not "
+                      f"{ir.show_type(t)}")
+
+    def array(self, var: ir.Var) -> ir.ArrayType:
+        if not isinstance(self.use(var), ir.ArrayType):
+            self.fail(f"`{var.name}` is used as an array but has type {ir.show_type(var.type)}")
+        return var.type  # type: ignore[return-value]
+
+    # ---- statements
+    def stmts(self, stmts: list[ir.Stmt], where: Where) -> None:
+        for s in stmts:
+            self.current = s
+            self.stmt(s, where)
+
+    def stmt(self, s: ir.Stmt, where: Where) -> None:
+        if isinstance(s, ir.Declare):
+            self.expect(s.init, s.var.type, f"the value of `{s.var.name}`")
+            self.declare(s.var)
+        elif isinstance(s, ir.Assign):
+            self.expect(s.value, self.use(s.var), f"the value assigned to `{s.var.name}`")
+        elif isinstance(s, ir.Alloc):
+            self.expect(s.size, INT, "an allocation's size")
+            if not isinstance(s.var.type, ir.ArrayType) or s.level not in ir.LEVELS:
+                self.fail(f"`{s.var.name}` is allocated with type {ir.show_type(s.var.type)} "
+                          f"at level {s.level}")
+            self.allocate(s, where)
+        elif isinstance(s, ir.Store):
+            elem = self.array(s.array).elem
+            self.expect(s.index, INT, "an array index")
+            self.expect(s.value, elem, f"a value stored into `{s.array.name}`")
+        elif isinstance(s, (ir.SeqFor, ir.ParFor, ir.Distribute)):
+            self.expect(s.bound, INT, "a loop's bound")
+            self.expect_var(s.var, INT, "a loop's variable")
+            self.block(s.body, self.inside(s, where), s.var)
+        elif isinstance(s, ir.While):
+            # The test runs before each check of the condition, in the body's scope.
+            outer = dict(self.visible)
+            self.stmts(s.test, self.inside(s, where))
+            self.current = s
+            self.expect(s.cond, BOOL, "a while loop's condition")
+            self.stmts(s.body, self.inside(s, where))
+            self.visible = outer
+        elif isinstance(s, ir.If):
+            self.expect(s.cond, BOOL, "a condition")
+            self.block(s.then, self.inside(s, where))
+            self.block(s.else_, self.inside(s, where))
+        elif isinstance(s, ir.Barrier):
+            if where.no_barrier is not None:
+                self.fail(f"a barrier {where.no_barrier}")
+        elif isinstance(s, ir.Fail):
+            self.expect(s.cond, BOOL, "a check's condition")
+            for value in s.values:
+                self.type_of(value)
+        elif isinstance(s, HOST_ONLY):
+            if not where.host:
+                self.fail(f"a host operation ({type(s).__name__}) inside parallel code")
+            self.host_stmt(s, where)
+        else:
+            self.other_stmt(s, where)
+
+    def expect_var(self, var: ir.Var, t: ir.ILType, what: str) -> None:
+        if var.type != t:
+            self.fail(f"{what} `{var.name}` has type {ir.show_type(var.type)}, not {t}")
+
+    def allocate(self, s: ir.Alloc, where: Where) -> None:
+        self.declare(s.var)
+
+    def inside(self, s: ir.Stmt, where: Where) -> Where:
+        """Where the statements nested in s run: a grid-level distribute gives each work-group
+        an iteration (block code); other parallel loops give each work-item one."""
+        if not isinstance(s, (ir.ParFor, ir.Distribute)):
+            return where
+        if s.level not in ir.LEVELS:
+            self.fail(f"a parallel loop at level {s.level}")
+        return BLOCK if isinstance(s, ir.Distribute) and s.level == "grid" else THREAD
+
+    def host_stmt(self, s: ir.Stmt, where: Where) -> None:
+        if isinstance(s, ir.Print):
+            self.expect(s.count, INT, "the count of elements printed")
+            self.array(s.array)
+        elif isinstance(s, ir.Benchmark):
+            self.expect(s.count, INT, "the count of benchmark runs")
+            self.block(s.body, where)
+        elif isinstance(s, ir.ReadCSV):
+            # The lowering declares the length (0) first: reading the file sets it.
+            self.expect(s.length, INT, "the length of a CSV file's array")
+            if s.array.type != ir.ArrayType(INT):
+                self.fail(f"`{s.array.name}` holds a CSV file's ints but has type "
+                          f"{ir.show_type(s.array.type)}")
+            self.declare(s.array)
+        elif isinstance(s, ir.Result):
+            self.result(s.value)
+
+    def result(self, value: object) -> None:
+        if isinstance(value, ir.Expr):
+            self.type_of(value)
+        elif isinstance(value, ir.ArrayResult):
+            self.array(value.array)
+            self.expect(value.length, INT, "the length of a result array")
+        elif isinstance(value, tuple):
+            for part in value:
+                self.result(part)
+        elif value is not None:
+            self.fail(f"a program result holds {value!r}")
+
+    def other_stmt(self, s: ir.Stmt, where: Where) -> None:
+        """A statement of a later stage: none belongs in the IL (see the kernel verifier)."""
+        self.fail(f"a {type(s).__name__} statement, which the IL does not have")
+
+
+def shown(e: ir.Expr, limit: int = 80) -> str:
+    text = ir.show_expr(e)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def describe(s: ir.Stmt, limit: int = 80) -> str:
+    """The statement's first line (its head, for one with a body)."""
+    try:
+        text = ir.show_stmts([map_bodies(s, lambda _: [])]).strip().splitlines()[0]
+    except AttributeError:  # a later stage's statement that does not print itself
+        text = type(s).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -16,8 +16,16 @@ from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.interp.lanes import MAX_ELEMENTS, Ctx, Vec, lift, lift_full, restrict, too_large
 from fcl.interp.prims import make_primitive
-from fcl.interp.values import (UNIT, Buffer, Closure, Primitive, PushArray,
-                               dtype_of, locate_in_user_code)
+from fcl.interp.values import (
+    UNIT,
+    Buffer,
+    Closure,
+    Primitive,
+    Program,
+    PushArray,
+    dtype_of,
+    locate_in_user_code,
+)
 from fcl.mono import MonoProgram
 from fcl.prelude import PRELUDE_NAME
 from fcl.syntax import ast
@@ -49,7 +57,6 @@ class Interpreter:
             for name, expr in program.defs:
                 self.globals[name] = self.eval(expr, None, self.host)
             value = self.eval(program.root, None, self.host)
-            from fcl.interp.values import Program
             if isinstance(value, Program):
                 value = value.run(self.host, self)
             return value

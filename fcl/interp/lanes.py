@@ -33,7 +33,7 @@ class Ctx:
 
     __slots__ = ("n", "parent", "parent_index", "repeat", "depth", "restriction")
 
-    def __init__(self, n: int, parent: "Ctx | None" = None, parent_index: np.ndarray | None = None,
+    def __init__(self, n: int, parent: Ctx | None = None, parent_index: np.ndarray | None = None,
                  restricted: bool = False, repeat: int | None = None):
         self.n = n
         self.parent = parent
@@ -45,7 +45,7 @@ class Ctx:
         # narrowed to it, or lanes that do not run would be computed and checked.
         self.restriction = self if restricted else parent.restriction if parent else None
 
-    def pull_down(self, data: np.ndarray, ancestor: "Ctx") -> np.ndarray:
+    def pull_down(self, data: np.ndarray, ancestor: Ctx) -> np.ndarray:
         """Per-lane data of `ancestor`, as seen from each lane of this context."""
         if self is ancestor:
             return data

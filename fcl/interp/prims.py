@@ -7,16 +7,31 @@ import numpy as np
 
 from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
-from fcl.intmath import c_div, c_mod, clz
 from fcl.interp.lanes import Ctx, Vec, elementwise, lift, lift_full
-from fcl.interp.values import (UNIT, Buffer, Interleave, MapPush, Primitive, Program, PullArray,
-                               PushPull, SeqFor, dtype_of, first_failure)
+from fcl.interp.values import (
+    UNIT,
+    Buffer,
+    Interleave,
+    MapPush,
+    Primitive,
+    Program,
+    PullArray,
+    PushPull,
+    SeqFor,
+    dtype_of,
+    first_failure,
+)
+from fcl.intmath import c_div, c_mod, clz
 from fcl.mono import level_number
 from fcl.types.types import TProgram, TPull, TPush, Type, arg_type, chase, result_type
 
 
 def _cast(dtype):
     return lambda a: np.asarray(a).astype(dtype) if isinstance(a, np.ndarray) else dtype(a)
+
+
+def _signi(a):
+    return np.sign(a).astype(np.int32) if isinstance(a, np.ndarray) else np.int32(np.sign(a))
 
 
 SCALAR = {
@@ -38,7 +53,7 @@ SCALAR = {
 }
 UNARY = {
     "negatei": np.negative, "negated": np.negative, "absi": np.abs, "absd": np.abs,
-    "signi": lambda a: np.sign(a).astype(np.int32) if isinstance(a, np.ndarray) else np.int32(np.sign(a)),
+    "signi": _signi,
     "i2d": _cast(np.float64), "b2i": _cast(np.int32), "clz": clz, "not": np.logical_not,
     "sqrt": np.sqrt, "d2i": lambda a: _cast(np.int32)(np.trunc(a)),
 }
@@ -52,7 +67,8 @@ def make_primitive(name: str, t: Type, span, interp):
         fn, checks_zero = SCALAR[name]
 
         def binary(ctx, sp, a, b):
-            if checks_zero and first_failure(elementwise(lambda b: b == 0, b, ctx=ctx), b) is not None:
+            if (checks_zero
+                    and first_failure(elementwise(lambda b: b == 0, b, ctx=ctx), b) is not None):
                 raise FCLError("division by zero", sp)
             return elementwise(fn, a, b, ctx=ctx)
         return Primitive(name, 2, binary)
@@ -79,8 +95,11 @@ def make_primitive(name: str, t: Type, span, interp):
 def _powi(ctx, span, base, exponent):
     if first_failure(elementwise(lambda e: e < 0, exponent, ctx=ctx), exponent) is not None:
         raise FCLError("powi needs a non-negative exponent", span)
-    return elementwise(lambda b, e: np.power(b.astype(np.int64) if isinstance(b, np.ndarray)
-                                             else np.int64(b), e).astype(np.int32), base, exponent, ctx=ctx)
+
+    def power(b, e):
+        wide = b.astype(np.int64) if isinstance(b, np.ndarray) else np.int64(b)
+        return np.power(wide, e).astype(np.int32)
+    return elementwise(power, base, exponent, ctx=ctx)
 
 
 # ---- arrays and programs ---------------------------------------------------------------------

@@ -6,7 +6,7 @@ computations run in a lane context. Scalars are uniform numpy scalars or per-lan
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -121,7 +121,9 @@ class Interleave(PushArray):
     def length(self):
         size, count = self.size, self.programs.length
         target = deepest(size, count)
-        return size * count if target is None else Vec(target, lift(size, target) * lift(count, target))
+        if target is None:
+            return size * count
+        return Vec(target, lift(size, target) * lift(count, target))
 
     def emit(self, ctx, interp):
         if self.sequential_host and ctx.n == 1:

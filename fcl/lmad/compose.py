@@ -7,8 +7,8 @@ A composition is a list of index functions applied in turn, unranking between th
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence, Union
 
 from .core import LMAD, unrank
 from .errors import LMADError
@@ -24,7 +24,8 @@ class RotatedLMAD:
     def __post_init__(self) -> None:
         object.__setattr__(self, "rotations", tuple(self.rotations))
         if len(self.rotations) != self.lmad.rank:
-            raise LMADError(f"{self.lmad} needs {self.lmad.rank} rotation amounts, got {len(self.rotations)}")
+            raise LMADError(f"{self.lmad} needs {self.lmad.rank} rotation amounts, "
+                            f"got {len(self.rotations)}")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -45,11 +46,11 @@ class RotatedLMAD:
         return f"{self.lmad.offset} + {{{dims}}}"
 
 
-IndexFunction = Union[LMAD, RotatedLMAD]
+IndexFunction = LMAD | RotatedLMAD
 
 
 def apply_lmads(first: IndexFunction, second: IndexFunction, index: Sequence[int]) -> int:
-    """ApplyLMADs (proc. 3.1): apply `first`, unrank the result by `second`'s shape, apply `second`."""
+    """ApplyLMADs (proc. 3.1): apply `first`, unrank by `second`'s shape, apply `second`."""
     return Composition((first, second)).apply(index)
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import product
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from .errors import LMADError
 from .notation import format_lmad, parse_lmad
@@ -54,7 +55,8 @@ class LMAD:
             try:
                 size, stride = dim
             except (TypeError, ValueError):
-                raise LMADError(f"dimension {number} must be a (size, stride) pair, got {dim!r}") from None
+                raise LMADError(f"dimension {number} must be a (size, stride) pair, "
+                                f"got {dim!r}") from None
             size = _as_int(size, f"the size of dimension {number}")
             if size < 1:
                 raise LMADError(f"dimension {number} has size {size}; sizes must be positive")
@@ -66,9 +68,9 @@ class LMAD:
 
     @classmethod
     def parse(cls, text: str) -> LMAD:
-        """Read the notation `2 + {(3:5),(4:1)}`; malformed text raises LMADError with its position."""
+        """Read the notation `2 + {(3:5),(4:1)}`; LMADError, with the position, if malformed."""
         offset, dims = parse_lmad(text)
-        return cls(offset, dims)
+        return cls(offset, tuple(dims))
 
     @classmethod
     def row_major(cls, *shape: int) -> LMAD:
@@ -112,12 +114,14 @@ class LMAD:
         """The address L(y1,…,yn) = τ + Σ yi·δi of one index tuple."""
         index = tuple(index)
         if len(index) != self.rank:
-            raise LMADError(f"index {index} has {len(index)} components but {self} has rank {self.rank}")
+            raise LMADError(f"index {index} has {len(index)} components "
+                            f"but {self} has rank {self.rank}")
         address = self.offset
         for number, (component, (size, stride)) in enumerate(zip(index, self.dims)):
             component = _as_int(component, "an index component")
             if not 0 <= component < size:
-                raise LMADError(f"index {index} is out of range in dimension {number} (size {size}) of {self}")
+                raise LMADError(f"index {index} is out of range in dimension {number} "
+                                f"(size {size}) of {self}")
             address += component * stride
         return address
 
@@ -151,23 +155,28 @@ class LMAD:
         triplet (start, count, step); dimensions without an entry are kept whole.
         """
         if len(spec) > self.rank:
-            raise LMADError(f"slice {list(spec)} has more entries than the rank {self.rank} of {self}")
+            raise LMADError(f"slice {list(spec)} has more entries "
+                            f"than the rank {self.rank} of {self}")
         offset, dims = self.offset, []
         for number, (entry, (size, stride)) in enumerate(zip(spec, self.dims)):
             if isinstance(entry, (tuple, list)):
                 if len(entry) not in (2, 3):
-                    raise LMADError(f"slice entry {entry} must be (start, count) or (start, count, step)")
+                    raise LMADError(f"slice entry {entry} must be (start, count) "
+                                    "or (start, count, step)")
                 start, count, step = (*entry, 1) if len(entry) == 2 else entry
-                start, count, step = (_as_int(bound, "a slice bound") for bound in (start, count, step))
+                start, count, step = (_as_int(bound, "a slice bound")
+                                      for bound in (start, count, step))
                 last = start + (count - 1) * step
                 if count < 1 or not (0 <= start < size and 0 <= last < size):
-                    raise LMADError(f"slice entry {entry} selects indices outside dimension {number} (size {size})")
+                    raise LMADError(f"slice entry {entry} selects indices outside "
+                                    f"dimension {number} (size {size})")
                 offset += start * stride
                 dims.append((count, step * stride))
             else:
                 index = _as_int(entry, "a slice index")
                 if not 0 <= index < size:
-                    raise LMADError(f"index {index} is out of range for dimension {number} (size {size})")
+                    raise LMADError(f"index {index} is out of range "
+                                    f"for dimension {number} (size {size})")
                 offset += index * stride
         return LMAD(offset, tuple(dims) + self.dims[len(spec):])
 
@@ -178,16 +187,20 @@ class LMAD:
         return self.slice_lmads([view])
 
     def slice_lmads(self, views: Sequence[LMAD]) -> LMAD:
-        """slice_LMADs: slice each dimension by its own LMAD; the results' dimensions are concatenated."""
+        """slice_LMADs: slice each dimension by its own LMAD; the results' dimensions in order."""
         if len(views) != self.rank:
-            raise LMADError(f"slice_lmads needs {self.rank} LMADs, one per dimension, got {len(views)}")
-        offset, dims = self.offset, []
+            raise LMADError(f"slice_lmads needs {self.rank} LMADs, one per dimension, "
+                            f"got {len(views)}")
+        offset = self.offset
+        dims: list[Dim] = []
         for number, (view, (size, stride)) in enumerate(zip(views, self.dims)):
             low, high = view.bounds()
             if low < 0 or high >= size:
-                raise LMADError(f"{view} reaches {low}..{high}, outside dimension {number} (size {size})")
+                raise LMADError(f"{view} reaches {low}..{high}, "
+                                f"outside dimension {number} (size {size})")
             offset += view.offset * stride
-            dims.extend((inner_size, stride * inner_stride) for inner_size, inner_stride in view.dims)
+            dims.extend((inner_size, stride * inner_stride)
+                        for inner_size, inner_stride in view.dims)
         return LMAD(offset, tuple(dims))
 
     def fix(self, dim: int, index: int) -> LMAD:
@@ -196,7 +209,8 @@ class LMAD:
         index = _as_int(index, "the index")
         size, stride = self.dims[dim]
         if not 0 <= index < size:
-            raise LMADError(f"index {index} is out of range for dimension {dim} (size {size}) of {self}")
+            raise LMADError(f"index {index} is out of range "
+                            f"for dimension {dim} (size {size}) of {self}")
         return LMAD(self.offset + index * stride, self.dims[:dim] + self.dims[dim + 1:])
 
     def transpose(self) -> LMAD:
@@ -213,7 +227,7 @@ class LMAD:
         return LMAD(self.offset, tuple(self.dims[k] for k in perm))
 
     def reshape(self, new_shape: Sequence[int]) -> LMAD:
-        """View the elements, in row-major order, with a new shape; LMADError if that is no single LMAD.
+        """The elements, in row-major order, in a new shape; LMADError if that is no single LMAD.
 
         The element at flat position x is the one this LMAD puts at x, so the result is
         ApplyLMADs(R(new_shape), self, ·). It is one LMAD exactly when each new dimension of
@@ -221,9 +235,11 @@ class LMAD:
         """
         new_shape = _as_shape(new_shape)
         if math.prod(new_shape) != math.prod(self.shape):
-            raise LMADError(f"cannot reshape shape {list(self.shape)} to {list(new_shape)}: element counts differ")
+            raise LMADError(f"cannot reshape shape {list(self.shape)} to {list(new_shape)}: "
+                            "element counts differ")
         runs = self._joined_runs()
-        run_weights = [math.prod(size for size, _ in runs[number + 1:]) for number in range(len(runs))]
+        run_weights = [math.prod(size for size, _ in runs[number + 1:])
+                       for number in range(len(runs))]
         dims: list[Dim] = []
         weight = 1  # how many flat positions one step of the current new dimension covers
         for size in reversed(new_shape):
@@ -265,7 +281,7 @@ class LMAD:
     # -- image-preserving operations (§3.5.1) ------------------------------------------------
 
     def normalize(self) -> LMAD:
-        """NORMALIZE (proc. 3.3, erratum E1 fixed): positive strides, sorted decreasing; same image."""
+        """NORMALIZE (proc. 3.3, erratum E1 fixed): positive strides, decreasing; same image."""
         offset, dims = self.offset, []
         for size, stride in self.dims:
             if stride < 0:
@@ -306,7 +322,8 @@ class LMAD:
         """Remove dimension `position`, which must have size 1."""
         self._check_dim(position)
         if self.dims[position][0] != 1:
-            raise LMADError(f"dimension {position} of {self} has size {self.dims[position][0]}, not 1")
+            raise LMADError(f"dimension {position} of {self} "
+                            f"has size {self.dims[position][0]}, not 1")
         return LMAD(self.offset, self.dims[:position] + self.dims[position + 1:])
 
     def _check_dim(self, dim: int) -> None:
@@ -319,7 +336,8 @@ def unrank(shape: Sequence[int], flat: int) -> tuple[int, ...]:
     shape, flat = _as_shape(shape), _as_int(flat, "the flat position")
     count = math.prod(shape)
     if not 0 <= flat < count:
-        raise LMADError(f"flat position {flat} is outside the {count} elements of shape {list(shape)}")
+        raise LMADError(f"flat position {flat} is outside the {count} elements "
+                        f"of shape {list(shape)}")
     index = []
     for number in range(len(shape)):
         inner = math.prod(shape[number + 1:])
@@ -329,7 +347,7 @@ def unrank(shape: Sequence[int], flat: int) -> tuple[int, ...]:
 
 
 def nest(values: Sequence[Any], shape: Sequence[int]) -> Any:
-    """nest (Fig. 4.11): the row-major nested-list view of a flat list (its only element for shape ())."""
+    """nest (Fig. 4.11): a flat list as row-major nested lists (its only element for shape ())."""
     shape = _as_shape(shape)
     if len(values) != math.prod(shape):
         raise LMADError(f"cannot nest {len(values)} values as shape {list(shape)}")
@@ -340,7 +358,7 @@ def nest(values: Sequence[Any], shape: Sequence[int]) -> Any:
 
 
 def expand(body: Callable[[int], LMAD], lo: int, count: int) -> LMAD:
-    """EXPAND (proc. 3.4): one LMAD for the union of body(i) over lo ≤ i < lo+count, with a new outer dimension.
+    """EXPAND (proc. 3.4): one LMAD, with a new outer dimension, for ∪ body(i), lo ≤ i < lo+count.
 
     `body` gives the LMAD accessed in iteration i. The loop variable may only move the
     offset, and only affinely; otherwise LMADError. As in the thesis, the stride is

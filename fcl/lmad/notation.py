@@ -33,7 +33,8 @@ class _Parser:
     def fail(self, expected: str, at: int | None = None) -> LMADError:
         at = self.pos if at is None else at
         found = repr(self.text[at]) if at < len(self.text) else "end of text"
-        return LMADError(f"expected {expected} but found {found} at position {at} in {self.text!r}", at)
+        return LMADError(f"expected {expected} but found {found} "
+                         f"at position {at} in {self.text!r}", at)
 
     def skip_space(self) -> None:
         while self.pos < len(self.text) and self.text[self.pos].isspace():
@@ -54,8 +55,8 @@ class _Parser:
         if negative:
             self.pos += 1
             self.skip_space()
-        digits_start = self.pos
-        while self.pos < len(self.text) and self.text[self.pos].isascii() and self.text[self.pos].isdigit():
+        digits_start, text = self.pos, self.text
+        while self.pos < len(text) and text[self.pos].isascii() and text[self.pos].isdigit():
             self.pos += 1
         if self.pos == digits_start:
             raise self.fail("digits after the minus sign" if negative else what, digits_start)
@@ -85,7 +86,8 @@ class _Parser:
         size_at = self.pos
         size = self.integer("a size")
         if size < 1:
-            raise LMADError(f"size {size} at position {size_at} in {self.text!r} must be positive", size_at)
+            raise LMADError(f"size {size} at position {size_at} in {self.text!r} "
+                            "must be positive", size_at)
         self.expect(":")
         stride = self.integer("a stride")
         self.expect(")")

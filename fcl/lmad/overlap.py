@@ -39,7 +39,7 @@ MAX_SPLITS = 400
 
 @dataclass(frozen=True)
 class SOSI:
-    """A sum of strided intervals `τ + [l1,u1]·δ1 + … + [ln,un]·δn` with strides decreasing and positive."""
+    """A sum of strided intervals `τ + [l1,u1]·δ1 + … + [ln,un]·δn`; strides > 0, decreasing."""
 
     offset: int
     strides: tuple[int, ...]
@@ -59,14 +59,16 @@ class SOSI:
 
     def __str__(self) -> str:
         terms = [str(self.offset)] if self.offset or not self.strides else []
-        terms += [f"[{low},{high}]*{stride}" for stride, low, high in zip(self.strides, self.lows, self.highs)]
+        terms += [f"[{low},{high}]*{stride}"
+                  for stride, low, high in zip(self.strides, self.lows, self.highs)]
         return " + ".join(terms)
 
     def points(self) -> list[int]:
         """The image, by enumeration (for tests and diagrams)."""
         addresses = {self.offset}
         for stride, low, high in zip(self.strides, self.lows, self.highs):
-            addresses = {address + step * stride for address in addresses for step in range(low, high + 1)}
+            addresses = {address + step * stride
+                         for address in addresses for step in range(low, high + 1)}
         return sorted(addresses)
 
     def with_strides(self, strides: tuple[int, ...]) -> SOSI:
@@ -94,7 +96,7 @@ class SOSI:
         return SOSI(0, self.strides, tuple(lows), tuple(highs))
 
     def self_overlap_dim(self) -> int | None:
-        """The outermost dimension i where (3.2), δi > Σ_(k>i) uk·δk, fails; None if it holds everywhere."""
+        """The outermost dimension i where (3.2), δi > Σ_(k>i) uk·δk, fails; None if none."""
         inner_reach = 0
         violated = None
         for dim in reversed(range(len(self.strides))):
@@ -104,14 +106,15 @@ class SOSI:
         return violated
 
     def split(self, dim: int) -> tuple[SOSI, SOSI]:
-        """Step 5: two SOSIs whose union is this one, cutting the first non-point dimension after `dim`.
+        """Step 5: two SOSIs whose union is this one, cut in the first wide dimension after `dim`.
 
         The cut is where the lower piece stops violating (3.2) at `dim`, but at least one
         element from either end, so both pieces are non-empty and narrower.
         """
         widening = [k for k in range(dim + 1, len(self.strides)) if self.highs[k] > self.lows[k]]
         if not widening:
-            raise LMADError(f"{self} has no interval to split after dimension {dim}; rebase and distribute it first")
+            raise LMADError(f"{self} has no interval to split after dimension {dim}; "
+                            "rebase and distribute it first")
         cut_dim = widening[0]
         others = sum(self.highs[k] * self.strides[k]
                      for k in range(dim + 1, len(self.strides)) if k != cut_dim)
@@ -128,7 +131,7 @@ class SOSI:
 
 
 def disjoint_1d(a: LMAD, b: LMAD) -> bool:
-    """The 1-D predicate of [M] §3.6.1 with erratum E2 fixed (spans, not sizes); sound, not complete.
+    """The 1-D predicate of [M] §3.6.1, erratum E2 fixed (spans, not sizes); sound, not complete.
 
     Both LMADs must have rank ≤ 1; a rank-0 LMAD is the point τ.
     """
@@ -156,11 +159,12 @@ def disjoint(a: LMAD, b: LMAD) -> bool:
     """
     first, second = SOSI.from_lmad(a), SOSI.from_lmad(b)
     strides = tuple(sorted(set(first.strides) | set(second.strides) | {1}, reverse=True))
-    return _SplitBudget().prove_disjoint(first.with_strides(strides), second.with_strides(strides), 0)
+    return _SplitBudget().prove_disjoint(first.with_strides(strides),
+                                         second.with_strides(strides), 0)
 
 
 def self_overlaps(lmad: LMAD) -> bool:
-    """True if two index tuples may reach the same address; False only when that is proved impossible.
+    """True if two index tuples may reach the same address; False only when proved impossible.
 
     Tuples x ≠ y first differing in dimension q (say x_q > y_q) collide iff
     0 = (x_q − y_q)·δq + Σ_(k>q) (x_k − y_k)·δk, i.e. iff 0 lies in the image of the
@@ -198,16 +202,20 @@ class _SplitBudget:
                 if depth >= MAX_SPLIT_DEPTH or self.splits_left <= 0:
                     return False
                 self.splits_left -= 1
-                return all(self.prove_disjoint(piece, other, depth + 1) for piece in this.split(dim))
+                return all(self.prove_disjoint(piece, other, depth + 1)
+                           for piece in this.split(dim))
         return any(high_a < low_b or high_b < low_a
-                   for low_a, high_a, low_b, high_b in zip(first.lows, first.highs, second.lows, second.highs))
+                   for low_a, high_a, low_b, high_b
+                   in zip(first.lows, first.highs, second.lows, second.highs))
 
 
 def _separated(first: SOSI, second: SOSI) -> bool:
-    """The corrected 1-D predicate for two rebased SOSIs: their ranges or their residues never meet."""
+    """The corrected 1-D predicate for two rebased SOSIs: their ranges or residues never meet."""
     reach_first = first.offset + sum(h * s for h, s in zip(first.highs, first.strides))
     reach_second = second.offset + sum(h * s for h, s in zip(second.highs, second.strides))
-    moving = [s for s, h_first, h_second in zip(first.strides, first.highs, second.highs) if h_first or h_second]
+    moving = [s for s, h_first, h_second in zip(first.strides, first.highs, second.highs)
+              if h_first or h_second]
     common = math.gcd(*moving)
     gap = first.offset - second.offset
-    return (gap % common != 0 if common else gap != 0) or reach_first < second.offset or reach_second < first.offset
+    return ((gap % common != 0 if common else gap != 0)
+            or reach_first < second.offset or reach_second < first.offset)

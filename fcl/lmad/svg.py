@@ -22,8 +22,9 @@ TOOLTIP_TUPLES = 8
 
 
 def default_pitch(lmad: LMAD) -> int:
-    """The largest |stride| of at most 32 that exceeds 1; else a strip as wide as the image (at most 32)."""
-    candidates = [abs(stride) for size, stride in lmad.dims if size > 1 and 1 < abs(stride) <= MAX_DEFAULT_PITCH]
+    """The largest |stride| in 2..32; else a strip as wide as the image (at most 32)."""
+    candidates = [abs(stride) for size, stride in lmad.dims
+                  if size > 1 and 1 < abs(stride) <= MAX_DEFAULT_PITCH]
     if candidates:
         return max(candidates)
     low, high = lmad.bounds()
@@ -44,7 +45,8 @@ def render_svg(lmad: LMAD, pitch: int | None = None) -> str:
     first_row, last_row = low // pitch, high // pitch
     rows = last_row - first_row + 1
     if rows * pitch > MAX_CELLS:
-        raise LMADError(f"the diagram would have {rows * pitch} cells (limit {MAX_CELLS}); choose another pitch")
+        raise LMADError(f"the diagram would have {rows * pitch} cells (limit {MAX_CELLS}); "
+                        "choose another pitch")
     if math.prod(lmad.shape) > MAX_INDEX_TUPLES:
         raise LMADError(f"{lmad} has more than {MAX_INDEX_TUPLES} index tuples to draw")
     reached: dict[int, list[tuple[int, ...]]] = {}
@@ -80,5 +82,5 @@ def _cell(x: int, y: int, address: int, indices: list[tuple[int, ...]]) -> str:
     label_colour = "#000000" if indices else "#aaaaaa"
     return (f'<g>{title}<rect x="{x}" y="{y}" width="{CELL}" height="{CELL}" fill="{fill}" '
             f'stroke="{stroke}" stroke-width="{stroke_width}"/>'
-            f'<text x="{x + CELL // 2}" y="{y + CELL // 2 + 4}" font-size="10" text-anchor="middle" '
-            f'fill="{label_colour}">{address}</text></g>')
+            f'<text x="{x + CELL // 2}" y="{y + CELL // 2 + 4}" font-size="10" '
+            f'text-anchor="middle" fill="{label_colour}">{address}</text></g>')

@@ -72,7 +72,7 @@ def pick_device(choice: str | None = None) -> cl.Device:
         for ident, dev in devices:
             if ident == choice or (re.fullmatch(r"\d+", choice) and ident == f"{choice}:0"):
                 return dev
-        for ident, dev in devices:
+        for _, dev in devices:
             if choice.lower() in dev.name.lower() or choice.lower() in dev.platform.name.lower():
                 return dev
         raise FCLError(f"no OpenCL device matches `{choice}`; the devices are:\n  " +

@@ -10,8 +10,8 @@ untouched.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from fcl.errors import Span
 from fcl.il import ir
@@ -70,7 +70,9 @@ def _c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str]) -> str:
                 return {"inf": "INFINITY", "-inf": "(-INFINITY)", "nan": "NAN"}[text]
             return text if any(c in text for c in ".e") else text + ".0"
         value = int(e.value)
-        return "(-2147483647 - 1)" if value == -2**31 else str(value) if value >= 0 else f"({value})"
+        if value == -2**31:
+            return "(-2147483647 - 1)"
+        return str(value) if value >= 0 else f"({value})"
     if isinstance(e, ir.Var):
         return e.name
     if isinstance(e, Special):
@@ -105,7 +107,7 @@ def _wide(e: ir.Expr, on_index: Callable[[ir.Index, str], str]) -> str:
     if isinstance(e, Special) and e.name in LOCAL_IDS:
         return SPECIALS[e.name]
     if is_ring(e):
-        return f"({_wide(e.left, on_index)} {e.op} {_wide(e.right, on_index)})"  # type: ignore
+        return f"({_wide(e.left, on_index)} {e.op} {_wide(e.right, on_index)})"  # type: ignore[attr-defined]  # a ring op is a Bin
     return _c_expr(e, on_index)
 
 
@@ -224,7 +226,8 @@ class KernelPrinter:
                 self.line(f"{prefix}{MEMORY_TYPES[s.var.type.elem]}* {s.var.name} = "
                           f"{self.expr(s.init)};", indent, span)
             else:
-                self.line(f"{C_TYPES[s.var.type]} {s.var.name} = {self.expr(s.init)};", indent, span)
+                self.line(f"{C_TYPES[s.var.type]} {s.var.name} = {self.expr(s.init)};", indent,
+                          span)
         elif isinstance(s, ir.Assign):
             self.line(f"{s.var.name} = {self.expr(s.value)};", indent, span)
         elif isinstance(s, ir.Store):

@@ -1,8 +1,8 @@
-"""Run a kernelized host program with PyOpenCL: the host side of the generated code.
+"""Run a compiled program with PyOpenCL: the host side of the generated code.
 
-Host scalars follow the same 32-bit C semantics as the kernels (and the interpreter, whose
-scalar functions are reused). Arrays are device buffers; a host read of one element (a scalar
-returned from a grid program) copies it back.
+Host scalars follow the same 32-bit C semantics as the kernels and the interpreter
+(fcl.intmath). Arrays are device buffers; a host read of one element (a scalar returned from a
+grid program) copies it back.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from fcl.intmath import c_div, c_mod, clz
 from fcl.opencl.device import DTYPES, Device, build, is_oclgrind, open_device
 from fcl.opencl.kernel import Compiled, Kernel, Launch, Special
 
+READ_WRITE_COPY = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR  # a buffer from host data
 NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}
 BINARY = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "==": np.equal, "!=": np.not_equal,
@@ -105,15 +106,19 @@ class HostRun:
             if e.op in ("/", "%") and e.type == ir.INT:
                 b = np.where(b == 0, 1, b)  # undefined in C; only sizes are computed here
                 return c_div(a, b) if e.op == "/" else c_mod(a, b)
-            return BINARY[e.op](a, b) if e.op in BINARY else (np.divide if e.op == "/" else np.fmod)(a, b)
+            if e.op in BINARY:
+                return BINARY[e.op](a, b)
+            return (np.divide if e.op == "/" else np.fmod)(a, b)
         if isinstance(e, ir.Un):
             a = self.eval(e.arg, True)
             return {"neg": np.negative, "not": np.logical_not, "abs": np.abs, "sign": np.sign,
                     "clz": clz, "i2d": lambda x: np.asarray(x, np.float64),
-                    "d2i": lambda x: np.trunc(x).astype(np.int32), "b2i": lambda x: np.asarray(x, np.int32),
+                    "d2i": lambda x: np.trunc(x).astype(np.int32),
+                    "b2i": lambda x: np.asarray(x, np.int32),
                     "sqrt": np.sqrt}[e.op](a)
         if isinstance(e, ir.Select):
-            return np.where(self.eval(e.cond, True), self.eval(e.then, True), self.eval(e.else_, True))
+            return np.where(self.eval(e.cond, True), self.eval(e.then, True),
+                            self.eval(e.else_, True))
         return self.eval(e)
 
     # ---- statements
@@ -317,7 +322,7 @@ class HostRun:
 
     def fail_flag(self, kernel: Kernel) -> cl.Buffer:
         if kernel.name not in self.fail_flags:
-            flag = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+            flag = cl.Buffer(self.device.context, READ_WRITE_COPY,
                              hostbuf=np.zeros(1, dtype=np.int32))
             self.buffers.append(flag)
             self.fail_flags[kernel.name] = (flag, kernel)
@@ -363,7 +368,7 @@ class HostRun:
 
     def read_csv(self, s: ir.ReadCSV) -> None:
         values = read_int_csv(s.path, s.span)
-        buffer = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+        buffer = cl.Buffer(self.device.context, READ_WRITE_COPY,
                            hostbuf=values if values.size else np.zeros(1, np.int32))
         self.buffers.append(buffer)
         self.env[s.array.name] = DeviceArray(buffer, np.int32, len(values))

@@ -3,7 +3,8 @@
 A grid-level loop (a kernel) that writes a freshly allocated array `out` element by element,
 each element computed from the element at the same index of an array `inp` that nothing reads
 afterwards, can write into `inp` instead: `out[e] = f(inp[e])` becomes `inp[e] = f(inp[e])`, and
-`out` is not allocated; a kernel that only copied (`out[e] = inp[e]`) is then left out. Writing a fresh array costs more than the stores on a CPU: each of its
+`out` is not allocated; a kernel that only copied (`out[e] = inp[e]`) is then left out. Writing
+a fresh array costs more than the stores on a CPU: each of its
 cache lines is read before it is written (the scan's final adjustment took twice the time of
 the hand-written in-place kernel on PoCL). Like local arrays sharing memory (sharing.py), this
 is the back end's choice of buffers: the IL, and the structure drawn from it, keep both arrays.
@@ -20,7 +21,6 @@ old value first, and no other instance reads it:
   copied into a variable, and `out` is not used between its allocation and the kernel.
 """
 from __future__ import annotations
-
 
 from fcl.il import ir
 from fcl.il.simplify import linear, rebuild

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from fcl.errors import FCLError, Span
 from fcl.il import ir
-from fcl.opencl.kernel import MAX_GROUPS, Kernel, LocalArray, Launch, Special, StridedFor
+from fcl.opencl.kernel import MAX_GROUPS, Kernel, Launch, LocalArray, Special, StridedFor
 
 PRIVATE_ARRAY_LIMIT = 64  # thread-level arrays up to this size live in registers
 
@@ -77,8 +77,9 @@ class Kernelizer:
         kernel.body = [StridedFor(s.var, Special("global_id"), s.bound, Special("global_size"),
                                   body, span=s.span)]
         per_group = Special("local_size")
-        groups = ir.Bin("/", ir.Bin("+", s.bound, ir.Bin("-", per_group, ir.Const(1, ir.INT), ir.INT),
-                                    ir.INT), per_group, ir.INT)
+        rounded_up = ir.Bin("+", s.bound, ir.Bin("-", per_group, ir.Const(1, ir.INT), ir.INT),
+                            ir.INT)
+        groups = ir.Bin("/", rounded_up, per_group, ir.INT)
         groups = ir.Bin("min", groups, ir.Const(MAX_GROUPS, ir.INT), ir.INT)
         return Launch(kernel, groups, span=s.span)
 

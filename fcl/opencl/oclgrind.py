@@ -44,7 +44,8 @@ def parse_reports(stderr: str, line_table: list[tuple[int, Span]]) -> list[Findi
     for lines in _report_blocks(stderr):
         message = re.sub(r" at (global|local|private) memory address 0x[0-9a-f]+",
                          r" in \1 memory", lines[0])
-        kernel = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Kernel:")), None)
+        kernel = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Kernel:")),
+                      None)
         match = next((m for ln in lines if (m := _LINE.search(ln))), None)
         cl_line = int(match.group(1)) if match else None
         key = (message, kernel, cl_line)
@@ -72,7 +73,8 @@ def _is_report(first_line: str) -> bool:
                          r"Barrier divergence|.*out of bounds|Oclgrind - )", first_line))
 
 
-def run_checked(argv: list[str], line_table: list[tuple[int, Span]]) -> tuple[int, str, list[Finding]]:
+def run_checked(argv: list[str], line_table: list[tuple[int, Span]]
+                ) -> tuple[int, str, list[Finding]]:
     """Run `fcl run ARGV` on Oclgrind in a child process; (status, stdout, findings)."""
     env = dict(os.environ, **OCLGRIND_ENV)
     env.pop("PYOPENCL_CTX", None)

@@ -10,8 +10,8 @@ thesis's tiled matmul keeps its accumulator so; in local memory it cost the H100
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields, replace
-from typing import Callable
 
 from fcl.il import ir
 from fcl.il.traverse import map_bodies, map_children, stmt_exprs, sub_exprs
@@ -123,8 +123,8 @@ def _privatize(kernel: Kernel, body: list[ir.Stmt], arrays: list[str], names: se
     def stmts(block: list[ir.Stmt]) -> list[ir.Stmt]:
         out = []
         for s in block:
-            if isinstance(s, ir.Alloc) and s.var.name in arrays or \
-                    isinstance(s, (ir.Declare, ir.Assign)) and s.var.name in names:
+            if (isinstance(s, ir.Alloc) and s.var.name in arrays) or \
+                    (isinstance(s, (ir.Declare, ir.Assign)) and s.var.name in names):
                 continue
             # Every expression field but a store's array (a variable naming memory).
             changes: dict[str, object] = {f.name: expr(getattr(s, f.name)) for f in fields(s)

@@ -14,12 +14,12 @@ statements (WideInt, FailFlag), so that `emit` only prints them.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.traverse import declared, map_bodies, names, single_definitions
-from fcl.opencl.kernel import (FailFlag, Kernel, LocalArray, Special, StridedFor, inline_ints)
+from fcl.opencl.kernel import FailFlag, Kernel, LocalArray, Special, StridedFor, inline_ints
 from fcl.opencl.registers import registers
 from fcl.opencl.sharing import lifetimes, pack
 from fcl.opencl.tiles import tiles

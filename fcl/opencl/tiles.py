@@ -17,8 +17,16 @@ from dataclasses import replace
 
 from fcl.il import ir
 from fcl.il.simplify import linear, mk_bin
-from fcl.il.traverse import (map_bodies, map_children, map_exprs, map_stmt_exprs, names,
-                             single_definitions, stmt_exprs, sub_exprs)
+from fcl.il.traverse import (
+    map_bodies,
+    map_children,
+    map_exprs,
+    map_stmt_exprs,
+    names,
+    single_definitions,
+    stmt_exprs,
+    sub_exprs,
+)
 from fcl.opencl.kernel import Kernel, LocalArray, Special, inline_ints, work_item_ids
 
 
@@ -108,7 +116,9 @@ def padded(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
         return body
 
     def place(index: ir.Expr) -> ir.Expr:
-        row, column = split(index)  # type: ignore[misc]  # every access of a tile splits
+        found = split(index)
+        assert found is not None  # every access of a chosen tile splits
+        row, column = found
         return work_item_ids(mk_bin("+", mk_bin("*", row, ir.Const(width + 1, ir.INT), ir.INT),
                                     column, ir.INT))
 
@@ -119,8 +129,10 @@ def padded(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
             return map_children(e, pad)
         return e
 
-    sizes = {name: ir.Const(tile.size.value // width * (width + 1), ir.INT)  # type: ignore
-             for name, tile in chosen.items()}
+    sizes: dict[str, ir.Expr] = {}
+    for name, tile in chosen.items():
+        assert isinstance(tile.size, ir.Const)  # only tiles of a known size were chosen
+        sizes[name] = ir.Const(int(tile.size.value) // width * (width + 1), ir.INT)
     kernel.locals = [LocalArray(a.var, sizes[a.var.name], a.per_item, a.span)
                      if a.var.name in sizes else a for a in kernel.locals]
 

@@ -24,8 +24,15 @@ from __future__ import annotations
 from fcl.il import ir
 from fcl.il.ranges import Ranges, interval, note
 from fcl.il.traverse import assigned, map_bodies, map_children, map_stmt_exprs, sub_exprs
-from fcl.opencl.kernel import (LOCAL_IDS, MAX_GROUPS, Kernel, Special, StridedFor, WideInt,
-                               inline_ints)
+from fcl.opencl.kernel import (
+    LOCAL_IDS,
+    MAX_GROUPS,
+    Kernel,
+    Special,
+    StridedFor,
+    WideInt,
+    inline_ints,
+)
 
 # Integer operations whose result's low 32 bits depend only on their operands' low 32 bits.
 RING_OPS = frozenset(("+", "-", "*", "&", "|", "^"))
@@ -34,8 +41,8 @@ RING_OPS = frozenset(("+", "-", "*", "&", "|", "^"))
 def is_ring(e: ir.Expr) -> bool:
     if not isinstance(e, ir.Bin) or e.type != ir.INT:
         return False
-    return e.op in RING_OPS or e.op == "<<" and isinstance(e.right, ir.Const) and \
-        0 <= e.right.value < 32
+    return e.op in RING_OPS or (e.op == "<<" and isinstance(e.right, ir.Const) and \
+        0 <= e.right.value < 32)
 
 
 def widen(kernel: Kernel) -> None:

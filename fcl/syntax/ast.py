@@ -10,7 +10,6 @@ from typing import Any
 
 from fcl.errors import Span
 
-
 # ---- levels and types as written in the source -----------------------------------------------
 
 @dataclass
@@ -27,7 +26,7 @@ class TypeSyntax:
     """A type as written: `con` is int/double/bool/string/unit/var/arrow/pair/pull/push/program."""
 
     con: str
-    args: list["TypeSyntax"]
+    args: list[TypeSyntax]
     span: Span
     var: str | None = None            # for con == "var": the name without the quote
     level: LevelSyntax | None = None  # for push and program

@@ -78,7 +78,8 @@ class Lexer:
                 return self.tokens
             start = self.pos
             ch = text[start]
-            if _is_digit(ch) or (ch == "-" and start + 1 < len(text) and _is_digit(text[start + 1])):
+            negative_number = ch == "-" and start + 1 < len(text) and _is_digit(text[start + 1])
+            if _is_digit(ch) or negative_number:
                 self.number()
             elif _is_ident_start(ch):
                 while self.pos < len(text) and _is_ident_char(text[self.pos]):
@@ -137,6 +138,7 @@ class Lexer:
         if text[self.pos] == "-":
             self.pos += 1
         digits_start = self.pos
+        value: int | None  # None for a double
         if text.startswith(("0x", "0X"), self.pos) and self._digits_at(self.pos + 2, 16):
             self.pos += 2
             value = int(self._take_digits(16), 16)
@@ -170,7 +172,8 @@ class Lexer:
                 raise self.error("this number is too large for a double", start, self.pos)
             self.emit("FLOAT", number, start)
             return
-        if INT32_MAX < value < 2**32 and text[digits_start:digits_start + 2].lower() in ("0x", "0o"):
+        prefix = text[digits_start:digits_start + 2].lower()
+        if INT32_MAX < value < 2**32 and prefix in ("0x", "0o"):
             value -= 2**32  # a bit pattern, as in C: 0xFFFFFFFF is -1
         if text[start] == "-":
             value = -value
@@ -277,6 +280,7 @@ def _level_list_end(tokens: list[Token], i: int) -> int | None:
 
 
 def _split(tok: Token, first_type: str, second_type: str) -> tuple[Token, Token]:
+    assert tok.start_pos is not None and tok.column is not None  # the lexer sets both
     first = Token(first_type, tok.value[0], start_pos=tok.start_pos, line=tok.line,
                   column=tok.column, end_line=tok.line, end_column=tok.column + 1,
                   end_pos=tok.start_pos + 1)

@@ -7,8 +7,9 @@ definitions cannot shadow), `a && b` and `a || b` become short-circuiting `if`s,
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
+from typing import cast
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedToken
@@ -37,13 +38,14 @@ class _TokenPassThrough(LarkLexer):
         yield from tokens
 
 
-@lru_cache(maxsize=None)
+@cache
 def _lark() -> tuple[Lark, _Builder]:
     """The parser and the builder it calls on each reduction, so that no parse tree is built."""
     grammar = (Path(__file__).parent / "grammar.lark").read_text()
     builder = _Builder()
     parser = Lark(grammar, parser="lalr", lexer=_TokenPassThrough, transformer=builder,
-                  start=["program", "expr_start", "scheme_start"], maybe_placeholders=True, cache=True)
+                  start=["program", "expr_start", "scheme_start"], maybe_placeholders=True,
+                  cache=True)
     return parser, builder
 
 
@@ -85,7 +87,8 @@ def _run(source: Source, tokens: list[Token], start: str):
     with _PARSING:
         builder.source, builder.error = source, None
         try:
-            result = parser.parse(tokens, start=start)
+            # Lark returns what the builder's reduction of the start rule returned.
+            result = cast("_Located", parser.parse(tokens, start=start))
         except UnexpectedToken as err:
             raise _syntax_error(source, tokens, err) from None
         if builder.error is not None:
@@ -145,8 +148,8 @@ def _syntax_error(source: Source, tokens: list[Token], err: UnexpectedToken) -> 
     # `do` statements) that cannot occur here because no such bracket is open.
     open_types = {o.type for o in open_before}
     expected = {e for e in err.expected
-                if not (e in _CLOSER_OF and _CLOSER_OF[e] not in open_types
-                        or e == "SEMI" and "LBRACE" not in open_types)}
+                if not ((e in _CLOSER_OF and _CLOSER_OF[e] not in open_types)
+                        or (e == "SEMI" and "LBRACE" not in open_types))}
     described = _describe_expected(expected)
     message = f"unexpected {_describe_token(tok)}"
     if described:
@@ -156,8 +159,7 @@ def _syntax_error(source: Source, tokens: list[Token], err: UnexpectedToken) -> 
     unclosed = [o for o in open_before if id(o) in never_closed]
     if unclosed:
         opener = unclosed[-1]
-        error.notes.append((Span(source, opener.start_pos, opener.end_pos),
-                            f"this `{opener.value}` is never closed"))
+        error.notes.append((_tok_span(source, opener), f"this `{opener.value}` is never closed"))
     if tok.type == "LARROW":
         error.hints.append("`x <- e` binds only inside `do { ... }`; for a comparison with a "
                            "negative number write `x < -1` with a space")
@@ -188,6 +190,7 @@ def _open_brackets(tokens: list[Token], upto: Token | None = None) -> list[Token
 # ---- reductions → AST -----------------------------------------------------------------------
 
 def _tok_span(source: Source, tok: Token) -> Span:
+    assert tok.start_pos is not None and tok.end_pos is not None  # the lexer sets both
     return Span(source, tok.start_pos, tok.end_pos)
 
 
@@ -244,6 +247,8 @@ class _Builder:
     error: FCLError | None
 
     def _span(self, meta: _Located) -> Span:
+        # Only `program` can match no tokens, and it asks for no span.
+        assert meta.start_pos is not None and meta.end_pos is not None
         return Span(self.source, meta.start_pos, meta.end_pos)
 
     # ---- top level
@@ -417,7 +422,7 @@ class _Builder:
         return ast.Lit(self._span(meta), items[0].value, "string")
 
     def var(self, meta, items):
-        (name, span), levels = items
+        (name, _span), levels = items
         return ast.Var(self._span(meta), name, levels)
 
     def do(self, meta, items):
@@ -470,5 +475,6 @@ def cell_status(text: str) -> str:
         parse_cell(source)
         return "complete"
     except FCLError as err:
-        unfinished = err.message.startswith("unexpected end of input") or "never closed" in err.message
+        unfinished = (err.message.startswith("unexpected end of input")
+                      or "never closed" in err.message)
         return "incomplete" if unfinished else "invalid"

@@ -14,10 +14,36 @@ from fcl.errors import FCLError, Source, Span
 from fcl.syntax import ast
 from fcl.syntax.parser import parse_scheme
 from fcl.types.builtins import BUILTINS
-from fcl.types.types import (BOOL, BT, DOUBLE, GT, INT, STRING, TYP, UNIT, LStep, LVar, Level,
-                             Namer, Scheme, TArrow, TCon, TPair, TProgram, TPull, TPush, TVar,
-                             Type, chase, chase_level, free_vars, level_of_depth, map_type,
-                             show_types, zonk)
+from fcl.types.types import (
+    BOOL,
+    BT,
+    DOUBLE,
+    GT,
+    INT,
+    STRING,
+    TYP,
+    UNIT,
+    Level,
+    LStep,
+    LVar,
+    Namer,
+    Scheme,
+    TArrow,
+    TCon,
+    TPair,
+    TProgram,
+    TPull,
+    TPush,
+    TVar,
+    Type,
+    chase,
+    chase_level,
+    free_vars,
+    level_of_depth,
+    map_type,
+    show_types,
+    zonk,
+)
 from fcl.types.unify import KindError, LevelError, UnifyError, restrict_kind, unify
 
 CONCRETE_LEVELS = {"thread": 0, "block": 1, "grid": 2, "Z": 0}
@@ -48,16 +74,16 @@ class Instance:
 @dataclass
 class Scope:
     names: dict[str, Binding]
-    open_types: tuple[Type, ...] = ()     # types of enclosing lambda/let variables (not generalized)
-    levels: dict[str, Level] = field(default_factory=dict)
+    open_types: tuple[Type, ...] = ()  # of the enclosing lambda/let variables (not generalized)
+    levels: dict[str, LVar] = field(default_factory=dict)
 
-    def bind(self, name: str, binding: Binding, open_type: Type | None = None) -> "Scope":
+    def bind(self, name: str, binding: Binding, open_type: Type | None = None) -> Scope:
         names = dict(self.names)
         names[name] = binding
         opens = self.open_types + ((open_type,) if open_type is not None else ())
         return Scope(names, opens, self.levels)
 
-    def with_levels(self, levels: dict[str, Level]) -> "Scope":
+    def with_levels(self, levels: dict[str, LVar]) -> Scope:
         return Scope(self.names, self.open_types, {**self.levels, **levels})
 
 
@@ -67,8 +93,9 @@ class Checker:
     def __init__(self):
         self.next_tvar = 0
         self.next_lvar = 0
-        self.builtins = {name: Binding(self._builtin_scheme(name, text, kinds), "builtin", None, doc)
-                         for name, (text, kinds, doc) in BUILTINS.items()}
+        self.builtins = {
+            name: Binding(self._builtin_scheme(name, text, kinds), "builtin", None, doc)
+            for name, (text, kinds, doc) in BUILTINS.items()}
 
     # ---- fresh variables
     def fresh(self, kind: int = TYP, reason: str | None = None) -> TVar:
@@ -144,24 +171,25 @@ class Checker:
             unify(instance, sig_type)
         except UnifyError as err:
             raise self._signature_error(inferred, sig_type, sig, name, err) from None
-        for v in lvars.values():
-            v.rigid = False
+        for lv in lvars.values():
+            lv.rigid = False
         images = [chase(t) for t in inst_types]
         level_images = [_chase_lvar(lv) for lv in inst_levels]
-        renaming = (all(isinstance(t, TVar) for t in images) and len(set(map(id, images))) == len(images)
+        renaming = (all(isinstance(t, TVar) for t in images)
+                    and len(set(map(id, images))) == len(images)
                     and all(lv is not None for lv in level_images)
                     and len(set(map(id, level_images))) == len(level_images))
-        for v in tvars.values():
-            v.rigid = False
+        for tv in tvars.values():
+            tv.rigid = False
         if renaming:
             return inferred
         # The signature is more specific: the definition takes the signature's type.
-        for quantified, image in zip(inferred.type_vars, inst_types):
-            quantified.ref = image
-        for quantified, image in zip(inferred.level_vars, inst_levels):
-            quantified.ref = image
-        sig_tvars = {}
-        sig_lvars = {}
+        for tvar, image in zip(inferred.type_vars, inst_types):
+            tvar.ref = image
+        for lvar, level_image in zip(inferred.level_vars, inst_levels):
+            lvar.ref = level_image
+        sig_tvars: dict[int, TVar] = {}
+        sig_lvars: dict[int, LVar] = {}
         free_vars(sig_type, sig_tvars, sig_lvars)
         return Scheme(list(sig_lvars.values()), sorted(sig_tvars.values(), key=lambda v: v.id),
                       zonk(sig_type), declared=min(inferred.declared, len(sig_lvars)))
@@ -184,18 +212,20 @@ class Checker:
         return error
 
     # ---- types written in the source
-    def type_from_syntax(self, t: ast.TypeSyntax, tvars: dict[str, TVar], lvars: dict[str, Level],
+    def type_from_syntax(self, t: ast.TypeSyntax, tvars: dict[str, TVar], lvars: dict[str, LVar],
                          implicit: bool) -> Type:
         def conv(t: ast.TypeSyntax) -> Type:
             if t.con in ("int", "double", "bool", "string", "unit"):
                 return {"int": INT, "double": DOUBLE, "bool": BOOL, "string": STRING,
                         "unit": UNIT}[t.con]
             if t.con == "var":
-                if t.var not in tvars:
+                name = t.var
+                assert name is not None  # the parser names every type variable
+                if name not in tvars:
                     if not implicit:
-                        raise FCLError(f"type variable `'{t.var}` is not in scope", t.span)
-                    tvars[t.var] = TVar(self._take_id(), TYP, rigid=True, name=t.var)
-                return tvars[t.var]
+                        raise FCLError(f"type variable `'{name}` is not in scope", t.span)
+                    tvars[name] = TVar(self._take_id(), TYP, rigid=True, name=name)
+                return tvars[name]
             args = [conv(a) for a in t.args]
             if t.con == "arrow":
                 return TArrow(*args)
@@ -203,11 +233,12 @@ class Checker:
                 return TPair(*args)
             if t.con == "pull":
                 return TPull(args[0])
+            assert t.level is not None  # the parser gives push and program types a level
             level = self.level_from_syntax(t.level, lvars, implicit)
             return TPush(level, args[0]) if t.con == "push" else TProgram(level, args[0])
         return conv(t)
 
-    def level_from_syntax(self, lvl: ast.LevelSyntax, scope: dict[str, Level],
+    def level_from_syntax(self, lvl: ast.LevelSyntax, scope: dict[str, LVar],
                           implicit: bool = False) -> Level:
         if lvl.name in scope:
             base = scope[lvl.name]
@@ -282,7 +313,8 @@ class Checker:
             unify(actual, expected)
         except UnifyError as err:
             shown = show_types(actual)[0]
-            raise FCLError(f"{message}, but this has type `{shown}`", span, _hints_for(err)) from None
+            raise FCLError(f"{message}, but this has type `{shown}`", span,
+                           _hints_for(err)) from None
 
     def infer_var(self, scope: Scope, e: ast.Var) -> Type:
         binding = self.builtins.get(e.name) if e.builtin else scope.names.get(e.name)
@@ -296,7 +328,7 @@ class Checker:
                            f"{given} {'was' if given == 1 else 'were'} given", e.span,
                            [f"its type is `{scheme}`"])
         levels: list[Level] = []
-        for i, v in enumerate(scheme.level_vars):
+        for i in range(len(scheme.level_vars)):
             if e.levels is not None and i < len(declared):
                 levels.append(self.level_from_syntax(e.levels[i], scope.levels))
             else:
@@ -323,20 +355,20 @@ class Checker:
 
     def do_binding_error(self, e: ast.App, fn: TArrow, t_cont: Type, err: UnifyError) -> FCLError:
         """A `x <- stmt ; rest` whose statement yields something `rest` cannot use as x."""
+        lam, bind_stmt = e.arg, e.fn
+        assert isinstance(lam, ast.Lam) and isinstance(bind_stmt, ast.App)  # see _is_do_bind
         produced, rest = chase(fn.arg), chase(t_cont)
         if isinstance(produced, TArrow) and isinstance(rest, TArrow):
             given_s, used_s = show_types(produced.arg, rest.arg)
             if given_s != used_s:
-                lam = e.arg
                 return FCLError(f"`{lam.param}` gets a value of type `{given_s}` from this "
                                 f"statement, but the rest of the `do` block uses it as `{used_s}`",
-                                e.fn.arg.span, _hints_for(err))
+                                bind_stmt.arg.span, _hints_for(err))
             result_s, want_s = show_types(produced.res, rest.res)
             return FCLError(f"the rest of this `do` block has type `{want_s}`, but it must be a "
                             f"program like the statements before it: `{result_s}`",
-                            e.arg.body.span if isinstance(e.arg, ast.Lam) else e.arg.span,
-                            _hints_for(err))
-        return FCLError("this statement does not fit the `do` block it is in", e.fn.arg.span,
+                            lam.body.span, _hints_for(err))
+        return FCLError("this statement does not fit the `do` block it is in", bind_stmt.arg.span,
                         _hints_for(err))
 
     def application_error(self, e: ast.App, t_fn: Type, t_arg: Type, err: UnifyError) -> FCLError:
@@ -367,7 +399,7 @@ class Checker:
         error = FCLError(f"this is not a function, so it cannot be applied to an argument: it has "
                          f"type `{shown}`", e.fn.span)
         arg = e.arg
-        if (isinstance(arg, ast.Lit) and arg.kind in ("int", "double") and arg.value < 0
+        if (isinstance(arg, ast.Lit) and isinstance(arg.value, int | float) and arg.value < 0
                 and arg.span.start == e.fn.span.end):
             left = e.fn.span.text.split()[-1] if e.fn.span.text.split() else e.fn.span.text
             error.hints.append(f"did you mean `{left} - {arg.span.text[1:]}`? `{left}"
@@ -455,7 +487,7 @@ def _hints_for(err: UnifyError) -> list[str]:
         left, right = namer.level(err.left), namer.level(err.right)
         hints = [f"the levels `{left}` and `{right}` differ; check the level arguments "
                  "(`<thread>`, `<block>`, `<grid>`) here"]
-        if err.rigid is not None:
+        if err.rigid is not None and err.other is not None:  # both or neither
             rigid, other = namer.level(err.rigid), namer.level(err.other)
             hints.append(f"`{rigid}` is a declared level parameter, so the definition must work "
                          f"at every level `{rigid}`; it cannot be fixed to `{other}` here")
@@ -464,10 +496,10 @@ def _hints_for(err: UnifyError) -> list[str]:
         level, bigger = show_levels(err.left, err.right)
         return [f"the level `{level}` would have to equal `{bigger}`, one level up from itself"]
     if err.detail == "mismatch":
-        left, right = chase(err.left), chase(err.right)
-        if not (isinstance(left, TCon) and isinstance(right, TCon)):
+        left_type, right_type = chase(err.left), chase(err.right)
+        if not (isinstance(left_type, TCon) and isinstance(right_type, TCon)):
             return []
-        if {left.name, right.name} == {"int", "double"}:
+        if {left_type.name, right_type.name} == {"int", "double"}:
             return ["int and double never mix: convert with `i2d`, and use `addd`, `subd`, "
                     "`muld`, `divd` for double arithmetic"]
     return []

@@ -189,10 +189,17 @@ def free_vars(t: Type, tvs: dict[int, TVar], lvs: dict[int, LVar]) -> None:
 
 def arg_type(t: Type, k: int) -> Type:
     """The k-th (from 0) argument type of a function type."""
-    t = chase(t)
+    arrow = _arrow(t)
     for _ in range(k):
-        t = chase(t.res)
-    return chase(t.arg)
+        arrow = _arrow(arrow.res)
+    return chase(arrow.arg)
+
+
+def _arrow(t: Type) -> TArrow:
+    t = chase(t)
+    if not isinstance(t, TArrow):
+        raise TypeError(f"`{show_type(t)}` is not a function type")
+    return t
 
 
 def result_type(t: Type) -> Type:
@@ -247,7 +254,8 @@ class Namer:
     (or l, l1, l2, ...) for level variables."""
 
     def __init__(self, tvars=(), lvars=()):
-        self.tnames = {v.id: "'" + _letter(i) for i, v in enumerate(sorted(tvars, key=lambda v: v.id))}
+        ordered = sorted(tvars, key=lambda v: v.id)
+        self.tnames = {v.id: "'" + _letter(i) for i, v in enumerate(ordered)}
         self.lnames: dict[int, str] = {}
         for v in lvars:
             self._name_level(v)

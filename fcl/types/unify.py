@@ -8,8 +8,26 @@ and has a unit case.
 """
 from __future__ import annotations
 
-from fcl.types.types import (GT, TYP, BT, LStep, LVar, LZero, Level, TArrow, TCon, TPair, TProgram,
-                             TPull, TPush, TVar, Type, chase, chase_level, kind_of)
+from fcl.types.types import (
+    BT,
+    GT,
+    TYP,
+    Level,
+    LStep,
+    LVar,
+    LZero,
+    TArrow,
+    TCon,
+    TPair,
+    TProgram,
+    TPull,
+    TPush,
+    TVar,
+    Type,
+    chase,
+    chase_level,
+    kind_of,
+)
 
 
 class UnifyError(Exception):

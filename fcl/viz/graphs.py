@@ -10,6 +10,7 @@ code that reads them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import graphviz
 
@@ -73,7 +74,7 @@ class _Builder:
             anchor = self.stmt(graph, s, level, host)
             if anchor is not None:
                 anchors.append(anchor)
-        for first, second in zip(anchors, anchors[1:]):  # keep program order top to bottom
+        for first, second in pairwise(anchors):  # keep program order top to bottom
             graph.edge(first, second, style="invis")
         return anchors
 
@@ -180,7 +181,8 @@ def _indexes(s: ir.Stmt):
             yield e
         # A WideInt's expression, not how it is computed (its definitions expanded).
         stack += [getattr(e, f) for f in ("array", "index", "left", "right", "arg", "cond", "then",
-                                          "else_", "expr") if isinstance(getattr(e, f, None), ir.Expr)]
+                                          "else_", "expr")
+                  if isinstance(getattr(e, f, None), ir.Expr)]
 
 
 def _stmt_label(s: ir.Stmt) -> str:

@@ -15,8 +15,15 @@ from html import escape
 
 import numpy as np
 
-from fcl.analysis.access import (BANK_BYTES, BANKS, SEGMENT_BYTES, SiteAccesses, check_warp,
-                                 fit_lmad, split_by_site)
+from fcl.analysis.access import (
+    BANK_BYTES,
+    BANKS,
+    SEGMENT_BYTES,
+    SiteAccesses,
+    check_warp,
+    fit_lmad,
+    split_by_site,
+)
 from fcl.analysis.symbolic import formula
 from fcl.analysis.trace import KernelTrace
 from fcl.errors import FCLError
@@ -234,7 +241,8 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
             out.append(f'<rect x="{LABEL + start * cell - 1}" y="{row_y[row] - 1}" '
                        f'width="{(end - start + 1) * cell + 2}" height="{cell + 2}" fill="none" '
                        f'stroke="#d00000" stroke-width="1.5" stroke-dasharray="4 2"/>')
-    return _cell_defs(cell, panel.columns) + "".join(out), y - top, LABEL + panel.columns * cell + 20
+    width = LABEL + panel.columns * cell + 20
+    return _cell_defs(cell, panel.columns) + "".join(out), y - top, width
 
 
 def _cell_defs(cell: int, columns: int) -> str:
@@ -244,7 +252,8 @@ def _cell_defs(cell: int, columns: int) -> str:
     return (f'<defs><rect id="fcl-cell-{cell}" width="{cell}" height="{cell}" stroke="#ffffff" '
             f'stroke-width="0.5"/><pattern id="fcl-grid-{cell}-{columns}" '
             f'patternUnits="objectBoundingBox" width="{tile}" height="1"><rect width="{cell}" '
-            f'height="{cell}" fill="#fafafa" stroke="#dddddd" stroke-width="0.5"/></pattern></defs>')
+            f'height="{cell}" fill="#fafafa" stroke="#dddddd" stroke-width="0.5"/>'
+            '</pattern></defs>')
 
 
 def _legend(lanes: int, x: int, y: int) -> str:

@@ -1,0 +1,85 @@
+"""The package's import structure: no module imports itself again through others, so every
+stage can be read (and loaded) after the ones it builds on."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("fcl", "fcl_kernel")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The project's modules that `path` imports, at any depth of its code (imports inside
+    functions too: a lazy import hides a dependency, it does not remove it)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            # `from fcl import pipeline` imports the module fcl.pipeline.
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in found if name in modules}
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = [p for package in PACKAGES for p in (ROOT / package).rglob("*.py")]
+    modules = {module_name(p) for p in paths}
+    return {module_name(p): imports_of(p, modules) - {module_name(p)} for p in paths}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through each strongly connected group of modules (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_itself_through_others():
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_cycles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_graph_sees_the_pipeline():
+    graph = import_graph()
+    assert "fcl.pipeline" in graph["fcl.cli"]
+    assert {"fcl.il.lower", "fcl.opencl.kernelize", "fcl.opencl.shape",
+            "fcl.opencl.emit"} <= graph["fcl.pipeline"]
+    # The back end's stages build on the IL, never the other way round.
+    assert not any(m.startswith("fcl.opencl") for name, deps in graph.items()
+                   if name.startswith("fcl.il") for m in deps)

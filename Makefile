@@ -31,8 +31,15 @@ $(STAMP): pyproject.toml
 test-setup: setup
 	@sh tools/system_deps.sh chromium:chromium
 
-test: test-setup
+test: test-setup lint
 	$(PY) -m pytest -q
+
+# ruff (style and likely bugs, on the whole repository) and mypy (types, on the packages that
+# [tool.mypy] in pyproject.toml lists); both are configured there.
+.PHONY: lint
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 # FCL programs against hand-written OpenCL on the selected device (PYOPENCL_CTX or the default):
 # kernel times, compile speed; appends the table to bench/README.md. BENCH_ARGS passes options.

@@ -1,4 +1,4 @@
-"""Register the FCL kernel with Jupyter: `python -m fcl_kernel.install [--user|--sys-prefix|--prefix P]`.
+"""Register the FCL kernel: `python -m fcl_kernel.install [--user|--sys-prefix|--prefix P]`.
 
 Writes a kernelspec (kernel.json and the logos) into a temporary directory and hands it to
 jupyter_client's KernelSpecManager, as bash_kernel does. The kernel.json written here names this

@@ -13,14 +13,13 @@ from fcl_kernel import complete
 from fcl_kernel.history import History
 from fcl_kernel.magics import Magics, split_magics
 
-
 HELP = re.compile(r"\?([#A-Za-z][\w#']*)|([#A-Za-z][\w#']*)\?")  # `?name` or `name?`
 
 
 class StreamWriter:
     """A file-like object that sends what is written to the notebook as it comes."""
 
-    def __init__(self, kernel: "FCLKernel", name: str):
+    def __init__(self, kernel: FCLKernel, name: str):
         self.kernel, self.name = kernel, name
 
     def write(self, text: str) -> int:
@@ -114,7 +113,8 @@ class FCLKernel(Kernel):
         except FCLError as err:
             return self.show_error("FCLError", err.message, err.render().splitlines())
         except KeyboardInterrupt:
-            return self.show_error("KeyboardInterrupt", "interrupted; nothing in this cell was kept",
+            return self.show_error("KeyboardInterrupt",
+                                   "interrupted; nothing in this cell was kept",
                                    ["Interrupted: the cell stopped and its definitions were not "
                                     "added."])
         except Exception as err:  # a bug in fcl, not in the user's program: keep the kernel alive

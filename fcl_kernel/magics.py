@@ -17,8 +17,12 @@ from pathlib import Path
 from fcl import pipeline
 from fcl.errors import FCLError, Source
 from fcl.il.ir import show_stmts
+from fcl.lmad import LMADError, render_svg
+from fcl.lmad.report import report
 from fcl.notebook import BACKENDS, render
+from fcl.opencl.device import describe_devices, pick_device
 from fcl_kernel.codeview import side_by_side
+from fcl_kernel.expect import compare, evaluate_expected
 
 
 def split_magics(code: str) -> tuple[list[tuple[str, str]], tuple[str, str] | None, str]:
@@ -77,7 +81,8 @@ class Magics:
     def line_lsmagic(self, args: str) -> None:
         """List the magics."""
         self._text("line magics: " + "  ".join(f"%{m}" for m in self.LINE) + "\n"
-                   "cell magics: " + "  ".join(f"%%{m}" for m in self.CELL) + "  (%%cl = %%opencl)\n"
+                   "cell magics: " + "  ".join(f"%%{m}" for m in self.CELL)
+                   + "  (%%cl = %%opencl)\n"
                    "`%name?` describes one magic; `%magic` describes them all.")
 
     def line_magic(self, args: str) -> None:
@@ -97,8 +102,7 @@ class Magics:
         self._text(f"Wall time: {(time.perf_counter() - start) * 1000:.1f} ms")
 
     def line_device(self, args: str) -> None:
-        """`%device` lists the OpenCL devices; `%device ID` (e.g. `1:0`, or part of a name) uses one."""
-        from fcl.opencl.device import describe_devices, pick_device
+        """`%device` lists the OpenCL devices; `%device ID` (`1:0`, or part of a name) uses one."""
         if args:
             device = pick_device(args)
             self.workspace.settings.device = args
@@ -127,7 +131,7 @@ class Magics:
                    f"bounds_check={'on' if settings.bounds_check else 'off'} "
                    f"device={settings.device or 'default'}")
         if not args:
-            from fcl_kernel.widgets import settings_panel
+            from fcl_kernel.widgets import settings_panel  # ipywidgets: 0.16 s, when first shown
             self.kernel.display(settings_panel(settings)._repr_mimebundle_())
 
     def line_load(self, args: str) -> None:
@@ -136,7 +140,8 @@ class Magics:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
-            raise FCLError(f"cannot read `{path}`: {getattr(err, 'strerror', None) or err}") from None
+            reason = getattr(err, "strerror", None) or err
+            raise FCLError(f"cannot read `{path}`: {reason}") from None
         decls = self.workspace.define(Source(str(path), text))
         self._text(f"loaded {len(decls)} definitions from {path}")
 
@@ -146,8 +151,8 @@ class Magics:
         if not rows:
             return self._text("no definitions yet")
         plain = "\n".join(f"{name} : {scheme}" for name, scheme in rows)
-        table = "".join(f"<tr><td><b>{html.escape(n)}</b></td><td><code>{html.escape(s)}</code></td></tr>"
-                        for n, s in rows)
+        table = "".join(f"<tr><td><b>{html.escape(n)}</b></td>"
+                        f"<td><code>{html.escape(s)}</code></td></tr>" for n, s in rows)
         self.kernel.display({"text/plain": plain, "text/html": f"<table>{table}</table>"})
 
     def line_reset(self, args: str) -> None:
@@ -160,8 +165,6 @@ class Magics:
         normal form, shape, points and self-overlap, drawn as a grid N addresses wide.
         `%lmad A ; B` also says whether two LMADs overlap. `%lmad` alone opens a playground
         with sliders for the offset, sizes, strides and pitch."""
-        from fcl.lmad import LMADError, render_svg
-        from fcl.lmad.report import report
         if not args.strip():
             from fcl_kernel.widgets import lmad_playground
             return self.kernel.display(lmad_playground()._repr_mimebundle_())
@@ -291,7 +294,6 @@ class Magics:
         compare its result with a numpy expression (`np` is numpy), e.g.
         `%%expect np.arange(8)[::-1]`. Shows ✓ when they match (floats approximately), else ✗ and
         the first wrong positions: an output, not an error, so Run All goes on."""
-        from fcl_kernel.expect import compare, evaluate_expected
         expected = evaluate_expected(args)
         outcome = self.workspace.execute(body, self.kernel.out, self.kernel.err)
         if outcome.shown:

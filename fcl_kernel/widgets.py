@@ -18,7 +18,8 @@ from fcl.notebook import BACKENDS
 
 def settings_panel(settings):
     """Widgets that change the workspace settings as they are moved."""
-    backend = widgets.Dropdown(options=list(BACKENDS), value=settings.backend, description="backend")
+    backend = widgets.Dropdown(options=list(BACKENDS), value=settings.backend,
+                               description="backend")
     block = widgets.BoundedIntText(value=settings.block_size, min=1, max=1024,
                                    description="block size")
     checks = widgets.Checkbox(value=settings.bounds_check, description="bounds checks")
@@ -63,7 +64,7 @@ def memory_explorer(explanation, array: str | None = None, pitch: int | None = N
 
 def lmad_playground(offset: int = 2, dims=((3, 5), (4, 1)), pitch: int = 8):
     """An LMAD built with sliders: offset, up to three (size : stride) dimensions, the pitch."""
-    slider = dict(continuous_update=False, style={"description_width": "initial"})
+    slider = {"continuous_update": False, "style": {"description_width": "initial"}}
     start = widgets.IntSlider(value=offset, min=0, max=64, description="offset τ", **slider)
     rows = []
     controls = [start]

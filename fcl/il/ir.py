@@ -32,7 +32,9 @@ ILType = str | ArrayType
 
 @dataclass(frozen=True, eq=False)
 class Expr:
-    pass
+    def show_il(self) -> str:
+        """How an expression defined by a later stage (the back end's) reads in the IL."""
+        raise TypeError(self)
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,6 +90,13 @@ class Select(Expr):
     type: str
 
 
+def elem_of(array: Var) -> str:
+    """The element type of an array variable."""
+    if not isinstance(array.type, ArrayType):
+        raise TypeError(f"{array.name} is not an array")
+    return array.type.elem
+
+
 def type_of(e: Expr) -> ILType:
     if isinstance(e, Var):
         return e.type
@@ -101,6 +110,10 @@ def type_of(e: Expr) -> ILType:
 @dataclass(eq=False)
 class Stmt:
     span: Span | None = field(default=None, kw_only=True, repr=False)
+
+    def show_il(self) -> str:
+        """How a statement defined by a later stage (the back end's) reads in the IL."""
+        raise TypeError(self)
 
 
 @dataclass(eq=False)
@@ -274,7 +287,7 @@ def show_expr(e: Expr) -> str:
         return f"{e.op}({show_expr(e.arg)})"
     if isinstance(e, Select):
         return f"({show_expr(e.cond)} ? {show_expr(e.then)} : {show_expr(e.else_)})"
-    return e.show_il()  # type: ignore[attr-defined]  # expressions defined by later stages
+    return e.show_il()
 
 
 def _show_result(value) -> str:
@@ -314,7 +327,7 @@ def _show(s: Stmt, indent: int) -> str:
     if isinstance(s, Assign):
         return f"{pad}{s.var.name} = {show_expr(s.value)};"
     if isinstance(s, Alloc):
-        return f"{pad}{s.var.name} = allocate<{s.level}>({s.var.type.elem}, {show_expr(s.size)});"
+        return f"{pad}{s.var.name} = allocate<{s.level}>({elem_of(s.var)}, {show_expr(s.size)});"
     if isinstance(s, Store):
         return f"{pad}{s.array.name}[{show_expr(s.index)}] = {show_expr(s.value)};"
     if isinstance(s, ParFor):
@@ -334,7 +347,7 @@ def _show(s: Stmt, indent: int) -> str:
     if isinstance(s, Barrier):
         return f"{pad}synchronize<{s.level}>;"
     if isinstance(s, Print):
-        kind = s.array.type.elem.capitalize()  # type: ignore[union-attr]  # an array
+        kind = elem_of(s.array).capitalize()
         return f"{pad}print{kind}Array({show_expr(s.count)}, {s.array.name});"
     if isinstance(s, Benchmark):
         return _block(f"benchmark({show_expr(s.count)})", s.body, indent)

@@ -30,7 +30,7 @@ from fcl.il.values import (
 from fcl.mono import MonoProgram
 from fcl.prelude import PRELUDE_NAME
 from fcl.syntax import ast
-from fcl.types.types import TCon, Type, chase
+from fcl.types.types import TCon, TPair, TProgram, TPull, Type, chase
 
 LEVELS = ir.LEVELS
 UNROLL_LIMIT = 16  # loops known to stop within this many steps are unrolled
@@ -108,7 +108,9 @@ class Lowerer:
             value = self.run(root)
             if keep_result:
                 with self.at(program.root.span):
-                    self.emit(ir.Result(self.result(value, chase(program.root.type).result)))
+                    root_type = chase(program.root.type)
+                    assert isinstance(root_type, TProgram)  # main is a program (main_root)
+                    self.emit(ir.Result(self.result(value, root_type.result)))
         return self.blocks[0]
 
     def result(self, value, t: Type):
@@ -117,8 +119,10 @@ class Lowerer:
         if isinstance(value, ir.Expr):
             return self.declare("result", value)
         if isinstance(value, tuple) and value:
+            assert isinstance(t, TPair)
             return tuple(self.result(v, u) for v, u in zip(value, (t.fst, t.snd)))
         if isinstance(value, Pull):
+            assert isinstance(t, TPull)
             if not isinstance(chase(t.elem), TCon):
                 raise FCLError("only arrays of int, double or bool can be shown; this array holds "
                                f"`{t.elem}`")
@@ -140,7 +144,7 @@ class Lowerer:
     # ---- expressions
     def eval(self, e: ast.Expr, env: Env | None):
         if isinstance(e, ast.Lit):
-            if e.kind == "string":
+            if isinstance(e.value, str):  # a string literal: a file name for readIntCSV
                 return e.value
             return ir.Const(e.value, e.kind)
         if isinstance(e, ast.Var):
@@ -360,10 +364,10 @@ class Lowerer:
         self.force_to(first, lambda index, value: self.emit(ir.Store(front, index, value)))
         if not (isinstance(count, ir.Const) and count.value > UNROLL_LIMIT):
             with self.capture() as unrolled:
-                state = self.unroll(front, back, capacity, keep_going, step, span)
-            if state is not None:
+                final = self.unroll(front, back, capacity, keep_going, step, span)
+            if final is not None:
                 self.blocks[-1].extend(unrolled)
-                return state
+                return final
         current, spare = self.fresh("cur", array_t), self.fresh("next", array_t)
         self.emit(ir.Declare(current, front))
         self.emit(ir.Declare(spare, back))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from fcl.il import ir
 from fcl.il.ranges import Interval, Ranges, interval, note
@@ -55,7 +56,7 @@ def propagate(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
     if not substitute:
         return stmts
     rewritten = map_exprs(stmts, lambda e: rebuild(e, substitute))
-    return _drop(rewritten, set(substitute), (ir.Declare,))
+    return _drop(rewritten, set(substitute), assignments=False)
 
 
 def bound(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
@@ -67,8 +68,9 @@ def bound(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
     def visit(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         out = []
         for s in stmts:
-            changes = {name: _ranged(getattr(s, name), ranges) for name in expr_fields(s)
-                       if isinstance(getattr(s, name), ir.Expr)}
+            changes: dict[str, Any] = {name: _ranged(getattr(s, name), ranges)
+                                       for name in expr_fields(s)
+                                       if isinstance(getattr(s, name), ir.Expr)}
             new = replace(s, **changes) if changes else s
             new.span = s.span
             note(new, ranges, changed, lambda e: interval(e, ranges))
@@ -104,12 +106,12 @@ def _ranged(e: ir.Expr, ranges: Ranges) -> ir.Expr:
                 return ir.Const(decided, ir.BOOL)
         if e.op in ("min", "max") and (a[1] <= b[0] or b[1] <= a[0]):
             return left if (a[1] <= b[0]) == (e.op == "min") else right
-    if e.op in ("/", "%") and e.type == ir.INT and a is not None and a[0] >= 0 \
-            and isinstance(right, ir.Const) and right.value > 1 \
-            and right.value & (right.value - 1) == 0:
+    divisor = int(right.value) if isinstance(right, ir.Const) and e.type == ir.INT else 0
+    if e.op in ("/", "%") and a is not None and a[0] >= 0 \
+            and divisor > 1 and divisor & (divisor - 1) == 0:
         if e.op == "/":
-            return mk_bin(">>", left, ir.Const(right.value.bit_length() - 1, ir.INT), ir.INT)
-        return mk_bin("&", left, ir.Const(right.value - 1, ir.INT), ir.INT)
+            return mk_bin(">>", left, ir.Const(divisor.bit_length() - 1, ir.INT), ir.INT)
+        return mk_bin("&", left, ir.Const(divisor - 1, ir.INT), ir.INT)
     return mk_bin(e.op, left, right, e.type)
 
 
@@ -169,14 +171,16 @@ def sweep(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
             for v in found.keys() - live.keys():
                 live[v] = found[v]
                 frontier.append(v)
-    return _drop(stmts, set(defining) - live.keys(), (ir.Declare, ir.Assign))
+    return _drop(stmts, set(defining) - live.keys(), assignments=True)
 
 
-def _drop(stmts: list[ir.Stmt], names: set[str], kinds: tuple[type, ...]) -> list[ir.Stmt]:
-    """The statements without those of `kinds` that define one of `names`, at any depth."""
+def _drop(stmts: list[ir.Stmt], names: set[str], assignments: bool) -> list[ir.Stmt]:
+    """The statements without the declarations (and `assignments`, assignments) of `names`,
+    at any depth."""
     out = []
     for s in stmts:
-        if isinstance(s, kinds) and s.var.name in names:
+        if isinstance(s, (ir.Declare, ir.Assign)) and s.var.name in names \
+                and (assignments or isinstance(s, ir.Declare)):
             continue
-        out.append(map_bodies(s, lambda body: _drop(body, names, kinds)))
+        out.append(map_bodies(s, lambda body: _drop(body, names, assignments)))
     return out

@@ -141,7 +141,7 @@ def mk_un(op: str, arg: ir.Expr, t: str) -> ir.Expr:
     if isinstance(arg, ir.Const):
         a = arg.value
         if op == "neg":
-            return ir.Const(wrap32(-a) if t == ir.INT else -a, t)
+            return ir.Const(wrap32(-int(a)) if t == ir.INT else -a, t)
         if op == "not":
             return ir.Const(not a, ir.BOOL)
         if op == "i2d":
@@ -149,7 +149,7 @@ def mk_un(op: str, arg: ir.Expr, t: str) -> ir.Expr:
         if op == "b2i":
             return ir.Const(int(bool(a)), ir.INT)
         if op == "abs" and t == ir.INT:
-            return ir.Const(wrap32(abs(a)), ir.INT)
+            return ir.Const(wrap32(abs(int(a))), ir.INT)
         if op == "sign":
             return ir.Const((a > 0) - (a < 0), ir.INT)
         if op == "clz":

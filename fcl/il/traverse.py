@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields, replace
+from typing import Any
 
 from fcl.il import ir
 
@@ -89,7 +90,7 @@ def map_exprs(stmts: list[ir.Stmt], fn: ExprFn) -> list[ir.Stmt]:
 
 def map_stmt_exprs(s: ir.Stmt, fn: ExprFn) -> ir.Stmt:
     """s with the expressions it reads itself (not those of nested statements) rewritten."""
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}
     if isinstance(s, ir.Result):
         changes["value"] = _map_result(s.value, fn)
     for name in expr_fields(s):
@@ -104,8 +105,8 @@ def map_stmt_exprs(s: ir.Stmt, fn: ExprFn) -> ir.Stmt:
 
 def map_bodies(s: ir.Stmt, fn: Callable[[list[ir.Stmt]], list[ir.Stmt]]) -> ir.Stmt:
     """A new s with fn applied to each statement list nested in it."""
-    bodies = {name: fn(getattr(s, name)) for name in ir.BODIES
-              if isinstance(getattr(s, name, None), list)}
+    bodies: dict[str, Any] = {name: fn(getattr(s, name)) for name in ir.BODIES
+                              if isinstance(getattr(s, name, None), list)}
     if not bodies:
         return s
     new = replace(s, **bodies)

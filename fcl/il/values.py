@@ -15,7 +15,7 @@ from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.mono import level_number
 from fcl.syntax import ast
-from fcl.types.types import TArrow, TCon, TProgram, Type, chase
+from fcl.types.types import TArrow, TCon, TProgram, TPull, TPush, Type, chase
 
 
 def il_type(t: Type) -> str:
@@ -30,6 +30,8 @@ def elem_type(t: Type) -> str:
     t = chase(t)
     while isinstance(t, (TArrow, TProgram)):
         t = chase(t.res if isinstance(t, TArrow) else t.result)
+    if not isinstance(t, (TPull, TPush)):
+        raise FCLError(f"internal: {t} is not an array type")
     return il_type(t.elem)
 
 
@@ -97,4 +99,7 @@ class Prim:
 
 def level_of(t: Type) -> int:
     """The level number (0 thread, 1 block, 2 grid) of a program or push array type."""
-    return level_number(chase(t).level)
+    t = chase(t)
+    if not isinstance(t, (TProgram, TPush)):
+        raise FCLError(f"internal: {t} has no level")
+    return level_number(t.level)

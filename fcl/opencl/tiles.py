@@ -16,8 +16,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fcl.il import ir
+from fcl.il.ranges import Ranges, interval, note
 from fcl.il.simplify import linear, mk_bin
 from fcl.il.traverse import (
+    assigned,
     map_bodies,
     map_children,
     map_exprs,
@@ -82,10 +84,11 @@ def padded(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
             value = s.init if isinstance(s, ir.Declare) else s.value
             tiled.pop(getattr(value, "name", None), None)
     definitions = single_definitions(body)
-    ranges = {"local_x": (0, width - 1), "local_y": (0, kernel.block_size // width - 1)}
+    ranges: Ranges = {"<local_x>": (0, width - 1),
+                      "<local_y>": (0, kernel.block_size // width - 1)}
+    changed = assigned(body)
     for s in ir.walk(body):
-        if isinstance(s, ir.SeqFor) and isinstance(s.bound, ir.Const):
-            ranges[s.var.name] = (0, int(s.bound.value) - 1)
+        note(s, ranges, changed, lambda e: interval(inline_ints(e, {}), ranges))
 
     def split(index: ir.Expr) -> tuple[ir.Expr, ir.Expr] | None:
         return _row_column(index, definitions, ranges, width)
@@ -162,7 +165,7 @@ def _item_split(e: ir.Expr, items: set[str]) -> tuple[str, int] | None:
 
 
 def _row_column(index: ir.Expr, definitions: dict[str, ir.Expr],
-                ranges: dict[str, tuple[int, int]], width: int) -> tuple[ir.Expr, ir.Expr] | None:
+                ranges: Ranges, width: int) -> tuple[ir.Expr, ir.Expr] | None:
     """(row, column) with index = row * width + column and the column in [0, width), if the
     index (with single definitions inlined) is a sum of that form; else None. Work-item ids
     are variables in them (see inline_ints)."""
@@ -176,8 +179,7 @@ def _row_column(index: ir.Expr, definitions: dict[str, ir.Expr],
             row = mk_bin("+", row, mk_bin("*", atom, ir.Const(coef // width, ir.INT), ir.INT),
                          ir.INT)
             continue
-        name = atom.name.strip("<>") if isinstance(atom, ir.Var) else None
-        low, high = ranges.get(name, (-1, width)) if name is not None else (-1, width)
+        low, high = ranges.get(atom.name, (-1, width)) if isinstance(atom, ir.Var) else (-1, width)
         if coef != 1 or not (isinstance(column, ir.Const) and column.value == 0) \
                 or low < 0 or high >= width:
             return None

@@ -263,6 +263,6 @@ def describe(s: ir.Stmt, limit: int = 80) -> str:
     """The statement's first line (its head, for one with a body)."""
     try:
         text = ir.show_stmts([map_bodies(s, lambda _: [])]).strip().splitlines()[0]
-    except AttributeError:  # a later stage's statement that does not print itself
+    except (TypeError, AttributeError):  # a later stage's statement that does not print itself
         text = type(s).__name__
     return text if len(text) <= limit else text[:limit - 3] + "..."

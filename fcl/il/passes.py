@@ -19,7 +19,7 @@ from typing import Any
 
 from fcl.il import ir
 from fcl.il.ranges import Interval, Ranges, interval, note
-from fcl.il.simplify import mk_bin, mk_un, rebuild
+from fcl.il.simplify import mk_bin, mk_select, mk_un, rebuild
 from fcl.il.traverse import assigned, expr_fields, map_bodies, map_exprs, stmt_exprs
 
 PASSES = (("propagate", lambda s: propagate(s)), ("bound", lambda s: bound(s)),
@@ -87,11 +87,8 @@ def _ranged(e: ir.Expr, ranges: Ranges) -> ir.Expr:
     if isinstance(e, ir.Un):
         return mk_un(e.op, _ranged(e.arg, ranges), e.type)
     if isinstance(e, ir.Select):
-        cond = _ranged(e.cond, ranges)
-        then, else_ = _ranged(e.then, ranges), _ranged(e.else_, ranges)
-        if isinstance(cond, ir.Const):
-            return then if cond.value else else_
-        return ir.Select(cond, then, else_, e.type)
+        return mk_select(_ranged(e.cond, ranges), _ranged(e.then, ranges),
+                         _ranged(e.else_, ranges), e.type)
     if isinstance(e, ir.Var):
         known = ranges.get(e.name)
         return ir.Const(known[0], ir.INT) if known and known[0] == known[1] else e

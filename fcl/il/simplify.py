@@ -176,9 +176,13 @@ def rebuild(e: ir.Expr, substitute: dict[str, ir.Expr]) -> ir.Expr:
     if isinstance(e, ir.Un):
         return mk_un(e.op, rebuild(e.arg, substitute), e.type)
     if isinstance(e, ir.Select):
-        cond = rebuild(e.cond, substitute)
-        then, else_ = rebuild(e.then, substitute), rebuild(e.else_, substitute)
-        if isinstance(cond, ir.Const):
-            return then if cond.value else else_
-        return ir.Select(cond, then, else_, e.type)
+        return mk_select(rebuild(e.cond, substitute), rebuild(e.then, substitute),
+                         rebuild(e.else_, substitute), e.type)
     return e
+
+
+def mk_select(cond: ir.Expr, then: ir.Expr, else_: ir.Expr, t: str) -> ir.Expr:
+    """cond ? then : else_, or the branch a known condition picks."""
+    if isinstance(cond, ir.Const):
+        return then if cond.value else else_
+    return ir.Select(cond, then, else_, t)

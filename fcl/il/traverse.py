@@ -4,7 +4,7 @@ declaration and those defined once.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import fields, replace
 from typing import Any
 
@@ -25,6 +25,19 @@ def map_children(e: ir.Expr, fn: ExprFn) -> ir.Expr:
 def sub_exprs(e: ir.Expr) -> list[ir.Expr]:
     """The immediate sub-expressions of e (an array read's array variable included)."""
     return [getattr(e, f.name) for f in fields(e) if isinstance(getattr(e, f.name), ir.Expr)]
+
+
+def array_reads(stmts: list[ir.Stmt], targets: bool = False) -> Iterator[ir.Index]:
+    """Every array read in the statements, nested ones included (see expr_fields for
+    `targets`)."""
+    def visit(e: ir.Expr) -> Iterator[ir.Index]:
+        if isinstance(e, ir.Index):
+            yield e
+        for part in sub_exprs(e):
+            yield from visit(part)
+    for s in ir.walk(stmts):
+        for e in stmt_exprs(s, targets):
+            yield from visit(e)
 
 
 def names(e: ir.Expr) -> set[str]:

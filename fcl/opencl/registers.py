@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 
 from fcl.il import ir
-from fcl.il.traverse import map_bodies, map_children, stmt_exprs, sub_exprs
+from fcl.il.traverse import array_reads, map_bodies, map_children, stmt_exprs, sub_exprs
 from fcl.opencl.kernel import Kernel
 from fcl.opencl.sharing import aliases as pointer_aliases
 
@@ -46,14 +46,9 @@ def registers(kernel: Kernel, body: list[ir.Stmt], own: ir.Expr,
         if arrays and ir.show_expr(inline(index)) != target:
             bad.update(find(a) for a in arrays)
 
-    def visit(e: ir.Expr) -> None:
-        if isinstance(e, ir.Index):
-            access(e.array.name, e.index)
-        for part in sub_exprs(e):
-            visit(part)
+    for read in array_reads(body, targets=True):
+        access(read.array.name, read.index)
     for s in ir.walk(body):
-        for e in stmt_exprs(s, targets=True):
-            visit(e)
         if isinstance(s, ir.Store):
             access(s.array.name, s.index)
 

@@ -19,6 +19,7 @@ from fcl.il import ir
 from fcl.il.ranges import Ranges, interval, note
 from fcl.il.simplify import linear, mk_bin
 from fcl.il.traverse import (
+    array_reads,
     assigned,
     map_bodies,
     map_children,
@@ -103,14 +104,8 @@ def padded(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
             elif "<local_x>" in names(found[0]):
                 column_walks.add(array)
 
-    def visit_reads(e: ir.Expr) -> None:
-        if isinstance(e, ir.Index):
-            visit(e.array.name, e.index)
-        for part in sub_exprs(e):
-            visit_reads(part)
-    for s in ir.walk(body):
-        for e in stmt_exprs(s):
-            visit_reads(e)
+    for read in array_reads(body):
+        visit(read.array.name, read.index)
     for s in ir.walk(body):
         if isinstance(s, ir.Store):
             visit(s.array.name, s.index)

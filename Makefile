@@ -34,6 +34,15 @@ test-setup: setup
 test: test-setup lint
 	$(PY) -m pytest -q
 
+# The loop while working: every test but the slow ones, the notebook runs and the browser test
+# (markers in pyproject.toml; `make test` runs them all), in two processes (pytest-xdist), each
+# test file kept in one of them as a serial run would have it. About 30 s on 2 cores.
+# TEST_ARGS passes options, e.g. `make test-fast TEST_ARGS="-k kernel"`.
+.PHONY: test-fast
+TEST_ARGS ?=
+test-fast: setup
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow and not notebooks and not e2e" $(TEST_ARGS)
+
 # ruff (style and likely bugs, on the whole repository) and mypy (types, on the packages that
 # [tool.mypy] in pyproject.toml lists); both are configured there.
 .PHONY: lint

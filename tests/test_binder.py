@@ -72,6 +72,7 @@ LAUNCH = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_postbuild_in_a_fresh_environment(tmp_path):
     clone = tmp_path / "clone"
     shutil.copytree(ROOT, clone, ignore=NOT_IN_A_CLONE)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 # The notebook to run: coalescing, with memory diagrams drawn by `%%memory` (inline SVG) and
 # its explorer widget.

@@ -16,7 +16,9 @@ code) and an interrupt (Ctrl-C, i.e. SIGINT, while a program runs).
 from __future__ import annotations
 
 import io
+import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -243,7 +245,10 @@ def test_an_opencl_build_failure_is_shown_at_the_fcl_line_with_the_build_log():
 
 # ---- interrupts ---------------------------------------------------------------------------------
 
+# It prints a line first: once the test has read it, the program is past start-up (a SIGINT
+# during Python's imports would end it with a traceback) and about to enter the loop.
 ENDLESS = ("val main = do<grid> {\n"
+           "  forceAndPrint 1 (push<grid> (generate 1 (fn i => 7))) ;\n"
            "  xs <- while<grid> (fn a => true) (fn a => pushM<grid> (mapPull (fn x => x + 1) a))"
            " (pushM<grid> (generate 1000 (fn i => i))) ;\n"
            "  forceAndPrint 1 (push<grid> xs) }\n")
@@ -255,13 +260,21 @@ def test_cli_interrupted_exits_130_without_a_traceback(backend, tmp_path):
     path.write_text(ENDLESS)
     # SIGINT is ignored in background jobs of a non-interactive shell: restore its default, so
     # the program sees it as it would from a terminal's Ctrl-C.
-    process = subprocess.Popen([sys.executable, "-m", "fcl", "run", "--backend", backend, str(path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    command = [sys.executable, "-m", "fcl", "run", "--backend", backend, str(path)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(2.5)
-    assert process.poll() is None  # still looping
-    started = time.time()
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=30)
-    assert time.time() - started < 2.0
+    try:
+        # Bounds generous enough for a loaded machine: they catch a hang, not slowness.
+        ready, _, _ = select.select([process.stdout], [], [], 60)
+        assert ready, "the program printed nothing within 60 s"
+        assert process.stdout.readline() == "[7]\n"
+        time.sleep(0.3)
+        assert process.poll() is None  # still looping
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
     assert (process.returncode, out, err) == (130, "", "error: interrupted\n")

@@ -146,6 +146,7 @@ definition_like = st.tuples(st.sampled_from(["val main = ", "fun f x = ", "val x
                             token_streams).map("".join)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=1000)
 @given(definition_like)
 def test_random_token_streams(text):
@@ -257,12 +258,14 @@ edits = st.lists(st.tuples(st.sampled_from(["delete", "insert", "duplicate", "sw
                  min_size=1, max_size=3)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=400)
 @given(st.sampled_from(SEED_TEXTS), edits)
 def test_token_mutations_of_valid_programs(seed, changes):
     exercise(mutate(seed, by_token=True, edits=changes))
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=400)
 @given(st.sampled_from(SEED_TEXTS), edits)
 def test_character_mutations_of_valid_programs(seed, changes):

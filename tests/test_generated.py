@@ -2,6 +2,7 @@
 end against the interpreter on the same programs."""
 import io
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,6 +44,7 @@ def test_interpreter_agrees_with_the_model(program):
 
 # Each example builds an OpenCL program (about half a second on PoCL): few examples, a range of
 # work-group sizes, smaller and larger than the chunks the blocks work on.
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.sampled_from([1, 4, 32, 256]))
 def test_opencl_agrees_with_the_interpreter(program, block_size):

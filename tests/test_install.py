@@ -96,6 +96,7 @@ def test_the_logos_are_what_the_generator_draws():
         assert len(data) < 2048  # small enough to ship in every kernelspec
 
 
+@pytest.mark.slow
 def test_the_wheel_ships_the_kernelspec_and_the_lexer(tmp_path):
     """`pip install` of the wheel registers the kernel (shared data) and the Pygments lexer."""
     # Built from a copy so that the build leaves nothing in the working tree.

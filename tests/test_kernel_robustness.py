@@ -71,6 +71,7 @@ def test_a_hundred_cells_with_errors_between_them(kernel):
     assert result_text(messages) == str(3 + sum(defined))
 
 
+@pytest.mark.slow
 def test_restart_gives_a_fresh_kernel_that_works(kernel):
     km, kc = kernel
     execute(kc, "val before = 41")
@@ -98,14 +99,35 @@ BIG_CELL = ("do<grid> { a <- forcePull<grid> (generate 8000000 (fn i => i)) ;"
             " return<grid> (index c 7999999) }")
 
 
+def _floor_rise(km, kc, group: int = 8, apart: int = 12) -> int:
+    """How far the floor of the kernel's RSS rose over `apart` runs of BIG_CELL: the least RSS
+    seen after each of `group` runs, `apart` runs later against now.
+
+    RSS at any one moment says little: the interpreter's arrays are freed when Python's cycle
+    collector gets to them, every few cells, so RSS after a cell climbs by a run's arrays (96 MB)
+    four or five times in a row and then drops back. The least value over more runs than that
+    is what the kernel really holds; it moves with no timing and no load."""
+    samples = []
+    for _ in range(apart + group):
+        assert result_text(execute(kc, BIG_CELL)[1]) == "16000000"
+        samples.append(_rss_bytes(km))
+    return min(samples[apart:]) - min(samples[:group])
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["opencl", "interp"])
 def test_memory_does_not_grow_when_a_cell_runs_again(measured_kernel, backend):
+    """Twelve more runs may not leave behind as much as one array (32 MB; on a GPU this bounds
+    the host side). A kernel that kept anything of a run grows like that in every window (one
+    array per run: 384 MB); the test looks at up to three before it concludes that memory grows,
+    so that what is not a leak (an allocator pool still filling) cannot fail it."""
     km, kc = measured_kernel
     execute(kc, f"%config backend={backend}")
     for _ in range(3):  # warm up: programs built, caches and allocator pools filled
         assert result_text(execute(kc, BIG_CELL)[1]) == "16000000"
-    settled = _rss_bytes(km)
-    for _ in range(12):
-        assert result_text(execute(kc, BIG_CELL)[1]) == "16000000"
-    # Twelve runs may not leave behind as much as one array (on a GPU this bounds the host side).
-    assert _rss_bytes(km) - settled < 32_000_000
+    rises = []
+    for _window in range(3):
+        rises.append(_floor_rise(km, kc))
+        if rises[-1] < 32_000_000:
+            return
+    pytest.fail(f"RSS grew in every window of 12 runs: {[r // 1_000_000 for r in rises]} MB")

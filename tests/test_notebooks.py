@@ -61,6 +61,7 @@ def test_there_are_course_notebooks():
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), path.name
 
 
+@pytest.mark.notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_without_errors(path):
     nb = run_notebook(path)

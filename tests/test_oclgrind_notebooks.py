@@ -16,6 +16,8 @@ import pytest
 from fcl.notebook import Workspace
 from fcl.opencl.oclgrind import parse_reports
 
+pytestmark = pytest.mark.notebooks
+
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
 RUN_BODY = {"expect", "bench", "time", "costs", "memory", "graph"}  # magics whose body is FCL to run
 # Sizes the notebooks time on a real device, and the small ones used here (multiples of every

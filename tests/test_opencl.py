@@ -106,6 +106,7 @@ def test_tiled_transpose_is_a_transpose():
     assert values == [c * 8 + r for r in range(8) for c in range(8)]
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_random_programs_agree_with_the_interpreter(program):
@@ -256,23 +257,36 @@ def test_indices_over_local_ids_are_truncated_to_int_only_where_they_might_not_f
     # in size_t; any other keeps C's int result through the truncation.
     from fcl.il import ir
     from fcl.opencl.emit import c_expr
-    from fcl.opencl.kernel import Special
+    from fcl.opencl.kernel import Kernel, Special
+    from fcl.opencl.widen import widen
 
-    b, n = ir.Var("b", ir.INT), ir.Var("n", ir.INT)
+    n = ir.Var("n", ir.INT)
     xs = ir.Var("xs", ir.ArrayType(ir.INT))
 
-    def load(row: ir.Expr, ranges: dict) -> str:
-        index = ir.Bin("+", ir.Bin("*", row, ir.Const(16, ir.INT), ir.INT), Special("local_x"),
+    def load(row: ir.Expr, in_loop: bool = False) -> str:
+        """The C of `xs[row * 16 + local_x]` read in a kernel of 4 rows of 16 work-items."""
+        b, x = ir.Var("b", ir.INT), ir.Var("x", ir.INT)
+        index = ir.Bin("+", ir.Bin("*", b, ir.Const(16, ir.INT), ir.INT), Special("local_x"),
                        ir.INT)
-        return c_expr(ir.Index(xs, index), wide={}, ranges={"<local_x>": (0, 15), **ranges})
+        read: list[ir.Stmt] = [ir.Declare(x, ir.Index(xs, index))]
+        if in_loop:  # a loop of one work-item: no barrier in it
+            read = [ir.SeqFor(ir.Var("k", ir.INT), ir.Const(4, ir.INT), read)]
+        kernel = Kernel("k", [ir.Declare(b, row), *read], block_size=64, width=16)
+        widen(kernel)
+        declare = next(s for s in ir.walk(kernel.body) if isinstance(s, ir.Declare)
+                       and s.var.name == "x")
+        return c_expr(declare.init)
 
-    assert load(b, {"b": (0, 1000)}) == "xs[((b * 16) + get_local_id(0))]"
-    assert load(b, {}) == "xs[((int)((b * 16) + get_local_id(0)))]"                # unknown
-    assert load(b, {"b": (-1, 1000)}) == "xs[((int)((b * 16) + get_local_id(0)))]"  # negative
-    assert load(b, {"b": (0, 2**27)}) == "xs[((int)((b * 16) + get_local_id(0)))]"  # wraps
-    # Not inside loops of one work-item (no `wide`): there int indices already step well.
-    assert c_expr(ir.Index(xs, ir.Bin("+", n, Special("local_x"), ir.INT)),
-                  ranges={"n": (0, 9), "<local_x>": (0, 15)}) == "xs[(n + ((int)get_local_id(0)))]"
+    def masked(bits: int, minus: int = 0) -> ir.Expr:  # n & bits - minus: in [-minus, bits-minus]
+        return ir.Bin("-", ir.Bin("&", n, ir.Const(bits, ir.INT), ir.INT),
+                      ir.Const(minus, ir.INT), ir.INT)
+
+    assert load(masked(1023)) == "xs[((b * 16) + get_local_id(0))]"
+    assert load(n) == "xs[((int)((b * 16) + get_local_id(0)))]"                # unknown
+    assert load(masked(1023, 1)) == "xs[((int)((b * 16) + get_local_id(0)))]"  # negative
+    assert load(masked(2**27)) == "xs[((int)((b * 16) + get_local_id(0)))]"    # wraps
+    # Inside loops of one work-item: there int indices already step well.
+    assert load(masked(1023), in_loop=True) == "xs[((b * 16) + ((int)get_local_id(0)))]"
 
 
 # Arithmetic over local ids is emitted in size_t and truncated once: negative intermediate

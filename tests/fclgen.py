@@ -6,8 +6,8 @@ and the OpenCL back end against the interpreter.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from hypothesis import strategies as st
 
@@ -47,7 +47,8 @@ def _combine(children):
         a, b, op = t
         if op in ("min", "max"):
             return Piece(f"({op}i {a.text} {b.text})",
-                         lambda x, a=a, b=b, f=min if op == "min" else max: f(a.model(x), b.model(x)))
+                         lambda x, a=a, b=b, f=min if op == "min" else max:
+                         f(a.model(x), b.model(x)))
         fn = {"+": lambda p, q: p + q, "-": lambda p, q: p - q, "*": lambda p, q: p * q,
               "&": lambda p, q: p & q, "^": lambda p, q: p ^ q}[op]
         return Piece(f"({a.text} {op} {b.text})",
@@ -103,7 +104,8 @@ def _tree_sum(_: Piece) -> BlockPiece:
 
 
 def _prefix_sums(_: Piece) -> BlockPiece:
-    text = ("(fn c => generate (lengthPull c) (fn i => return<thread> (foldl addi 0 (take (i + 1) c)))"
+    text = ("(fn c => generate (lengthPull c)"
+            " (fn i => return<thread> (foldl addi 0 (take (i + 1) c)))"
             " |> concat<thread> 1)")
     return BlockPiece(text, lambda k: k,
                       lambda xs: [wrap(sum(xs[:i + 1])) for i in range(len(xs))])

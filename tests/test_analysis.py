@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from fcl import pipeline
-from fcl.analysis.access import (SiteAccesses, bank_conflicts, fit_lmad, split_by_site,
-                                 transactions)
+from fcl.analysis.access import SiteAccesses, bank_conflicts, fit_lmad, split_by_site, transactions
 from fcl.analysis.costs import KernelCosts, costs_html, costs_text, program_costs
 from fcl.analysis.symbolic import formula
 from fcl.analysis.trace import Trace, trace_program
@@ -558,7 +557,8 @@ def test_an_access_that_is_not_affine_says_so():
                    "forcePull<grid> (generate 256 (fn i => index ix (index ix i))) }")
     from fcl.analysis.sites import site_rows
     gather = [r for r in site_rows(trace.trace)
-              if r.kernel == trace.trace.kernels[1].kernel.name and r.access == "reads global arr_1"]
+              if r.kernel == trace.trace.kernels[1].kernel.name
+              and r.access == "reads global arr_1"]
     assert any(r.lmad_group.startswith("not one LMAD (256 accesses traced") for r in gather)
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fcl.opencl.oclgrind import parse_reports
 from fcl.opencl.device import open_device
+from fcl.opencl.oclgrind import parse_reports
 
 _PATH = Path(__file__).parents[1] / "bench" / "run.py"
 _spec = importlib.util.spec_from_file_location("bench_run", _PATH)

@@ -130,7 +130,8 @@ def test_run_prints_forced_arrays_exactly(tmp_path, backend):
 
 def test_run_reads_files_in_order(tmp_path):
     lib = write(tmp_path / "lib.fcl", "fun square x = x * x\n")
-    use = write(tmp_path / "use.fcl", "val main = forceAndPrint 4 (push<grid> (generate 4 square))\n")
+    use = write(tmp_path / "use.fcl",
+                "val main = forceAndPrint 4 (push<grid> (generate 4 square))\n")
     assert fcl("run", "--backend", "interp", lib, use, cwd=tmp_path).stdout == "[0,1,4,9]\n"
     assert_clean_failure(fcl("run", "--backend", "interp", use, lib, cwd=tmp_path),
                          f"{use}:1:52: error: `square` is not defined")
@@ -202,7 +203,8 @@ def test_costs_prints_the_table(tmp_path):
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["kernel0_line2", "kernel1_line3"]
     assert "transactions per warp load (ideal)               –         32 (1)" in lines
-    assert "\nCounted in work-group 2 " in fcl("costs", "--group", "2", program, cwd=tmp_path).stdout
+    assert "\nCounted in work-group 2 " in fcl("costs", "--group", "2", program,
+                                               cwd=tmp_path).stdout
     assert "    warp 0:     0 + {(32:64)}" in result.stdout  # each access follows the table
 
 

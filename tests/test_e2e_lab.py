@@ -93,7 +93,8 @@ def lab(tmp_path):
     tracker = tmp_path / "lab-settings" / "@jupyterlab" / "notebook-extension"
     tracker.mkdir(parents=True)
     (tracker / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    log = open(tmp_path / "lab.log", "w")
+    # The server writes to it until the fixture's teardown, which closes it.
+    log = open(tmp_path / "lab.log", "w")  # noqa: SIM115
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
@@ -160,7 +161,8 @@ def test_a_course_notebook_runs_in_jupyterlab(lab, tmp_path):
             hidden = [c for c in code if c["metadata"].get("jupyter", {}).get("source_hidden")]
             solutions = [c for c in code if "solution" in c["metadata"].get("tags", [])]
             assert notebook.locator(".jp-CodeCell").count() == len(code) > 10
-            # Errors (and anything on stderr) render with the stderr mime type; Run All stops at one.
+            # Errors (and anything on stderr) render with the stderr mime type; Run All stops at
+            # one.
             errors = notebook.locator(".jp-OutputArea-output[data-mime-type="
                                       "'application/vnd.jupyter.stderr']")
             deadline = time.time() + 90

@@ -65,7 +65,8 @@ class Case:
 
 OUT_OF_BOUNDS = ("val main = do<grid> {\n"
                  "  xs <- forcePull<grid> (generate 4 (fn i => i)) ;\n"
-                 "  forceAndPrint 3 (push<grid> (generate 3 (fn i => index xs (i * 1000000000)))) }\n")
+                 "  forceAndPrint 3 (push<grid> (generate 3"
+                 " (fn i => index xs (i * 1000000000)))) }\n")
 DIVISION = ("val main = do<grid> {\n"
             "  xs <- forcePull<grid> (generate 4 (fn i => i - 2)) ;\n"
             "  forceAndPrint 4 (push<grid> (generate 4 (fn i => 100 / index xs i))) }\n")
@@ -184,7 +185,8 @@ def test_cli_reports_a_missing_source_file(tmp_path):
     result = subprocess.run([sys.executable, "-m", "fcl", "run", str(tmp_path / "nope.fcl")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
-    assert result.stderr == f"error: cannot read `{tmp_path / 'nope.fcl'}`: No such file or directory\n"
+    assert result.stderr == (f"error: cannot read `{tmp_path / 'nope.fcl'}`: "
+                             "No such file or directory\n")
 
 
 # ---- the Jupyter kernel -----------------------------------------------------------------------

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from fcl.pipeline import main_root, run_interpreter
 from fcl.errors import FCLError, Source
 from fcl.interp.eval import RunConfig
+from fcl.pipeline import main_root, run_interpreter
 from fcl.session import Session
 
 _EXCERPT = re.compile(r"^ *\d+ \| ")
@@ -110,7 +110,8 @@ def test_int_literal_over_32_bits(number):
 def test_hex_and_octal_literals_are_32_bit_patterns():
     # As in C, where the original's literals end up: 0xFFFFFFFF is the int -1.
     session = Session.new(prelude=False)
-    session.add_file(Source("t.fcl", "val a = 0xFFFFFFFF\nval b = 0x80000000\nval c = 0o37777777777"))
+    session.add_file(Source("t.fcl",
+                            "val a = 0xFFFFFFFF\nval b = 0x80000000\nval c = 0o37777777777"))
     assert [d.value.value for d in session.user_decls()] == [-1, -2**31, -1]
 
 

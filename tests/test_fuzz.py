@@ -13,13 +13,12 @@ import signal
 from contextlib import contextmanager
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from fcl import pipeline
-from fcl.pipeline import main_root, run_interpreter
 from fcl.errors import FCLError, Source
 from fcl.interp.eval import RunConfig
+from fcl.pipeline import main_root, run_interpreter
 from fcl.session import Session
 from fcl.syntax.lexer import tokenize
 
@@ -97,7 +96,8 @@ def _compile(session: Session, root) -> None:
     not run (a mutated `while` may loop forever inside one)."""
     try:
         with _time_limit(RUN_SECONDS):
-            compiled = pipeline.compile_program(session, root, pipeline.CompileOptions(block_size=32))
+            compiled = pipeline.compile_program(session, root,
+                                                pipeline.CompileOptions(block_size=32))
     except FCLError as err:
         assert err.span is None or err.render().startswith(f"{err.span}: error: ")
         event("compile failed with an FCLError")
@@ -173,7 +173,8 @@ val main = do<grid> {
 -- block-level tree reduction by halving, one block per chunk of 8
 sig sumBlock : [int] -> Program<block> [int]<block>
 fun sumBlock xs =
-  let step = fn arr => pushM<block> (zipWith (fn a => fn b => a + b) (fst (halve arr)) (snd (halve arr)))
+  let step = fn arr => pushM<block> (zipWith (fn a => fn b => a + b) (fst (halve arr)) \
+(snd (halve arr)))
   in do<block> {
        r <- while<block> (fn arr => lengthPull arr > 1) step (pushM<block> xs) ;
        pushM<block> (take 1 r)
@@ -185,7 +186,8 @@ val main = do<grid> {
 """, "[28,92]\n"),
     "thread folds": ("""\
 -- thread-level sequential folds inside a block, and a branch per element
-fun sums xs = generate 1 (fn t => return<thread> (foldl (fn a => fn b => a + b) 0 xs)) |> concat<thread> 1
+fun sums xs = generate 1 (fn t => return<thread> (foldl (fn a => fn b => a + b) 0 xs)) \
+|> concat<thread> 1
 val main = do<grid> {
   forceAndPrint 3 (push<grid> (generate 3 (fn i => if i < 1 then 10 else i - 20))) ;
   folded <- splitUp 3 (range 1 6) |> mapPull sums |> concat<block> 1 ;
@@ -205,7 +207,8 @@ val main =
 -- a level-polymorphic helper used at two levels, and power with an index
 fun twice<l> xs = pushM<l> (mapPull (fn x => 2 * x) xs)
 val main = do<grid> {
-  a <- power<grid> 3 (fn k => fn xs => twice<grid> (mapPull (fn x => x + k) xs)) (twice<grid> (iota 4)) ;
+  a <- power<grid> 3 (fn k => fn xs => twice<grid> (mapPull (fn x => x + k) xs)) \
+(twice<grid> (iota 4)) ;
   b <- forceM<grid> (concat<block> 2 (mapPull twice<block> (splitUp 2 a))) ;
   forceAndPrint 4 (push<grid> b)
 }

@@ -3,13 +3,12 @@ end against the interpreter on the same programs."""
 import io
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fcl import pipeline
-from fcl.pipeline import main_root, run_interpreter
 from fcl.errors import Source
 from fcl.interp.eval import RunConfig
+from fcl.pipeline import main_root, run_interpreter
 from fcl.session import Session
 from fclgen import programs
 

@@ -5,10 +5,18 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbconvert import HTMLExporter
-from pygments.lexers import (find_lexer_class_for_filename, get_lexer_by_name,
-                             get_lexer_for_mimetype)
-from pygments.token import (Comment, Error, Keyword, Name, Number, Operator, Punctuation, String,
-                            Whitespace)
+from pygments.lexers import find_lexer_class_for_filename, get_lexer_by_name, get_lexer_for_mimetype
+from pygments.token import (
+    Comment,
+    Error,
+    Keyword,
+    Name,
+    Number,
+    Operator,
+    Punctuation,
+    String,
+    Whitespace,
+)
 
 from fcl.errors import Source
 from fcl.highlight import FCLLexer, highlight_html

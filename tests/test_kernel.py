@@ -27,7 +27,8 @@ class FCLKernelTests(jupyter_kernel_test.KernelTests):
     language_name = "fcl"
     file_extension = ".fcl"
     # FCL prints arrays only: its hello world is a forceAndPrint.
-    code_hello_world = 'val main = do<grid> { forceAndPrint 3 (push<grid> (generate 3 (fn i => i))) }'
+    code_hello_world = ('val main = do<grid> {'
+                        ' forceAndPrint 3 (push<grid> (generate 3 (fn i => i))) }')
     code_display_data = [{"code": "%%opencl\nforcePull<grid> (generate 8 (fn i => i * 2))",
                           "mime": "text/html"},
                          {"code": "%%memory\nforcePull<grid> (generate 64 (fn i => i * 2))",
@@ -36,7 +37,8 @@ class FCLKernelTests(jupyter_kernel_test.KernelTests):
     code_generate_error = "val broken = 1 + true"
     # `benchmark` reports on stderr.
     code_stderr = "val main = do<grid> { benchmark 2 (forcePull<grid> (generate 4 (fn i => i))) }"
-    completion_samples = [{"text": "forceAndPri", "matches": {"forceAndPrint", "forceAndPrintDouble"}}]
+    completion_samples = [{"text": "forceAndPri",
+                           "matches": {"forceAndPrint", "forceAndPrintDouble"}}]
     complete_code_samples = ["val x = 1", "1 + 2", "%lsmagic"]
     incomplete_code_samples = ["val x =", "fun f x = (x +", "do<grid> {"]
     invalid_code_samples = ["val x = 1 )"]
@@ -49,7 +51,7 @@ class FCLKernelTests(jupyter_kernel_test.KernelTests):
 
     def test_execute_stdout(self):
         self.flush_channels()
-        reply, output = self.execute_helper(code=self.code_hello_world)
+        _reply, output = self.execute_helper(code=self.code_hello_world)
         streams = "".join(m["content"]["text"] for m in output if m["msg_type"] == "stream")
         assert streams == "[0,1,2]\n"
 
@@ -110,7 +112,8 @@ def stdout(messages) -> str:
 
 
 def result_text(messages) -> str | None:
-    found = [m["content"]["data"]["text/plain"] for m in messages if m["msg_type"] == "execute_result"]
+    found = [m["content"]["data"]["text/plain"] for m in messages
+             if m["msg_type"] == "execute_result"]
     return found[0] if found else None
 
 
@@ -136,7 +139,8 @@ def test_rerunning_a_cell_replaces_its_definition(kernel):
 
 def test_program_results_on_both_back_ends(kernel):
     _, kc = kernel
-    program = "do<grid> { xs <- forcePull<grid> (generate 5 (fn i => i + 1)) ; return<grid> (index xs 4, xs) }"
+    program = ("do<grid> { xs <- forcePull<grid> (generate 5 (fn i => i + 1)) ;"
+               " return<grid> (index xs 4, xs) }")
     for backend in ("interp", "opencl"):
         execute(kc, f"%config backend={backend}")
         assert result_text(execute(kc, program)[1]) == "(5, [1,2,3,4,5])"
@@ -146,9 +150,11 @@ def test_long_arrays_are_elided_in_the_middle(kernel):
     _, kc = kernel
     _, messages = execute(kc, "generate 1000 (fn i => i)")
     text = result_text(messages)
-    assert text.startswith("[0,1,2,") and ",…,999]" in text.replace("…,980", "…") or "…" in text
+    assert ((text.startswith("[0,1,2,") and ",…,999]" in text.replace("…,980", "…"))
+            or "…" in text)
     assert "(1000 elements)" in text
-    html = next(m for m in messages if m["msg_type"] == "execute_result")["content"]["data"]["text/html"]
+    html = next(m for m in messages
+                if m["msg_type"] == "execute_result")["content"]["data"]["text/html"]
     assert "1000 elements" in html
 
 
@@ -156,10 +162,12 @@ def test_magics(kernel, tmp_path):
     _, kc = kernel
     assert "%%opencl" in stdout(execute(kc, "%lsmagic")[1])
     assert "Oclgrind" in stdout(execute(kc, "%check?")[1])
-    assert stdout(execute(kc, "%type generate 3 (fn i => 2.0)")[1]) == "generate 3 (fn i => 2.0) : [double]\n"
+    assert (stdout(execute(kc, "%type generate 3 (fn i => 2.0)")[1])
+            == "generate 3 (fn i => 2.0) : [double]\n")
     assert "block_size=64" in stdout(execute(kc, "%config block_size=64")[1])
     execute(kc, "%config block_size=256 backend=opencl")
-    assert "pthread" in stdout(execute(kc, "%device")[1]) or "Portable" in stdout(execute(kc, "%device")[1])
+    assert ("pthread" in stdout(execute(kc, "%device")[1])
+            or "Portable" in stdout(execute(kc, "%device")[1]))
     source = tmp_path / "lib.fcl"
     source.write_text("fun cube x = x * x * x\n")
     assert "loaded 1 definitions" in stdout(execute(kc, f"%load {source}")[1])
@@ -200,11 +208,14 @@ def test_check_magic_reports_a_race_at_the_fcl_line(kernel):
 
 
 GRID_LOOP = ("val main = do<grid> { xs <- while<grid> (fn a => true) "
-             "(fn a => pushM<grid> (mapPull (fn x => x + 1) a)) (pushM<grid> (generate 1000 (fn i => i))) ;"
+             "(fn a => pushM<grid> (mapPull (fn x => x + 1) a))"
+             " (pushM<grid> (generate 1000 (fn i => i))) ;"
              " forceAndPrint 1 (push<grid> xs) }")
 # The loop runs inside one kernel: stopping it needs the kernel's cooperation.
-KERNEL_LOOP = ("val main = do<grid> { ys <- generate 2 (fn b => do<block> { a <- while<block> (fn a => true)"
-               " (fn a => pushM<block> (mapPull (fn x => x + 1) a)) (pushM<block> (generate 64 (fn i => i))) ;"
+KERNEL_LOOP = ("val main = do<grid> { ys <- generate 2 (fn b => do<block> {"
+               " a <- while<block> (fn a => true)"
+               " (fn a => pushM<block> (mapPull (fn x => x + 1) a))"
+               " (pushM<block> (generate 64 (fn i => i))) ;"
                " pushM<block> a }) |> concat<block> 64 ; forceAndPrint 3 ys }")
 
 
@@ -220,7 +231,8 @@ def test_interrupting_an_endless_loop_keeps_definitions(kernel, backend, loop):
     km.interrupt_kernel()
     # It stops: the latency goal (under a second) is `make bench`'s to measure, not a test's.
     reply = shell_reply(kc, msg_id, timeout=STOP_WITHIN)
-    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
+    assert (reply["content"]["status"] == "error"
+            and reply["content"]["ename"] == "KeyboardInterrupt")
     assert result_text(execute(kc, "kept")[1]) == "7"
     execute(kc, "%config backend=opencl")
 
@@ -279,7 +291,8 @@ def test_expect_checks_a_result_against_numpy(kernel):
     assert "expected 4 elements, got 3 elements" in displayed(
         execute(kc, "%%expect np.zeros(4)\ngenerate 3 (fn i => 0)")[1])[-1]
     assert displayed(execute(kc, "%%expect 45\n"
-                                 "do<grid> { a <- forcePull<grid> (iota 10); return<grid> (5 * index a 9) }")[1]) \
+                                 "do<grid> { a <- forcePull<grid> (iota 10);"
+                                 " return<grid> (5 * index a 9) }")[1]) \
         == ["45", "✓ the value matches numpy"]
     assert displayed(execute(kc, "%%expect (3, np.array([1, 2]))\n(3, range 1 2)")[1])[-1] \
         .startswith("✓ component 1")
@@ -312,5 +325,5 @@ def test_help_pages_a_name_and_history_remembers_cells(kernel):
     reply = kc.get_shell_msg(timeout=60)
     while reply["parent_header"].get("msg_id") != msg_id:
         reply = kc.get_shell_msg(timeout=60)
-    [(session, line, (code, result))] = reply["content"]["history"]
+    [(_session, _line, (code, result))] = reply["content"]["history"]
     assert (code, result) == ("halve 10", "5")

@@ -72,7 +72,8 @@ def test_memory_diagrams_are_svg_with_a_text_fallback(kc):
 
 
 def test_memory_and_costs_of_another_work_group(kc):
-    text = bundles(execute(kc, NAIVE.format(magic="memory --kernel 1 --group 3"))[1])[0]["text/plain"]
+    text = bundles(
+        execute(kc, NAIVE.format(magic="memory --kernel 1 --group 3"))[1])[0]["text/plain"]
     assert text.startswith("kernel1_line3: work-group 3 of 16")
     table = bundles(execute(kc, NAIVE.format(magic="costs --group 3"))[1])[0]["text/plain"]
     assert "Counted in work-group 3" in table
@@ -187,7 +188,7 @@ def drawn(updates: list[dict], comm_id: str) -> str:
 
 
 def test_lmad_playground_redraws_as_sliders_move(kc):
-    reply, messages = execute(kc, "%lmad")
+    _reply, messages = execute(kc, "%lmad")
     widgets = widgets_opened(messages)
     texts = [c for c, s in widgets.items() if s["_model_name"] == "HTMLModel"]
     assert any("2 + {(3:5),(4:1)}" in widgets[c]["value"] for c in texts)
@@ -238,12 +239,13 @@ def test_device_chooses_where_cells_run(kc):
     assert stdout(execute(kc, "%device Oclgrind")[1]).startswith("using Oclgrind Simulator")
     listed = stdout(execute(kc, "%device")[1])
     assert any(line.startswith("* ") and "Oclgrind" in line for line in listed.splitlines())
-    assert result_text(execute(kc, "forcePull<grid> (generate 4 (fn i => 3 * i))")[1]) == "[0,3,6,9]"
+    assert (result_text(execute(kc, "forcePull<grid> (generate 4 (fn i => 3 * i))")[1])
+            == "[0,3,6,9]")
     reply, _ = execute(kc, "%device no-such-device")
     assert reply["ename"] == "FCLError"
     execute(kc, "%device Portable")
-    assert "Oclgrind" not in [line for line in stdout(execute(kc, "%device")[1]).splitlines()
-                              if line.startswith("* ")][0]
+    assert "Oclgrind" not in next(line for line in stdout(execute(kc, "%device")[1]).splitlines()
+                                  if line.startswith("* "))
 
 
 def test_memory_explorer_of_one_array_offers_the_kernels_touching_it(kc):
@@ -252,4 +254,5 @@ def test_memory_explorer_of_one_array_offers_the_kernels_touching_it(kc):
     [dropdown] = [s for s in widgets.values() if s["_model_name"] == "DropdownModel"]
     assert dropdown["_options_labels"] == ["kernel0_line2", "kernel1_line3"]
     reply, _ = execute(kc, NAIVE.format(magic="memory --explore --array nowhere"))
-    assert reply["ename"] == "FCLError" and "no kernel shown accesses array nowhere" in reply["evalue"]
+    assert (reply["ename"] == "FCLError"
+            and "no kernel shown accesses array nowhere" in reply["evalue"])

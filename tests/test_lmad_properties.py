@@ -11,7 +11,15 @@ from hypothesis import assume, given, settings, strategies as st
 from numpy.lib.stride_tricks import as_strided
 
 from fcl.lmad import (
-    LMAD, SOSI, Composition, LMADError, apply_lmads, disjoint, disjoint_1d, expand, self_overlaps,
+    LMAD,
+    SOSI,
+    Composition,
+    LMADError,
+    apply_lmads,
+    disjoint,
+    disjoint_1d,
+    expand,
+    self_overlaps,
 )
 
 SETTINGS = settings(max_examples=150, deadline=None)
@@ -36,7 +44,8 @@ def numpy_view(lmad: LMAD) -> np.ndarray:
     low, high = lmad.bounds()
     buffer = np.arange(low, high + 1, dtype=np.int64)
     start = buffer[lmad.offset - low:]
-    return as_strided(start, shape=lmad.shape, strides=[stride * buffer.itemsize for stride in lmad.strides])
+    return as_strided(start, shape=lmad.shape,
+                      strides=[stride * buffer.itemsize for stride in lmad.strides])
 
 
 def affine_fit(shape, address_of) -> LMAD | None:
@@ -47,7 +56,8 @@ def affine_fit(shape, address_of) -> LMAD | None:
         unit = tuple(int(k == dim) for k in range(len(shape)))
         dims.append((size, address_of(unit) - origin if size > 1 else 0))
     candidate = LMAD(origin, dims)
-    return candidate if all(candidate.apply(i) == address_of(i) for i in candidate.domain()) else None
+    return (candidate if all(candidate.apply(i) == address_of(i) for i in candidate.domain())
+            else None)
 
 
 # -- interpretation --------------------------------------------------------------------------
@@ -123,12 +133,14 @@ def slice_entries(draw, size):
 @SETTINGS
 @given(lmads(), st.data())
 def test_slice_selects_the_right_elements(lmad, data):
-    spec = [data.draw(slice_entries(size)) for size in lmad.shape[:data.draw(st.integers(0, lmad.rank))]]
+    spec = [data.draw(slice_entries(size))
+            for size in lmad.shape[:data.draw(st.integers(0, lmad.rank))]]
     sliced = lmad.slice(spec)
     kept = [entry for entry in spec if isinstance(entry, tuple)]
     for index in sliced.domain():
         chosen, rest = list(index[:len(kept)]), index[len(kept):]
-        original = [entry if isinstance(entry, int) else entry[0] + chosen.pop(0) * entry[2] for entry in spec]
+        original = [entry if isinstance(entry, int) else entry[0] + chosen.pop(0) * entry[2]
+                    for entry in spec]
         assert sliced.apply(index) == lmad.apply((*original, *rest))
 
 
@@ -141,7 +153,8 @@ def test_slice_lmads_composes_per_dimension(lmad, data):
         count = data.draw(st.integers(1, 3))
         span = (count - 1) * abs(stride)
         assume(span < size)
-        start = data.draw(st.integers(span if stride < 0 else 0, size - 1 if stride < 0 else size - 1 - span))
+        start = data.draw(st.integers(span if stride < 0 else 0,
+                                      size - 1 if stride < 0 else size - 1 - span))
         inner = data.draw(st.lists(st.tuples(st.integers(1, 2), st.just(0)), max_size=1))
         views.append(LMAD(start, [(count, stride), *inner]))
     sliced = lmad.slice_lmads(views)
@@ -175,7 +188,8 @@ def test_reshape_is_exactly_the_representable_compositions(lmad, data):
         assert fit is None, f"{lmad} reshaped to {new_shape} is {fit}"
     else:
         assert reshaped.shape == tuple(new_shape)
-        assert all(reshaped.apply(i) == Composition((layout, lmad)).apply(i) for i in reshaped.domain())
+        assert all(reshaped.apply(i) == Composition((layout, lmad)).apply(i)
+                   for i in reshaped.domain())
 
 
 @SETTINGS
@@ -224,7 +238,7 @@ def test_expand_is_the_union_over_the_loop(body_lmad, slope, lo, count):
     assert all(expanded.fix(0, k) == body(lo + k) for k in range(count))
 
 
-# -- overlap -----------------------------------------------------------------------------------------
+# -- overlap --------------------------------------------------------------------------------------
 
 @settings(max_examples=600, deadline=None)
 @given(lmads(), lmads())

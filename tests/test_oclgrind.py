@@ -9,16 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import test_fuzz
 import test_opencl
-from fclgen import programs
 from fcl import pipeline
 from fcl.errors import Source
 from fcl.opencl.oclgrind import parse_reports
 from fcl.session import Session
+from fclgen import programs
 
 TESTS = Path(__file__).parent
 EXAMPLES = sorted((TESTS / "programs").glob("*.fcl")) + sorted((TESTS / "thesis").glob("*.fcl"))

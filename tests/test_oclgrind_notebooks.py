@@ -4,7 +4,8 @@ accesses or uninitialized reads in any kernel a notebook runs.
 Every code cell runs, in order, in one workspace per notebook whose device is Oclgrind (as the
 kernel would with `%device oclgrind`): `%%expect`, `%%bench` and `%%time` cells run their FCL
 once (so do `%%costs`, `%%memory` and `%%graph` cells); cells that only show code or types
-(`%%opencl`, `%%il`, `%type`, ...) and settings are left out. The problem sizes the notebooks time are cut down, so that the simulator takes seconds.
+(`%%opencl`, `%%il`, `%type`, ...) and settings are left out. The problem sizes the notebooks
+time are cut down, so that the simulator takes seconds.
 """
 import io
 import json
@@ -19,7 +20,8 @@ from fcl.opencl.oclgrind import parse_reports
 pytestmark = pytest.mark.notebooks
 
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
-RUN_BODY = {"expect", "bench", "time", "costs", "memory", "graph"}  # magics whose body is FCL to run
+# Magics whose body is FCL to run.
+RUN_BODY = {"expect", "bench", "time", "costs", "memory", "graph"}
 # Sizes the notebooks time on a real device, and the small ones used here (multiples of every
 # chunk the notebooks split them into).
 SMALL = [(re.compile(r"^val n = (4194304|4000000|1048576)$", re.M), "val n = 8192"),

@@ -32,7 +32,8 @@ def run_cl(text: str, **options) -> tuple[str, str]:
 def run_interp(text: str) -> str:
     session = session_for(text)
     out = io.StringIO()
-    pipeline.run_interpreter(session, pipeline.main_root(session), RunConfig(out=out, err=io.StringIO()))
+    pipeline.run_interpreter(session, pipeline.main_root(session),
+                             RunConfig(out=out, err=io.StringIO()))
     return out.getvalue()
 
 
@@ -50,7 +51,8 @@ val main = do<grid> {
 
 THREAD_SCANS = """
 val main = do<grid> {
-  ys <- generate 4 (fn b => generate 32 (fn t => return<thread> (scanl addi 0 (generate 5 (fn k => b * 100 + t + k))))
+  ys <- generate 4 (fn b => generate 32 (fn t => return<thread> (scanl addi 0 \
+(generate 5 (fn k => b * 100 + t + k))))
                              |> concat<thread> 6)
         |> concat<block> (32 * 6) ;
   forceAndPrint (4 * 32 * 6) ys }
@@ -81,7 +83,8 @@ fun sum8 c = return<block> (push<block> (foldl addi 0 c |> fn acc => generate 1 
 fun reducePart xs = splitUp 8 (pad 8 0 xs) |> mapPull (fn c => do<block> {
     s <- force<block> (push<block> (generate 1 (fn i => index (generate 1 (fn k => 0)) 0))) ;
     return<block> (mapPush<block> (fn i => fn z => z + index c 0 + index c 1 + index c 2 + index c 3
-                                     + index c 4 + index c 5 + index c 6 + index c 7) (push<block> s)) })
+                                     + index c 4 + index c 5 + index c 6 + index c 7) \
+(push<block> s)) })
   |> concat<block> 1
 val main = do<grid> {
   xs <- forcePull<grid> (generate 1000 (fn i => i)) ;
@@ -127,7 +130,8 @@ def test_local_memory_beyond_the_device_limit_is_an_fcl_error():
     limit = cl_device.open_device().local_mem_size
     n = limit // 4 + 256
     program = (f"val main = do<grid> {{\n"
-               f"  ys <- generate 1 (fn b => do<block> {{ a <- forcePull<block> (generate {n} (fn i => i)) ;"
+               f"  ys <- generate 1 (fn b => do<block> {{"
+               f" a <- forcePull<block> (generate {n} (fn i => i)) ;"
                f" pushM<block> a }}) |> concat<block> {n} ;\n"
                f"  forceAndPrint 1 ys }}\n")
     with pytest.raises(FCLError, match="bytes of local memory"):
@@ -225,7 +229,8 @@ def test_folds_start_from_their_first_element_without_testing_for_it():
 
 def test_tiles_run_in_two_dimensional_work_groups():
     session = session_for(TILED_TRANSPOSE)
-    compiled = pipeline.compile_program(session, pipeline.main_root(session), pipeline.CompileOptions(16))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session),
+                                        pipeline.CompileOptions(16))
     # The tile's rows and columns (i >> 2, i & 3) become the work-group's two dimensions, and
     # the tile in local memory gets a padding element per row.
     assert [k.width for k in compiled.kernels] == [None, 4]
@@ -245,7 +250,8 @@ def test_only_tiles_whose_columns_are_read_are_padded():
     path = Path(__file__).parent / "thesis" / "matmul.fcl"
     session = Session.new(prelude=True)
     session.add_file(Source(str(path), path.read_text()))
-    compiled = pipeline.compile_program(session, pipeline.main_root(session), pipeline.CompileOptions(16))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session),
+                                        pipeline.CompileOptions(16))
     tiled = [k for k in compiled.kernels if k.width]
     assert tiled and all(local.size.value == 16 for k in tiled for local in k.locals)
     assert "* 5)" not in compiled.source
@@ -295,7 +301,8 @@ LOCAL_ID_ARITHMETIC = """
 fun shuffleTile xs = do<block> {
   tile <- forcePull<block> xs ;
   pushM<block> (generate 16 (fn i =>
-    index tile (((((i & 3) - 2) * ((i >> 2) - 3) + 6) % 16 + 16) % 16) + (((i >> 2) ^ 5) - 7) * 9)) }
+    index tile (((((i & 3) - 2) * ((i >> 2) - 3) + 6) % 16 + 16) % 16) \
++ (((i >> 2) ^ 5) - 7) * 9)) }
 val main = do<grid> {
   m <- forcePull<grid> (generate 64 (fn i => i * 3)) ;
   t <- splitGrid 4 8 8 m |> mapPull shuffleTile |> concatGrid<block> 4 8 ;
@@ -326,12 +333,14 @@ val main = do<grid> {
 
 def test_arrays_only_touched_at_the_own_position_become_registers():
     session = session_for(OWN_ACCUMULATOR)
-    compiled = pipeline.compile_program(session, pipeline.main_root(session), pipeline.CompileOptions(32))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session),
+                                        pipeline.CompileOptions(32))
     kernel = compiled.kernels[-1]
     assert not kernel.locals and [size for _, size in kernel.private] == [1]
     assert run_cl(OWN_ACCUMULATOR, block_size=32)[0] == run_interp(OWN_ACCUMULATOR)
     session = session_for(POWER_LOOP)
-    compiled = pipeline.compile_program(session, pipeline.main_root(session), pipeline.CompileOptions(32))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session),
+                                        pipeline.CompileOptions(32))
     assert len(compiled.kernels[-1].locals) == 2 and not compiled.kernels[-1].private
 
 
@@ -356,7 +365,8 @@ def test_kernels_write_in_place_into_arrays_nothing_reads_afterwards(old, new, i
     from fcl.il import ir
     program = ADJUST_IN_PLACE.replace(old, new) if old else ADJUST_IN_PLACE
     session = session_for(program)
-    compiled = pipeline.compile_program(session, pipeline.main_root(session), pipeline.CompileOptions(16))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session),
+                                        pipeline.CompileOptions(16))
     allocs = [s for s in compiled.host if isinstance(s, ir.Alloc)]
     assert len(allocs) == (1 if in_place else 2)
     assert [p.name for p in compiled.kernels[1].params] == \
@@ -370,7 +380,8 @@ def test_a_copy_of_an_array_nothing_reads_afterwards_is_left_out():
     program = ("val main = do<grid> {\n  xs <- forcePull<grid> (generate 40 (fn i => i * i));\n"
                "  forceAndPrint 40 (push<grid> xs)\n}\n")
     session = session_for(program)
-    compiled = pipeline.compile_program(session, pipeline.main_root(session), pipeline.CompileOptions(16))
+    compiled = pipeline.compile_program(session, pipeline.main_root(session),
+                                        pipeline.CompileOptions(16))
     assert [k.name for k in compiled.kernels] == ["kernel0_line2"]
     assert run_cl(program, block_size=16)[0] == run_interp(program)
     # A copy whose source is read again stays.
@@ -385,17 +396,17 @@ def test_a_copy_of_an_array_nothing_reads_afterwards_is_left_out():
 def test_writes_in_place_need_every_iteration_to_write_its_own_element():
     from fcl.il import ir
     from fcl.opencl.inplace import in_place
-    I, arrays = ir.INT, ir.ArrayType(ir.INT)
+    INT, arrays = ir.INT, ir.ArrayType(ir.INT)
     inp, out = ir.Var("inp", arrays), ir.Var("out", arrays)
-    b, i = ir.Var("b", I), ir.Var("i", I)
+    b, i = ir.Var("b", INT), ir.Var("i", INT)
 
     def program(stride: int):
-        index = ir.Bin("+", ir.Bin("*", b, ir.Const(stride, I), I), i, I)
-        return [ir.Alloc(inp, ir.Const(64, I), "grid"), ir.Alloc(out, ir.Const(64, I), "grid"),
-                ir.Distribute("grid", b, ir.Const(4, I), [
-                    ir.ParFor("block", i, ir.Const(16, I), [
-                        ir.Store(out, index, ir.Bin("+", ir.Index(inp, index), b, I))])]),
-                ir.Print(ir.Const(64, I), out)]
+        index = ir.Bin("+", ir.Bin("*", b, ir.Const(stride, INT), INT), i, INT)
+        return [ir.Alloc(inp, ir.Const(64, INT), "grid"), ir.Alloc(out, ir.Const(64, INT), "grid"),
+                ir.Distribute("grid", b, ir.Const(4, INT), [
+                    ir.ParFor("block", i, ir.Const(16, INT), [
+                        ir.Store(out, index, ir.Bin("+", ir.Index(inp, index), b, INT))])]),
+                ir.Print(ir.Const(64, INT), out)]
 
     def rewritten(stmts) -> bool:
         shown = ir.show_stmts(stmts)

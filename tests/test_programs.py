@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fcl.pipeline import CompileOptions, main_root, run_interpreter, run_opencl
 from fcl.errors import Source
 from fcl.interp.eval import RunConfig
+from fcl.pipeline import CompileOptions, main_root, run_interpreter, run_opencl
 from fcl.session import Session
 from fcl.types.builtins import BUILTINS
 
@@ -40,11 +40,11 @@ def run(name: str, block_size: int = 256, backend: str = "interp") -> tuple[str,
 # ---- what forceAndPrint prints, and C's 32-bit integer arithmetic ----------------------------
 
 def ints(xs) -> str:
-    return "[" + ",".join("%i" % int(x) for x in xs) + "]\n"
+    return "[" + ",".join(f"{int(x)}" for x in xs) + "]\n"
 
 
 def doubles(xs) -> str:
-    return "[" + ",".join("%.5f" % float(x) for x in xs) + "]\n"
+    return "[" + ",".join(f"{float(x):.5f}" for x in xs) + "]\n"
 
 
 def wrap(x: int) -> int:
@@ -138,7 +138,8 @@ def index_expected() -> str:
 def map_push_expected() -> str:
     blocks = [[10 * b + j for j in range(3)] for b in range(4)]
     in_order = [x for block in blocks for x in block]
-    reversed_blocks = scatter(12, (((3 - b) * 3 + j, blocks[b][j]) for b in range(4) for j in range(3)))
+    reversed_blocks = scatter(12, (((3 - b) * 3 + j, blocks[b][j])
+                                   for b in range(4) for j in range(3)))
     sums = [tag(k, s) for b in range(2) for t in range(2)
             for k, s in enumerate(np.cumsum([b + t + k for k in range(4)]))]
     return lines(ints(tag(i, 7 - i) for i in range(5)),
@@ -385,7 +386,8 @@ EXPECTED = {
                                        itertools.accumulate(range(4 * b + t, 4 * b + t + 4),
                                                             lambda acc, x: 2 * acc + x)),
     "prelude_scanl.fcl": lambda: ints(x for b in range(2) for t in range(2)
-                                      for x in scan_left(operator.sub, 10 * (2 * b + t), range(1, 5))),
+                                      for x in scan_left(operator.sub, 10 * (2 * b + t),
+                                                         range(1, 5))),
     "prelude_pad.fcl": lambda: lines(ints([1, 2, 3, 4, 5, -1, -1, -1]), ints([1, 2, 3, 4]),
                                      ints([0])),
     "prelude_computeInSingleBlock.fcl": lambda: ints(x * x for x in range(1, 7)),
@@ -403,8 +405,10 @@ EXPECTED = {
                                       ints(9 * i + 2 for i in range(4))),
     "lang_lambda.fcl": lambda: lines(ints(10 + i * i for i in range(5)),
                                      ints(i + 100 * i for i in range(5)),
-                                     ints(10 + 3 * i for i in range(4)), ints(x + 4 for x in range(4))),
-    "lang_pairs.fcl": lambda: lines(ints(7 * i // 3 for i in range(5)), ints(7 * i % 3 for i in range(5)),
+                                     ints(10 + 3 * i for i in range(4)),
+                                     ints(x + 4 for x in range(4))),
+    "lang_pairs.fcl": lambda: lines(ints(7 * i // 3 for i in range(5)),
+                                    ints(7 * i % 3 for i in range(5)),
                                     ints([1, 5, 1, 5])),
     "lang_if.fcl": lambda: lines(ints(np.sign(np.arange(7) - 3)),
                                  ints([-1] + [60 // i for i in range(1, 6)]),

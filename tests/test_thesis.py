@@ -1,5 +1,6 @@
 """The thesis's chapter 5 examples (tests/thesis/, typed as printed but for the fixes noted in
-each file) type-check, run on the reference interpreter and on OpenCL, and compute what numpy computes."""
+each file) type-check, run on the reference interpreter and on OpenCL, and compute what numpy
+computes."""
 import functools
 import io
 import operator
@@ -8,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fcl.pipeline import CompileOptions, main_root, run_interpreter, run_opencl
 from fcl.errors import Source
 from fcl.interp.eval import RunConfig
+from fcl.pipeline import CompileOptions, main_root, run_interpreter, run_opencl
 from fcl.session import Session
 
 THESIS = Path(__file__).parent / "thesis"
@@ -74,7 +75,8 @@ def test_foldl_and_scanl(backend):
     sums, scans = run("foldl_scanl.fcl", backend)
     chunks = (np.arange(96) ** 2 % 17 - 8).reshape(16, 6)
     assert_ints(sums, [functools.reduce(operator.sub, chunk, 100) for chunk in chunks])
-    assert_ints(scans, np.concatenate([np.concatenate([[0], np.cumsum(chunk)]) for chunk in chunks]))
+    assert_ints(scans, np.concatenate([np.concatenate([[0], np.cumsum(chunk)])
+                                       for chunk in chunks]))
 
 
 def test_matmul(backend):

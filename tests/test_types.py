@@ -49,7 +49,8 @@ def test_signature_may_be_an_instance_of_the_inferred_type():
 
 
 def test_signature_alpha_equivalent_keeps_the_inferred_lettering():
-    program = "sig rep : forall 'a 'b. 'a -> ['b] -> ['a]\nfun rep x xs = generate (lengthPull xs) (fn i => x)"
+    program = ("sig rep : forall 'a 'b. 'a -> ['b] -> ['a]\n"
+               "fun rep x xs = generate (lengthPull xs) (fn i => x)")
     assert types_of(program) == ["rep : forall 'a 'b. 'b -> ['a] -> ['b]"]
 
 

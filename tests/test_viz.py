@@ -18,8 +18,14 @@ from fcl import pipeline
 from fcl.analysis.trace import KernelTrace, trace_program
 from fcl.errors import FCLError, Source
 from fcl.session import Session
-from fcl.viz.graphs import LEVEL_COLOURS, READ_COLOUR, WRITE_COLOUR, kernel_graph, render, \
-    structure_graph
+from fcl.viz.graphs import (
+    LEVEL_COLOURS,
+    READ_COLOUR,
+    WRITE_COLOUR,
+    kernel_graph,
+    render,
+    structure_graph,
+)
 from fcl.viz.memory import memory_diagram
 from test_analysis import NAIVE, TILED, TILED_DEFS  # the programs whose costs are tested there
 

@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -417,3 +418,26 @@ def test_writes_in_place_need_every_iteration_to_write_its_own_element():
     assert rewritten(program(16))
     assert not rewritten(program(8))   # groups overlap: b * 8 + i repeats elements
     assert not rewritten(program(0))   # every group writes the same elements
+
+
+def test_checked_tiled_matmul_with_a_register_accumulator(tmp_path, monkeypatch):
+    # Input lengths unknown at compile time (read from files) leave index checks inside a
+    # kernel whose accumulator moves to registers. Check codes used to be found by the identity
+    # of the check's statement, which that rewrite replaces: compiling raised a ValueError.
+    bench_matmul = Path(__file__).parents[1] / "bench" / "matmul.fcl"
+    h, w, tile = 8, 12, 4
+    program = (f"val hA = {h}\nval wA = {w}\nval wB = {h}\nval tile = {tile}\n"
+               + bench_matmul.read_text()
+               + f"val main = do<grid> {{ p <- product ; forceAndPrint {h * h} (push<grid> p) }}\n")
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(-9, 9, h * w), rng.integers(-9, 9, w * h)
+    (tmp_path / "a").write_text(",".join(map(str, a)))
+    (tmp_path / "b").write_text(",".join(map(str, b)))
+    monkeypatch.chdir(tmp_path)
+    expected = (a.reshape(h, w) @ b.reshape(w, h)).flatten()
+    session = session_for(program)
+    compiled = pipeline.compile_program(session, pipeline.main_root(session),
+                                        pipeline.CompileOptions(tile * tile, bounds_check=True))
+    assert any(k.fails and k.private for k in compiled.kernels)
+    out = run_cl(program, block_size=tile * tile, bounds_check=True)[0]
+    assert out == run_interp(program) == "[" + ",".join(map(str, expected)) + "]\n"

@@ -117,9 +117,6 @@ def compile_il(il: list[ir.Stmt], options: CompileOptions) -> Compiled:
     if options.verify_il:
         verify_kernels(host, kernels)
     source, table = opencl_source(kernels)
-    if os.environ.get("FCL_GOLDEN"):  # temporary: byte-identical output during the restructuring
-        from fcl.golden_record import record
-        record(ir.show_stmts(il), options.block_size, host, kernels, source, table)
     return Compiled(il, host, kernels, source, table, options.block_size)
 
 

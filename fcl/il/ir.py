@@ -101,7 +101,7 @@ def type_of(e: Expr) -> ILType:
     if isinstance(e, Var):
         return e.type
     if isinstance(e, Index):
-        return e.array.type.elem  # type: ignore[union-attr]
+        return elem_of(e.array)
     return e.type  # type: ignore[attr-defined]
 
 

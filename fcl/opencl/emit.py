@@ -106,8 +106,8 @@ def _wide(e: ir.Expr, on_index: Callable[[ir.Index, str], str]) -> str:
     """The size_t part of a WideInt: local ids as size_t, ring operations over them."""
     if isinstance(e, Special) and e.name in LOCAL_IDS:
         return SPECIALS[e.name]
-    if is_ring(e):
-        return f"({_wide(e.left, on_index)} {e.op} {_wide(e.right, on_index)})"  # type: ignore[attr-defined]  # a ring op is a Bin
+    if isinstance(e, ir.Bin) and is_ring(e):
+        return f"({_wide(e.left, on_index)} {e.op} {_wide(e.right, on_index)})"
     return _c_expr(e, on_index)
 
 

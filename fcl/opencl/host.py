@@ -74,7 +74,7 @@ class HostRun:
             host = np.empty(1, dtype=array.dtype)
             cl.enqueue_copy(self.device.queue, host, array.buffer,
                             src_offset=i * np.dtype(array.dtype).itemsize)
-            return NP_TYPES[array_elem(e.array)](host[0])
+            return NP_TYPES[ir.elem_of(e.array)](host[0])
         if isinstance(e, ir.Bin):
             if e.op == "&&":
                 return np.bool_(self.eval(e.left) and self.eval(e.right))
@@ -373,10 +373,6 @@ class HostRun:
         self.buffers.append(buffer)
         self.env[s.array.name] = DeviceArray(buffer, np.int32, len(values))
         self.env[s.length.name] = np.int32(len(values))
-
-
-def array_elem(var: ir.Var) -> str:
-    return var.type.elem
 
 
 def launch_size(compiled: Compiled, block_size: int | None) -> int:

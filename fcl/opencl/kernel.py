@@ -127,6 +127,14 @@ def nearest_span(line_table: list[tuple[int, Span]], cl_line: int | None) -> Spa
     return None
 
 
+def own_index(kernel: Kernel) -> ir.Expr:
+    """The work-item's index in its work-group (in a 2-D work-group, row * width + column)."""
+    if kernel.width:
+        x, y = Special("local_x"), Special("local_y")
+        return ir.Bin("+", ir.Bin("*", y, ir.Const(kernel.width, ir.INT), ir.INT), x, ir.INT)
+    return Special("local_id")
+
+
 # ---- work-item ids as variables ----------------------------------------------------------------
 # The IL's sums and ranges are over variables; to reason about an index the ids become
 # variables named <local_id>, <local_x>, ... and back.

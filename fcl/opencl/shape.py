@@ -18,8 +18,16 @@ from collections.abc import Callable
 
 from fcl.errors import FCLError, Span
 from fcl.il import ir
-from fcl.il.traverse import declared, map_bodies, names, single_definitions
-from fcl.opencl.kernel import FailFlag, Kernel, LocalArray, Special, StridedFor, inline_ints
+from fcl.il.traverse import declared, map_bodies, single_definitions
+from fcl.opencl.kernel import (
+    FailFlag,
+    Kernel,
+    LocalArray,
+    Special,
+    StridedFor,
+    inline_ints,
+    own_index,
+)
 from fcl.opencl.registers import registers
 from fcl.opencl.sharing import lifetimes, pack
 from fcl.opencl.tiles import tiles
@@ -56,14 +64,6 @@ def group_body(kernel: Kernel) -> tuple[list[ir.Stmt], Callable[[list[ir.Stmt]],
     if isinstance(first, StridedFor):
         return first.body, lambda body: [map_bodies(first, lambda _: body)]
     return kernel.body[1:], lambda body: [first, *body]
-
-
-def own_index(kernel: Kernel) -> ir.Expr:
-    """The work-item's index in its work-group."""
-    if kernel.width:
-        x, y = Special("local_x"), Special("local_y")
-        return ir.Bin("+", ir.Bin("*", y, ir.Const(kernel.width, ir.INT), ir.INT), x, ir.INT)
-    return Special("local_id")
 
 
 def interface(kernel: Kernel) -> None:
@@ -121,9 +121,12 @@ def _free_vars(stmts: list[ir.Stmt], bound: set[str], used: dict[str, ir.Var]) -
             exprs = [s.bound]
         elif isinstance(s, (ir.While, ir.If, ir.Fail)):
             exprs = [s.cond]
+        found: dict[str, ir.Var] = {}
         for e in exprs:
-            for name in names(e) - bound:
-                used.setdefault(name, _var_named(e, name))
+            ir.expr_vars(e, found)
+        for name, var in found.items():
+            if name not in bound:
+                used.setdefault(name, var)
         if isinstance(s, (StridedFor, ir.SeqFor)):
             _free_vars(s.body, bound | {s.var.name}, used)
         else:
@@ -131,12 +134,6 @@ def _free_vars(stmts: list[ir.Stmt], bound: set[str], used: dict[str, ir.Var]) -
                 _free_vars(child, bound, used)
         if isinstance(s, ir.Declare):
             bound.add(s.var.name)
-
-
-def _var_named(e: ir.Expr, name: str) -> ir.Var:
-    found: dict[str, ir.Var] = {}
-    ir.expr_vars(e, found)
-    return found[name]
 
 
 def number_checks(kernel: Kernel) -> None:

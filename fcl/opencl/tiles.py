@@ -30,7 +30,14 @@ from fcl.il.traverse import (
     stmt_exprs,
     sub_exprs,
 )
-from fcl.opencl.kernel import Kernel, LocalArray, Special, inline_ints, work_item_ids
+from fcl.opencl.kernel import (
+    Kernel,
+    LocalArray,
+    Special,
+    inline_ints,
+    own_index,
+    work_item_ids,
+)
 
 
 def tiles(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
@@ -60,7 +67,7 @@ def tiles(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
         return body
     kernel.width = width
     x, y = Special("local_x"), Special("local_y")
-    linear_id = ir.Bin("+", ir.Bin("*", y, ir.Const(width, ir.INT), ir.INT), x, ir.INT)
+    linear_id = own_index(kernel)
 
     def rewrite(e: ir.Expr) -> ir.Expr:
         split = _item_split(e, items)

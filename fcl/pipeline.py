@@ -95,7 +95,7 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
     with _depth_guard(root, "to compile"):
         lowerer = Lowerer(make_primitive, options.block_size, options.bounds_check)
         il = lowerer.lower(mono_program(session, root), options.keep_result)
-        return optimize(il, check=_verifier(options))
+        return optimize(il, check=verify if options.verify_il else None)
 
 
 def compile_program(session: Session, root: ast.Expr, options: CompileOptions | None = None
@@ -109,20 +109,15 @@ def compile_program(session: Session, root: ast.Expr, options: CompileOptions | 
 
 def compile_il(il: list[ir.Stmt], options: CompileOptions) -> Compiled:
     """The back end's stages, from the optimised IL to OpenCL."""
-    check = _verifier(options)
     rewritten = in_place(il)
-    check("in place", rewritten)
+    if options.verify_il:
+        verify("in place", rewritten)
     host, kernels = kernelize(rewritten, options.block_size)
     shape(kernels)
     if options.verify_il:
         verify_kernels(host, kernels)
     source, table = opencl_source(kernels)
     return Compiled(il, host, kernels, source, table, options.block_size)
-
-
-def _verifier(options: CompileOptions):
-    """What checks the IL after each pass: nothing, or the verifier."""
-    return verify if options.verify_il else lambda stage, stmts: None
 
 
 def run_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None,

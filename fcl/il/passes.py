@@ -72,7 +72,6 @@ def bound(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
                                        for name in expr_fields(s)
                                        if isinstance(getattr(s, name), ir.Expr)}
             new = replace(s, **changes) if changes else s
-            new.span = s.span
             note(new, ranges, changed, lambda e: interval(e, ranges))
             out.append(map_bodies(new, visit))
         return out

@@ -111,9 +111,7 @@ def map_stmt_exprs(s: ir.Stmt, fn: ExprFn) -> ir.Stmt:
         changes[name] = [fn(v) for v in value] if isinstance(value, list) else fn(value)
     if not changes:
         return s
-    new = replace(s, **changes)
-    new.span = s.span
-    return new
+    return replace(s, **changes)
 
 
 def map_bodies(s: ir.Stmt, fn: Callable[[list[ir.Stmt]], list[ir.Stmt]]) -> ir.Stmt:
@@ -122,9 +120,7 @@ def map_bodies(s: ir.Stmt, fn: Callable[[list[ir.Stmt]], list[ir.Stmt]]) -> ir.S
                               if isinstance(getattr(s, name, None), list)}
     if not bodies:
         return s
-    new = replace(s, **bodies)
-    new.span = s.span
-    return new
+    return replace(s, **bodies)
 
 
 def assigned(stmts: list[ir.Stmt]) -> set[str]:

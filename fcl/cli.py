@@ -1,7 +1,7 @@
 """The `fcl` command: check, run and inspect FCL programs.
 
     fcl check [--types] [--no-prelude] FILE...
-    fcl run [--backend opencl|interp] [--device D] [--block-size N] [--bounds-check] FILE...
+    fcl run [--backend opencl|interp] [--device D] [--block-size N] [--unsafe] FILE...
     fcl compile [-o out.cl] [--dump-il] FILE...
     fcl devices
     fcl costs [--group G] [--warp W] FILE...         # memory traffic per kernel, per access
@@ -95,14 +95,15 @@ def _parser() -> argparse.ArgumentParser:
 def _compile_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--block-size", type=int, default=256, metavar="N",
                      help="work-group size, the value of #BlockSize (default 256)")
-    cmd.add_argument("--bounds-check", action="store_true",
-                     help="check every array index at run time and report the FCL location")
+    cmd.add_argument("--unsafe", action="store_true",
+                     help="no run-time checks (indices, divisors, lengths): a faulty program may "
+                          "then print garbage instead of an error at its FCL location")
 
 
 def _compile_options_of(args):
     if args.block_size < 1:
         raise FCLError(f"the block size must be positive, not {args.block_size}")
-    return pipeline.CompileOptions(args.block_size, args.bounds_check,
+    return pipeline.CompileOptions(args.block_size, not args.unsafe,
                                    verify_il=getattr(args, "verify_il", False))
 
 
@@ -233,10 +234,10 @@ def _write(path: str, text: str) -> None:
 
 
 def _check(args, session: Session, root, options) -> int:
-    table = pipeline.compile_program(session, root, options).line_table
+    compiled = pipeline.compile_program(session, root, options)
     argv = [*args.files, "--block-size", str(args.block_size)]
-    argv += ["--no-prelude"] * args.no_prelude + ["--bounds-check"] * args.bounds_check
-    status, stdout, findings = run_checked(argv, table)
+    argv += ["--no-prelude"] * args.no_prelude + ["--unsafe"] * args.unsafe
+    status, stdout, findings = run_checked(argv, compiled)
     sys.stdout.write(stdout)
     sys.stdout.flush()
     for finding in findings:

@@ -43,7 +43,6 @@ class _Record:
     scheme: object
     order: int
     outer: dict = field(default_factory=dict)  # substitution of the enclosing context (lets)
-    local: dict = field(default_factory=dict)  # let-bound records visible at the definition
     instances: dict = field(default_factory=dict)  # key -> (name, mono expr or None while built)
 
 
@@ -59,7 +58,7 @@ class _Subst(dict):
 
 def monomorphize(decls: list[ast.Decl], root: ast.Expr) -> MonoProgram:
     mono = _Mono(decls)
-    root_mono = mono.expr(root, _Subst(), {})
+    root_mono = mono.expr(root, _Subst())
     defs = []
     for record in sorted(mono.top.values(), key=lambda r: r.order):
         defs += [(name, body) for name, body in record.instances.values()]
@@ -70,6 +69,11 @@ class _Mono:
     def __init__(self, decls: list[ast.Decl]):
         self.top = {id(d.scheme): _Record(d.name, d.value, d.scheme, i)
                     for i, d in enumerate(decls)}
+        # The record of each let (by its scheme) in the copy being made. All uses of a let are
+        # in its body, which is copied right after the record is made, and no copy of a let can
+        # start inside its own body (there is no recursion): so one record per let suffices,
+        # where a dictionary of the lets in scope, copied at each let, was quadratic in depth.
+        self.lets: dict[int, _Record] = {}
 
     def concrete(self, t: Type, subst: _Subst) -> Type:
         """t under the instance's substitution, defaulted (the substitution's types are concrete
@@ -95,38 +99,39 @@ class _Mono:
             inner = _Subst(record.outer)
             inner.update(zip(scheme.type_vars, types))
             inner.update(zip(scheme.level_vars, levels))
-            body = self.expr(record.value, inner, record.local)
+            body = self.expr(record.value, inner)
             record.instances[key] = (name, body)
         return record.instances[key][0]
 
-    def expr(self, e: ast.Expr, subst: _Subst, local: dict) -> ast.Expr:
-        out = self._expr(e, subst, local)
+    def expr(self, e: ast.Expr, subst: _Subst) -> ast.Expr:
+        out = self._expr(e, subst)
         out.type = self.concrete(e.type, subst)
         return out
 
-    def _expr(self, e: ast.Expr, subst: _Subst, local: dict) -> ast.Expr:
+    def _expr(self, e: ast.Expr, subst: _Subst) -> ast.Expr:
         if isinstance(e, (ast.Lit, ast.UnitLit)):
             return _copy(e)
         if isinstance(e, ast.Var):
             binding = e.inst.binding
             if binding.origin == "builtin":
                 return ast.Var(e.span, e.name, None, builtin=True)
-            record = local.get(id(binding.scheme)) or self.top.get(id(binding.scheme))
+            record = self.lets.get(id(binding.scheme)) or self.top.get(id(binding.scheme))
             if record is None:  # a lambda-bound variable
                 return ast.Var(e.span, e.name)
             return ast.Var(e.span, self.instance(record, e, subst))
         if isinstance(e, ast.App):
-            return ast.App(e.span, self.expr(e.fn, subst, local), self.expr(e.arg, subst, local))
+            return ast.App(e.span, self.expr(e.fn, subst), self.expr(e.arg, subst))
         if isinstance(e, ast.Lam):
-            return ast.Lam(e.span, e.param, e.param_span, self.expr(e.body, subst, local))
+            return ast.Lam(e.span, e.param, e.param_span, self.expr(e.body, subst))
         if isinstance(e, ast.If):
-            return ast.If(e.span, self.expr(e.cond, subst, local), self.expr(e.then, subst, local),
-                          self.expr(e.else_, subst, local))
+            return ast.If(e.span, self.expr(e.cond, subst), self.expr(e.then, subst),
+                          self.expr(e.else_, subst))
         if isinstance(e, ast.Pair):
-            return ast.Pair(e.span, self.expr(e.fst, subst, local), self.expr(e.snd, subst, local))
+            return ast.Pair(e.span, self.expr(e.fst, subst), self.expr(e.snd, subst))
         if isinstance(e, ast.Let):
-            record = _Record(e.name, e.value, e.scheme, 0, outer=dict(subst), local=local)
-            body = self.expr(e.body, subst, {**local, id(e.scheme): record})
+            record = _Record(e.name, e.value, e.scheme, 0, outer=dict(subst))
+            self.lets[id(e.scheme)] = record
+            body = self.expr(e.body, subst)
             for name, value in reversed(list(record.instances.values())):
                 let = ast.Let(e.span, name, e.name_span, [], None, value, body)
                 let.type = body.type

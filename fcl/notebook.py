@@ -41,11 +41,11 @@ BACKENDS = ("opencl", "interp")
 class Settings:
     backend: str = "opencl"
     block_size: int = 256
-    bounds_check: bool = False
+    checks: bool = True
     device: str | None = None
 
     def options(self, keep_result: bool = True) -> pipeline.CompileOptions:
-        return pipeline.CompileOptions(self.block_size, self.bounds_check, keep_result)
+        return pipeline.CompileOptions(self.block_size, self.checks, keep_result)
 
 
 @dataclass

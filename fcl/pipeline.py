@@ -47,7 +47,7 @@ from fcl.types.types import TProgram, chase, show_types
 @dataclass
 class CompileOptions:
     block_size: int = 256
-    bounds_check: bool = False
+    checks: bool = True        # run-time checks (fcl.checks); off: `--unsafe`, checks=off
     keep_result: bool = False  # end by handing main's result back to the host (notebooks)
     verify_il: bool = False    # check the IL's invariants after every pass
 
@@ -93,7 +93,7 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
     """The optimised IL host program for `root`, before kernels are cut out."""
     options = options or CompileOptions()
     with _depth_guard(root, "to compile"):
-        lowerer = Lowerer(make_primitive, options.block_size, options.bounds_check)
+        lowerer = Lowerer(make_primitive, options.block_size, options.checks)
         il = lowerer.lower(mono_program(session, root), options.keep_result)
         return optimize(il, check=verify if options.verify_il else None)
 
@@ -143,4 +143,4 @@ def check_on_oclgrind(session: Session, root: ast.Expr, options: CompileOptions,
             os.close(saved)
         capture.seek(0)
         reports = capture.read().decode("utf-8", "replace")
-    return value, parse_reports(reports, compiled.line_table)
+    return value, parse_reports(reports, compiled)

@@ -113,7 +113,7 @@ class Magics:
         self._text("\n".join(lines))
 
     def line_config(self, args: str) -> None:
-        """`%config` shows the settings; `%config block_size=128 backend=interp bounds_check=on`
+        """`%config` shows the settings; `%config block_size=128 backend=interp checks=off`
         changes them (backend: opencl or interp)."""
         settings = self.workspace.settings
         for item in shlex.split(args):
@@ -122,13 +122,13 @@ class Magics:
                 settings.block_size = int(value)
             elif key == "backend" and value in BACKENDS:
                 settings.backend = value
-            elif key == "bounds_check" and value in ("on", "off", "true", "false"):
-                settings.bounds_check = value in ("on", "true")
+            elif key == "checks" and value in ("on", "off", "true", "false"):
+                settings.checks = value in ("on", "true")
             else:
                 raise FCLError(f"cannot set `{item}`: use block_size=N, backend=opencl|interp or "
-                               "bounds_check=on|off")
+                               "checks=on|off")
         self._text(f"backend={settings.backend} block_size={settings.block_size} "
-                   f"bounds_check={'on' if settings.bounds_check else 'off'} "
+                   f"checks={'on' if settings.checks else 'off'} "
                    f"device={settings.device or 'default'}")
         if not args:
             from fcl_kernel.widgets import settings_panel  # ipywidgets: 0.16 s, when first shown

@@ -22,10 +22,10 @@ def settings_panel(settings):
                                description="backend")
     block = widgets.BoundedIntText(value=settings.block_size, min=1, max=1024,
                                    description="block size")
-    checks = widgets.Checkbox(value=settings.bounds_check, description="bounds checks")
+    checks = widgets.Checkbox(value=settings.checks, description="run-time checks")
     backend.observe(lambda change: setattr(settings, "backend", change["new"]), names="value")
     block.observe(lambda change: setattr(settings, "block_size", change["new"]), names="value")
-    checks.observe(lambda change: setattr(settings, "bounds_check", change["new"]), names="value")
+    checks.observe(lambda change: setattr(settings, "checks", change["new"]), names="value")
     return widgets.HBox([backend, block, checks])
 
 

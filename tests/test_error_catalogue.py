@@ -50,7 +50,6 @@ class Case:
     col: int
     marked: str  # the source text the caret underlines
     backend: str = "check"  # check (front end only), interp or opencl
-    bounds_check: bool = False
 
     @property
     def id(self) -> str:
@@ -59,8 +58,7 @@ class Case:
     def command(self, path: Path) -> list[str]:
         if self.backend == "check":
             return ["check", str(path)]
-        return ["run", "--backend", self.backend, *["--bounds-check"] * self.bounds_check,
-                str(path)]
+        return ["run", "--backend", self.backend, str(path)]
 
 
 OUT_OF_BOUNDS = ("val main = do<grid> {\n"
@@ -106,20 +104,18 @@ CASES = [
     Case("kind", "val p = push<block> (generate 3 (fn i => (i, i)))\n",
          re.escape("`(int, int)` is not a base type (int, double or bool), but the elements of "
                    "push arrays must be"), 1, 22, "generate 3 (fn i => (i, i))"),
-    Case("out-of-bounds", OUT_OF_BOUNDS,
-         re.escape("index 1000000000 is out of bounds for an array of length 4"), 3, 52,
-         "index xs (i * 1000000000)", "interp"),
-    Case("out-of-bounds", OUT_OF_BOUNDS, re.escape("index out of bounds"), 3, 52,
-         "index xs (i * 1000000000)", "opencl", bounds_check=True),
-    Case("placed-outside", PLACED_OUTSIDE,
-         re.escape("an element was placed at index 100000000, outside the array of length 64"),
-         4, 3, "forceAndPrint 32 ys", "interp"),
-    Case("placed-outside", PLACED_OUTSIDE,
-         re.escape("an element was placed outside its array: check the index function given to "
-                   "interleave"), 3, 12, "interleave<block>", "opencl", bounds_check=True),
-    Case("division-by-zero", DIVISION, "division by zero", 3, 52, "100 / index xs i", "interp"),
-    Case("division-by-zero", DIVISION, "division by zero", 3, 52, "100 / index xs i", "opencl",
-         bounds_check=True),
+    # Run-time checks: the same message, values and location on both back ends.
+    *(Case("out-of-bounds", OUT_OF_BOUNDS,
+           re.escape("index 1000000000 is out of bounds for an array of length 4 "
+                     "(in work-item 1)"), 3, 52, "index xs (i * 1000000000)", backend)
+      for backend in ("interp", "opencl")),
+    *(Case("placed-outside", PLACED_OUTSIDE,
+           re.escape("an element was placed at index 100000000, outside the array of length 64 "
+                     "(in work-group 0, work-item 1)"), 3, 12, "interleave<block>", backend)
+      for backend in ("interp", "opencl")),
+    *(Case("division-by-zero", DIVISION,
+           re.escape("division by zero: 100 / 0 (in work-item 2)"), 3, 52, "100 / index xs i",
+           backend) for backend in ("interp", "opencl")),
     Case("too-large", TOO_LARGE,
          re.escape("this needs 2147483647 elements at once, more than the interpreter's limit "
                    "of 67108864 (2^26)"), 2, 8,
@@ -203,7 +199,7 @@ def kernel():
 def test_kernel_reports_the_error_and_keeps_its_state(case, kernel):
     _, kc = kernel
     backend = "interp" if case.backend == "check" else case.backend
-    execute(kc, f"%config backend={backend} bounds_check={'on' if case.bounds_check else 'off'}")
+    execute(kc, f"%config backend={backend}")
     assert execute(kc, "val kept = 7")[0]["status"] == "ok"
     # The failing cell also redefines `kept` and defines `lost`: neither may survive.
     reply, messages = execute(kc, case.text + "val kept = 8\nval lost = 1\n")
@@ -216,7 +212,7 @@ def test_kernel_reports_the_error_and_keeps_its_state(case, kernel):
                    underlined_in("\n".join(error["traceback"])))
     assert result_text(execute(kc, "kept")[1]) == "7"
     assert execute(kc, "lost")[0]["status"] == "error"
-    execute(kc, "%config backend=opencl bounds_check=off")
+    execute(kc, "%config backend=opencl")
 
 
 # ---- OpenCL build failures ----------------------------------------------------------------------

@@ -364,7 +364,7 @@ def test_deep_parentheses_alone_parse_and_check():
 def test_index_out_of_bounds():
     err, out = run_error("val main = forceAndPrint 3 (push<grid> (generate 3 (fn i => "
                          "index (iota 2) (i + 5))))")
-    assert_error(err, "index 5 is out of bounds for an array of length 2", 1, 61,
+    assert_error(err, "index 5 is out of bounds for an array of length 2 (in work-item 0)", 1, 61,
                  "index (iota 2) (i + 5)")
     assert out == ""
 
@@ -373,7 +373,7 @@ def test_division_by_zero_only_in_the_lanes_that_divide():
     # Lane 2 alone divides by zero, and only in the branch it takes.
     err, _ = run_error("val main = forceAndPrint 4 (push<grid> (generate 4 (fn i => "
                        "if i == 2 then 10 / (i - 2) else i)))")
-    assert_error(err, "division by zero", 1, 76, "10 / (i - 2)")
+    assert_error(err, "division by zero: 10 / 0 (in work-item 2)", 1, 76, "10 / (i - 2)")
 
 
 @pytest.mark.parametrize("count", [0, 5])

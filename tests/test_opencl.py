@@ -117,13 +117,13 @@ def test_random_programs_agree_with_the_interpreter(program):
     assert run_cl(program.text)[0] == program.expected, program.text
 
 
-def test_bounds_check_reports_the_fcl_location():
+def test_a_failed_index_check_reports_the_fcl_location_values_and_work_item():
     program = ("val main = do<grid> {\n"
                "  xs <- forcePull<grid> (generate 8 (fn i => i)) ;\n"
                "  forceAndPrint 8 (push<grid> (generate 8 (fn i => index xs (i + 1)))) }\n")
     with pytest.raises(FCLError) as err:
-        run_cl(program, bounds_check=True)
-    assert err.value.message == "index out of bounds"
+        run_cl(program)
+    assert err.value.message == "index 8 is out of bounds for an array of length 8 (in work-item 7)"
     assert (err.value.span.line, err.value.span.col) == (3, 52)
 
 
@@ -437,7 +437,7 @@ def test_checked_tiled_matmul_with_a_register_accumulator(tmp_path, monkeypatch)
     expected = (a.reshape(h, w) @ b.reshape(w, h)).flatten()
     session = session_for(program)
     compiled = pipeline.compile_program(session, pipeline.main_root(session),
-                                        pipeline.CompileOptions(tile * tile, bounds_check=True))
+                                        pipeline.CompileOptions(tile * tile))
     assert any(k.fails and k.private for k in compiled.kernels)
-    out = run_cl(program, block_size=tile * tile, bounds_check=True)[0]
+    out = run_cl(program, block_size=tile * tile)[0]
     assert out == run_interp(program) == "[" + ",".join(map(str, expected)) + "]\n"

@@ -22,11 +22,10 @@ def backend(request) -> str:
     return request.param
 
 
-def run(name: str, backend: str, block_size: int = 256) -> list[np.ndarray]:
-    """The arrays that tests/thesis/<name> prints, one per forceAndPrint."""
+def output(source: Source, backend: str, block_size: int = 256) -> str:
+    """What running the main of `source` prints."""
     session = Session.new()
-    path = THESIS / name
-    session.add_file(Source(str(path), path.read_text()))
+    session.add_file(source)
     out = io.StringIO()
     if backend == "interp":
         run_interpreter(session, main_root(session),
@@ -34,8 +33,14 @@ def run(name: str, backend: str, block_size: int = 256) -> list[np.ndarray]:
     else:
         run_opencl(session, main_root(session), CompileOptions(block_size), out=out,
                    err=io.StringIO())
+    return out.getvalue()
+
+
+def run(name: str, backend: str, block_size: int = 256) -> list[np.ndarray]:
+    """The arrays that tests/thesis/<name> prints, one per forceAndPrint."""
+    path = THESIS / name
     printed = []
-    for line in out.getvalue().splitlines():
+    for line in output(Source(str(path), path.read_text()), backend, block_size).splitlines():
         assert line.startswith("[") and line.endswith("]"), line
         printed.append(np.array([float(x) if "." in x else int(x) for x in line[1:-1].split(",")]))
     return printed
@@ -77,6 +82,50 @@ def test_foldl_and_scanl(backend):
     assert_ints(sums, [functools.reduce(operator.sub, chunk, 100) for chunk in chunks])
     assert_ints(scans, np.concatenate([np.concatenate([[0], np.cumsum(chunk)])
                                        for chunk in chunks]))
+
+
+def test_foldl_and_scanl_from_an_initial_array(backend):
+    # The thesis's seqfor (Table 5.1, rule 5.56), which updates an initial push array in place.
+    sums, scans, maxima = run("foldl_scanl_init.fcl", backend)
+    chunks = (np.arange(96) ** 2 % 17 - 8).reshape(16, 6)
+    assert_ints(sums, [functools.reduce(operator.sub, chunk, 100) for chunk in chunks])
+    assert_ints(scans, np.concatenate([np.concatenate([[0], np.cumsum(chunk)])
+                                       for chunk in chunks]))
+    assert_doubles(maxima, np.maximum.accumulate(chunks / 4.0, axis=1))
+
+
+def test_both_forms_of_seqfor_have_their_types():
+    session = Session.new()
+    path = THESIS / "foldl_scanl_init.fcl"
+    session.add_file(Source(str(path), path.read_text()))
+    assert str(session.type_of("scanl1")) == "forall 'a. ('a -> 'a -> 'a) -> ['a] -> ['a]<thread>"
+    session.add_file(Source("forms.fcl", "fun sized n = seqfor n 1 (fn read => fn i => (i, 1.5))\n"
+                                          "fun from xs = seqfor (push xs) 1 (fn read => fn i => "
+                                          "(i, read i))"))
+    assert str(session.type_of("sized")) == "int -> [double]<thread>"
+    assert str(session.type_of("from")) == "forall 'a. ['a] -> ['a]<thread>"
+
+
+SEQFOR_FORMS = """
+-- The thesis's form over an initial array that is itself a seqfor (the original form), mapped.
+val squares = seqfor 4 4 (fn read => fn i => (i, i * i))
+val bumped = seqfor (mapPush (fn i => fn x => x + 10 * i) squares) 2
+                    (fn read => fn i => (3 - i, read (3 - i) + read i))
+val main = do<grid> {
+  r <- concat<block> 5 (generate 1 (fn b => concat<thread> 5 (generate 1 (fn t => do<thread> {
+         xs <- force bumped;
+         return<thread> (push<thread> (generate 5 (fn k =>
+           if k < 4 then index xs k else lengthPush bumped)))
+       }))));
+  forceAndPrint 5 r
+}
+"""
+
+
+def test_seqfor_from_a_seqfor(backend):
+    # [0, 11, 24, 39] (squares plus 10 times their index), then 39 + 0 at 3 and 24 + 11 at 2;
+    # then the length, the initial array's.
+    assert output(Source("forms.fcl", SEQFOR_FORMS), backend) == "[0,11,35,39,4]\n"
 
 
 def test_matmul(backend):

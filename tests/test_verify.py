@@ -34,7 +34,7 @@ def is_internal(error: FCLError) -> bool:
 def compile_verified(session: Session, root, block: int, checks: bool, keep: bool = False):
     """Compile with the verifier on; an ordinary FCL error (the program is meant to fail, or
     needs what the compiler does not do) is no concern here."""
-    options = CompileOptions(block_size=block, bounds_check=checks, keep_result=keep,
+    options = CompileOptions(block_size=block, checks=checks, keep_result=keep,
                              verify_il=True)
     try:
         return compile_program(session, root, options)
@@ -118,7 +118,7 @@ def test_every_notebook_program_verifies(notebook):
 
 def test_fcl_compile_verify_il_prints_the_opencl(capsys):
     path = ROOT / "tests" / "programs" / "while.fcl"
-    assert cli_main(["compile", "--verify-il", "--bounds-check", str(path)]) == 0
+    assert cli_main(["compile", "--verify-il", "--unsafe", str(path)]) == 0
     assert "__kernel void" in capsys.readouterr().out
 
 

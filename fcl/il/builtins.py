@@ -1,6 +1,7 @@
 """What each builtin means at compile time: IL expressions, delayed arrays and programs."""
 from __future__ import annotations
 
+from fcl import checks
 from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.lower import Lowerer
@@ -16,7 +17,7 @@ from fcl.il.values import (
     elem_type,
     level_of,
 )
-from fcl.types.types import Type, arg_type, result_type
+from fcl.types.types import TPush, Type, arg_type, result_type
 
 I, D, B = ir.INT, ir.DOUBLE, ir.BOOL  # noqa: E741  # the tables below read as types
 BINARY = {
@@ -43,7 +44,7 @@ def make_primitive(lw: Lowerer, name: str, t: Type, span):
     name = ALIASES.get(name, name)
     if name in BINARY:
         op, _, result = BINARY[name]
-        if lw.bounds_check and name in ("divi", "modi"):
+        if lw.checks and name in ("divi", "modi"):
             return Prim(name, 2, lambda a, b: _checked_division(lw, op, a, b))
         return Prim(name, 2, lambda a, b: mk_bin(op, a, b, result))
     if name in UNARY:
@@ -73,7 +74,7 @@ def _checked_division(lw: Lowerer, op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:
     """With run-time checks on, integer division by zero (undefined in C: garbage on a GPU, a
     crash on some CPUs) is reported where it happens, as the interpreter does."""
     zero = mk_bin("==", b, ir.Const(0, I), B)
-    lw.emit(ir.Fail(zero, "division by zero"))
+    lw.fail(zero, checks.DIVISION if op == "/" else checks.REMAINDER, [a])
     # The failing work-item goes on (the host reports the flag afterwards): divide by 1 instead.
     if isinstance(zero, ir.Const):
         return mk_bin(op, a, ir.Const(1, I) if zero.value else b, I)
@@ -81,6 +82,8 @@ def _checked_division(lw: Lowerer, op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:
 
 
 def _powi(lw: Lowerer, base: ir.Expr, exponent: ir.Expr) -> ir.Expr:
+    if lw.checks:
+        lw.fail(mk_bin("<", exponent, ir.Const(0, I), B), checks.POWI_NEGATIVE, [exponent])
     result = lw.fresh("pow", I)
     k = lw.fresh("k", I)
     lw.emit(ir.Declare(result, ir.Const(1, I)))
@@ -98,6 +101,11 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         level = level_of(arg_type(t, 0))
         return program(lambda: lw.force(array, level, elem_type(t)))
 
+    def generate(n, f):
+        if lw.checks:
+            lw.fail(mk_bin("<", n, ir.Const(0, I), B), checks.GENERATE_NEGATIVE, [n])
+        return Pull(n, lambda i: lw.apply(f, i))
+
     def interleave(sequential):
         def build(size, place, programs):
             level = level_of(result_type(t))
@@ -106,6 +114,11 @@ def _array_builtins(lw: Lowerer, t: Type, span):
 
     def bind(m, f):
         return program(lambda: lw.run(lw.apply(f, lw.run(m))))
+
+    def seqfor(first, iterations, step):
+        if isinstance(arg_type(t, 0), TPush):  # the thesis's form: first is the initial array
+            return SeqForPush(lw.length(first), iterations, step, elem_type(t), span, first)
+        return SeqForPush(first, iterations, step, elem_type(t), span)
 
     def power(count, step, init):
         return program(lambda: lw.loop(
@@ -154,7 +167,7 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         "index": (2, lw.index),
         "lengthPull": (1, lambda array: array.length),
         "lengthPush": (1, lambda array: lw.length(array)),
-        "generate": (2, lambda n, f: Pull(n, lambda i: lw.apply(f, i))),
+        "generate": (2, generate),
         "mapPull": (2, lambda f, array: Pull(array.length, lambda i: lw.apply(f, array.fn(i)))),
         "mapPush": (2, lambda f, array: MapPush(f, array)),
         "push": (1, lambda array: PushPull(level_of(result_type(t)), array)),
@@ -163,8 +176,7 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         "bind": (2, bind),
         "interleave": (3, interleave(False)),
         "interleaveSeq": (3, interleave(True)),
-        "seqfor": (3, lambda size, iterations, step: SeqForPush(
-            size, iterations, step, elem_type(t), span)),
+        "seqfor": (3, seqfor),
         "power": (3, power),
         "while": (3, while_),
         "readIntCSV": (1, read_csv),

@@ -231,12 +231,13 @@ class Result(Stmt):
 
 @dataclass(eq=False)
 class Fail(Stmt):
-    """Stop with an FCL runtime error (raised at `span`) when `cond` holds. On the host, the
-    message's `{}` placeholders are filled with `values`."""
+    """Stop with an FCL runtime error (raised at `span`) when `cond` holds, its message's `{}`
+    placeholders filled with `values` (see fcl.checks)."""
 
     cond: Expr
     message: str
     values: list[Expr] = field(default_factory=list)
+    hint: str = ""
 
 
 # ---- traversal ---------------------------------------------------------------------------------

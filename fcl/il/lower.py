@@ -11,9 +11,11 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import fields
 
+from fcl import checks
 from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.il import ir
+from fcl.il.ranges import INT_MAX
 from fcl.il.simplify import is_atomic, mk_bin
 from fcl.il.values import (
     ZERO,
@@ -41,11 +43,13 @@ PrimitiveMaker = Callable[["Lowerer", str, Type, "Span | None"], object]
 
 
 class Lowerer:
-    def __init__(self, primitive: PrimitiveMaker, block_size: int = 256,
-                 bounds_check: bool = False):
+    def __init__(self, primitive: PrimitiveMaker, block_size: int = 256, checks: bool = True):
         self.make_primitive = primitive
         self.block_size = block_size
-        self.bounds_check = bounds_check
+        self.checks = checks
+        # The parallel loops around the code being lowered, innermost last, as (kind, index
+        # variable): a failing check names where it happened by them (fcl.checks).
+        self.places: list[tuple[str, ir.Expr]] = []
         self.blocks: list[list[ir.Stmt]] = [[]]
         self.spans: list[Span | None] = [None]
         self.globals: dict[str, object] = {}
@@ -205,28 +209,42 @@ class Lowerer:
             self.emit(ir.If(cond, then_stmts, else_stmts))
         return result
 
-    # ---- arrays
-    def index(self, array: Pull, i: ir.Expr):
-        if self.bounds_check:
-            outside = mk_bin("||", mk_bin("<", i, ir.Const(0, ir.INT), ir.BOOL),
-                             mk_bin(">=", i, array.length, ir.BOOL), ir.BOOL)
-            self.emit(ir.Fail(outside, "index out of bounds"))
-            # The failing work-item goes on (the host reports the flag afterwards): it reads
-            # element 0 rather than memory it may not touch (a crash on a CPU device).
-            if not isinstance(outside, ir.Const):
-                i = ir.Select(outside, ir.Const(0, ir.INT), i, ir.INT)
-        return array.fn(i)
+    # ---- run-time checks
+    def fail(self, cond: ir.Expr, template: str, values: list[ir.Expr], hint: str = "") -> None:
+        """A run-time check: fail with the message `template` filled with `values`, and with
+        where it happened, when `cond` holds."""
+        places = checks.innermost(self.places)
+        self.emit(ir.Fail(cond, template + checks.where([kind for kind, _ in places]),
+                          [*values, *(index for _, index in places)], hint=hint))
 
-    def checked_position(self, where: ir.Expr, length: ir.Expr, message: str) -> ir.Expr:
-        """With run-time checks on, a position a program computes to write to (an interleave's
-        index function, a seqfor step) must lie in the array; a failing work-item writes element
-        0 instead of memory it may not touch."""
+    @contextmanager
+    def parallel(self, kind: str | None, index: ir.Var):
+        """Code lowered inside runs in the parallel loop over `index` (of `kind`, None for a
+        sequential loop)."""
+        if kind is not None:
+            self.places.append((kind, index))
+        try:
+            yield
+        finally:
+            if kind is not None:
+                self.places.pop()
+
+    def within(self, where: ir.Expr, length: ir.Expr, template: str, hint: str = "") -> ir.Expr:
+        """`where`, checked to lie in [0, length) when checks are on. The failing work-item goes
+        on (the host reports the failure after the kernel) with position 0 instead, rather than
+        touch memory it may not (a crash on a CPU device)."""
+        if not self.checks:
+            return where
         outside = mk_bin("||", mk_bin("<", where, ir.Const(0, ir.INT), ir.BOOL),
                          mk_bin(">=", where, length, ir.BOOL), ir.BOOL)
-        self.emit(ir.Fail(outside, message))
+        self.fail(outside, template, [where, length], hint)
         if isinstance(outside, ir.Const):
             return ir.Const(0, ir.INT) if outside.value else where
         return ir.Select(outside, ir.Const(0, ir.INT), where, ir.INT)
+
+    # ---- arrays
+    def index(self, array: Pull, i: ir.Expr):
+        return array.fn(self.within(i, array.length, checks.INDEX))
 
     def length(self, array) -> ir.Expr:
         if isinstance(array, Pull):
@@ -234,7 +252,15 @@ class Lowerer:
         if isinstance(array, PushPull):
             return array.pull.length
         if isinstance(array, Interleave):
-            return mk_bin("*", array.size, array.programs.length, ir.INT)
+            size, count = array.size, array.programs.length
+            if self.checks:
+                # Without where it happened: the interpreter computes lengths anywhere.
+                too_long = mk_bin("&&", mk_bin(">", size, ir.Const(0, ir.INT), ir.BOOL),
+                                  mk_bin(">", count, mk_bin("/", ir.Const(INT_MAX, ir.INT), size,
+                                                            ir.INT), ir.BOOL), ir.BOOL)
+                with self.at(array.span):
+                    self.emit(ir.Fail(too_long, checks.TOO_LONG, [count, size]))
+            return mk_bin("*", size, count, ir.INT)
         if isinstance(array, SeqForPush):
             return array.size
         if isinstance(array, MapPush):
@@ -244,6 +270,8 @@ class Lowerer:
     def force(self, array, level: int, elem: str) -> Pull:
         """Materialize a push array in the memory of `level` (thesis rule 5.82)."""
         size = self.declare("len", self.length(array))
+        if self.checks:
+            self.fail(mk_bin("<", size, ir.Const(0, ir.INT), ir.BOOL), checks.NEGATIVE, [size])
         if level == 0 and isinstance(size, ir.Const) and size.value == 1:
             # A one-element thread-level array lives in a register.
             cell = self.fresh("acc", elem)
@@ -262,7 +290,7 @@ class Lowerer:
                 index, self.apply(self.apply(array.fn, index), value)))
         elif isinstance(array, PushPull):
             i = self.fresh("i", ir.INT)
-            with self.capture() as body:
+            with self.capture() as body, self.parallel(checks.PUSH_PLACES[array.level], i):
                 write(i, array.pull.fn(i))
             if array.level == 0:
                 self.emit(ir.SeqFor(i, array.pull.length, body))
@@ -274,13 +302,17 @@ class Lowerer:
                 # The element lands where the interleave's index function says: locate it there.
                 with self.at(array.span):
                     where = self.apply(array.place, (outer, index))
-                    if self.bounds_check:
-                        where = self.checked_position(
-                            where, self.length(array), "an element was placed outside its array: "
-                            "check the index function given to interleave")
-                    write(where, value)
-            with self.capture() as body:
+                    write(self.within(where, self.length(array), checks.PLACED,
+                                      checks.PLACED_HINT), value)
+            kind = None if array.sequential else checks.INTERLEAVE_PLACES[array.level]
+            with self.capture() as body, self.parallel(kind, outer):
                 pushed = self.run(array.programs.fn(outer))
+                if self.checks:
+                    produced = self.length(pushed)
+                    with self.at(array.span):
+                        self.fail(mk_bin("!=", produced, array.size, ir.BOOL),
+                                  checks.INNER_LENGTH, [produced, array.size],
+                                  checks.INNER_LENGTH_HINT)
                 self.force_to(pushed, place)
             with self.at(array.span):
                 if array.sequential:
@@ -300,6 +332,8 @@ class Lowerer:
             if isinstance(array.size, ir.Const) and array.size.value == 1:
                 cell = self.fresh("acc", elem)
                 self.emit(ir.Declare(cell, zero))
+                if array.init is not None:
+                    self.force_to(array.init, lambda _, value: self.emit(ir.Assign(cell, value)))
 
                 def accumulate(i):
                     read = Prim("read", 1, lambda k: cell)
@@ -310,17 +344,18 @@ class Lowerer:
                 return
             temp = self.fresh("tmp", ir.ArrayType(elem))
             self.emit(ir.Alloc(temp, array.size, "thread"))
-            k = self.fresh("k", ir.INT)
-            # Zeroed like the interpreter's, so reading an unwritten element is deterministic.
-            self.emit(ir.SeqFor(k, array.size, [ir.Store(temp, k, zero)]))
+            if array.init is not None:
+                self.force_to(array.init, lambda i, value: self.emit(ir.Store(temp, i, value)))
+            else:
+                k = self.fresh("k", ir.INT)
+                # Zeroed like the interpreter's, so reading an unwritten element is deterministic.
+                self.emit(ir.SeqFor(k, array.size, [ir.Store(temp, k, zero)]))
             stored = Pull(array.size, lambda index: ir.Index(temp, index))
             read = Prim("read", 1, lambda index: self.index(stored, index))
 
             def store(i):
                 index, value = self.apply(self.apply(array.step, read), i)
-                if self.bounds_check:
-                    index = self.checked_position(index, array.size,
-                                                  "seqfor step wrote outside its array")
+                index = self.within(index, array.size, checks.SEQFOR)
                 self.emit(ir.Store(temp, index, value))
             self.seq_loop(array.iterations, store)
             out = self.fresh("k", ir.INT)
@@ -410,9 +445,9 @@ class Lowerer:
         """Run one loop step on `state`, writing its result to `target`; its length."""
         pushed = self.run(step(state, counter))
         new_length = self.declare("newlen", self.length(pushed))
-        self.emit(ir.Fail(mk_bin(">", new_length, capacity, ir.BOOL),
-                          "a loop step produced a larger array than the initial one "
-                          "(while and power never grow arrays)", span=span))
+        with self.at(span):
+            self.fail(mk_bin(">", new_length, capacity, ir.BOOL), checks.GROWN,
+                      [new_length, capacity])
         self.force_to(pushed, lambda index, value: self.emit(ir.Store(target, index, value)))
         return new_length
 

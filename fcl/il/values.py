@@ -67,6 +67,7 @@ class SeqForPush:
     step: object
     elem: str
     span: Span | None
+    init: object = None  # the thesis's form: the thread-level push array it starts from
 
 
 @dataclass(eq=False)

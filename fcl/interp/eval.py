@@ -12,9 +12,19 @@ from typing import TextIO
 
 import numpy as np
 
+from fcl import checks
 from fcl.env import Env
 from fcl.errors import FCLError, Span
-from fcl.interp.lanes import MAX_ELEMENTS, Ctx, Vec, lift, lift_full, restrict, too_large
+from fcl.interp.lanes import (
+    MAX_ELEMENTS,
+    Ctx,
+    Vec,
+    elementwise,
+    lift,
+    lift_full,
+    restrict,
+    too_large,
+)
 from fcl.interp.prims import make_primitive
 from fcl.interp.values import (
     UNIT,
@@ -23,6 +33,7 @@ from fcl.interp.values import (
     Primitive,
     Program,
     PushArray,
+    check,
     dtype_of,
     locate_in_user_code,
 )
@@ -141,21 +152,10 @@ class Interpreter:
     def force(self, array: PushArray, ctx: Ctx, dtype, span: Span | None) -> Buffer:
         """Materialize a push array in every lane of ctx (thesis rule 5.82)."""
         length = array.length()
-        bad = lift(length, ctx)
-        if np.any(np.asarray(bad) < 0):
-            raise FCLError(f"cannot force an array of negative length {int(np.min(bad))}", span)
+        check(ctx, elementwise(lambda n: n < 0, length, ctx=ctx), checks.NEGATIVE, (length,), span)
         data, offset, length = self.allocate(ctx, length, dtype, span)
         try:
             for lanes, pos, value in array.emit(ctx, self):
-                bad = Vec(lanes, (lift_full(pos, lanes, np.int32) < 0) |
-                          (lift_full(pos, lanes, np.int32) >= lift_full(length, lanes, np.int32)))
-                if bad.data.any():
-                    k = np.flatnonzero(bad.data)[0]
-                    raise FCLError(f"an element was placed at index "
-                                   f"{int(lift_full(pos, lanes, np.int32)[k])}"
-                                   f", outside the array of length "
-                                   f"{int(lift_full(length, lanes, np.int32)[k])}", span,
-                                   ["check the index function given to interleave"])
                 where = lift_full(pos, lanes, np.int64) + lift_full(offset, lanes, np.int64)
                 data[where] = lift_full(value, lanes, dtype)
         except FCLError as err:

@@ -31,7 +31,7 @@ class Ctx:
     """A set of `n` lanes, each the child of one lane of `parent`: lane k's parent lane is
     `parent_index[k]`, or, for a regular expansion, k // `repeat`."""
 
-    __slots__ = ("n", "parent", "parent_index", "repeat", "depth", "restriction")
+    __slots__ = ("n", "parent", "parent_index", "repeat", "depth", "restriction", "place")
 
     def __init__(self, n: int, parent: Ctx | None = None, parent_index: np.ndarray | None = None,
                  restricted: bool = False, repeat: int | None = None):
@@ -44,6 +44,26 @@ class Ctx:
         # (a branch of an `if`, the active lanes of a loop): values from above it must be
         # narrowed to it, or lanes that do not run would be computed and checked.
         self.restriction = self if restricted else parent.restriction if parent else None
+        # The lanes of a parallel loop: its kind (fcl.checks) and each lane's index in it.
+        self.place: tuple[str, np.ndarray] | None = None
+
+    def parent_lane(self, lane: int) -> int:
+        if self.repeat is not None:
+            return lane // self.repeat
+        assert self.parent_index is not None
+        return int(self.parent_index[lane])
+
+    def places(self, lane: int) -> list[tuple[str, int]]:
+        """The parallel loops around `lane` and its index in each, outermost first."""
+        found = []
+        ctx: Ctx | None = self
+        while ctx is not None:
+            if ctx.place is not None:
+                found.append((ctx.place[0], int(ctx.place[1][lane])))
+            if ctx.parent is not None:
+                lane = ctx.parent_lane(lane)
+            ctx = ctx.parent
+        return found[::-1]
 
     def pull_down(self, data: np.ndarray, ancestor: Ctx) -> np.ndarray:
         """Per-lane data of `ancestor`, as seen from each lane of this context."""
@@ -108,9 +128,16 @@ def elementwise(fn, *values, ctx: Ctx):
     return Vec(target, fn(*(lift(v, target) for v in values)))
 
 
-def expand(ctx: Ctx, counts) -> tuple[Ctx, Vec]:
+def expand(ctx: Ctx, counts, place: str | None = None) -> tuple[Ctx, Vec]:
     """A child context with counts[k] lanes under each lane k of ctx, and each new lane's
-    local index 0..counts[k]-1."""
+    local index 0..counts[k]-1; `place`, the kind of parallel loop it is (if it is one)."""
+    child, local = _expand(ctx, counts)
+    if place is not None:
+        child.place = (place, local.data)
+    return child, local
+
+
+def _expand(ctx: Ctx, counts) -> tuple[Ctx, Vec]:
     counts = lift(counts, ctx)
     if isinstance(counts, np.ndarray):
         counts = counts.astype(np.int64)

@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 
+from fcl import checks
 from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
 from fcl.interp.lanes import Ctx, Vec, elementwise, lift, lift_full
@@ -18,8 +19,8 @@ from fcl.interp.values import (
     PullArray,
     PushPull,
     SeqFor,
+    check,
     dtype_of,
-    first_failure,
 )
 from fcl.intmath import c_div, c_mod, clz
 from fcl.mono import level_number
@@ -58,6 +59,9 @@ UNARY = {
     "sqrt": np.sqrt, "d2i": lambda a: _cast(np.int32)(np.trunc(a)),
 }
 ALIASES = {"length": "lengthPull", "map": "mapPull", "poweri": "power"}
+# Their failures point at the builtin's name, not the whole application, as on OpenCL: in
+# `programs |> interleave n f` the application starts at `programs`.
+LOCATED_AT_NAME = {"interleave", "interleaveSeq"}
 
 
 def make_primitive(name: str, t: Type, span, interp):
@@ -67,9 +71,9 @@ def make_primitive(name: str, t: Type, span, interp):
         fn, checks_zero = SCALAR[name]
 
         def binary(ctx, sp, a, b):
-            if (checks_zero
-                    and first_failure(elementwise(lambda b: b == 0, b, ctx=ctx), b) is not None):
-                raise FCLError("division by zero", sp)
+            if checks_zero:
+                check(ctx, elementwise(lambda b: b == 0, b, ctx=ctx),
+                      checks.DIVISION if name == "divi" else checks.REMAINDER, (a,), sp)
             return elementwise(fn, a, b, ctx=ctx)
         return Primitive(name, 2, binary)
     if name in UNARY:
@@ -85,7 +89,7 @@ def make_primitive(name: str, t: Type, span, interp):
     arity, build = impl
 
     def built(ctx, sp, *args):
-        value = build(interp, t, sp, ctx, *args)
+        value = build(interp, t, span if name in LOCATED_AT_NAME else sp, ctx, *args)
         if isinstance(value, Program) and interp.user_calls:
             value.origin = interp.user_calls[-1]
         return value
@@ -93,8 +97,8 @@ def make_primitive(name: str, t: Type, span, interp):
 
 
 def _powi(ctx, span, base, exponent):
-    if first_failure(elementwise(lambda e: e < 0, exponent, ctx=ctx), exponent) is not None:
-        raise FCLError("powi needs a non-negative exponent", span)
+    check(ctx, elementwise(lambda e: e < 0, exponent, ctx=ctx), checks.POWI_NEGATIVE, (exponent,),
+          span)
 
     def power(b, e):
         wide = b.astype(np.int64) if isinstance(b, np.ndarray) else np.int64(b)
@@ -112,9 +116,7 @@ def _elem_dtype(t: Type):
 
 
 def _generate(interp, t, span, ctx, n, f):
-    bad = first_failure(elementwise(lambda n: n < 0, n, ctx=ctx), n)
-    if bad is not None:
-        raise FCLError(f"generate was given the negative length {int(bad[0])}", span)
+    check(ctx, elementwise(lambda n: n < 0, n, ctx=ctx), checks.GENERATE_NEGATIVE, (n,), span)
     return PullArray(n, lambda i, lanes: interp.apply(f, i, lanes, span))
 
 
@@ -129,8 +131,8 @@ def _force(interp, t, span, ctx, arr):
 
 def _interleave(sequential):
     def build(interp, t, span, ctx, n, place, programs):
-        host = sequential and level_number(result_type(t).level) == 2
-        return Program(lambda lanes, it: Interleave(n, place, programs, host, span))
+        level = level_number(result_type(t).level)
+        return Program(lambda lanes, it: Interleave(n, place, programs, sequential, level, span))
     return build
 
 
@@ -141,6 +143,7 @@ def _bind(interp, t, span, ctx, m, f):
 def _iterate(interp, span, ctx, dtype, init, keep_going, step):
     """Run `init`, then `step` while `keep_going` holds, lane by lane, double-buffered."""
     state = interp.force(init.run(ctx, interp), ctx, dtype, span)
+    capacity = state.length  # the OpenCL back end double-buffers in arrays of this length
     iteration = 0
     while True:
         go = lift(keep_going(state, ctx, iteration), ctx)
@@ -153,6 +156,9 @@ def _iterate(interp, span, ctx, dtype, init, keep_going, step):
         else:
             lanes, idx = ctx, None
         pushed = step(state, lanes, iteration).run(lanes, interp)
+        grown = pushed.length()
+        check(lanes, elementwise(lambda n, c: n > c, grown, capacity, ctx=lanes), checks.GROWN,
+              (grown, capacity), span)
         updated = interp.force(pushed, lanes, dtype, span)
         state = updated if idx is None else _merge(state, updated, ctx, lanes, idx)
         iteration += 1
@@ -182,6 +188,13 @@ def _while(interp, t, span, ctx, cond, step, init):
         it, span, lanes, dtype, init,
         lambda state, where, k: it.apply(cond, state, where, span),
         lambda state, where, k: it.apply(step, state, where, span)))
+
+
+def _seqfor(interp, t, span, ctx, first, iters, step):
+    dtype = dtype_of(chase(result_type(t)).elem)
+    if isinstance(arg_type(t, 0), TPush):  # the thesis's form: first is the initial array
+        return SeqFor(first.length(), iters, step, dtype, span, init=first)
+    return SeqFor(first, iters, step, dtype, span)
 
 
 def _host_int(value, ctx: Ctx) -> int:
@@ -241,14 +254,14 @@ ARRAY = {
     "generate": (2, _generate),
     "mapPull": (2, _map_pull),
     "mapPush": (2, lambda interp, t, span, ctx, f, arr: MapPush(f, arr, span)),
-    "push": (1, lambda interp, t, span, ctx, arr: PushPull(arr)),
+    "push": (1, lambda interp, t, span, ctx, arr: PushPull(
+        arr, checks.PUSH_PLACES[level_number(result_type(t).level)])),
     "force": (1, _force),
     "return": (1, lambda interp, t, span, ctx, v: Program(lambda lanes, it: v)),
     "bind": (2, _bind),
     "interleave": (3, _interleave(False)),
     "interleaveSeq": (3, _interleave(True)),
-    "seqfor": (3, lambda interp, t, span, ctx, size, iters, step:
-               SeqFor(size, iters, step, dtype_of(chase(result_type(t)).elem), span)),
+    "seqfor": (3, _seqfor),
     "power": (3, _power),
     "while": (3, _while),
     "readIntCSV": (1, _read_int_csv),

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from fcl import checks
 from fcl.errors import FCLError, Span
 from fcl.interp.lanes import Ctx, Vec, deepest, elementwise, expand, lift, lift_full
 from fcl.prelude import PRELUDE_NAME
@@ -23,8 +24,6 @@ def dtype_of(t: Type):
     return DTYPES[t.name] if isinstance(t, TCon) and t.name in DTYPES else np.int32
 
 
-def runtime_error(message: str, span: Span | None) -> FCLError:
-    return FCLError(message, span)
 
 
 def locate_in_user_code(err: FCLError, call: Span | None) -> None:
@@ -36,15 +35,28 @@ def locate_in_user_code(err: FCLError, call: Span | None) -> None:
         err.span = call
 
 
-def first_failure(mask, *values):
-    """Lane values at the first lane where mask holds, or None when it holds nowhere."""
-    if isinstance(mask, Vec):
-        if not mask.data.any():
-            return None
-        k = int(np.argmax(mask.data))
-        lifted = (lift(v, mask.ctx) for v in values)
-        return [v[k] if isinstance(v, np.ndarray) else v for v in lifted]
-    return list(values) if bool(mask) else None
+def check(ctx: Ctx, failed, template: str, values: tuple, span: Span | None,
+          hint: str = "") -> None:
+    """A run-time check: the error `template` (fcl.checks) at the first lane of ctx where
+    `failed` holds, with that lane's `values` and the parallel loops it runs in. A failure in
+    no lane (ctx may have none) is no failure: the code does not run."""
+    if not (failed.data.any() if isinstance(failed, Vec) else failed):
+        return
+    mask = lift(failed, ctx)
+    if isinstance(mask, np.ndarray):
+        if not mask.any():
+            return
+        lane = int(np.argmax(mask))
+    elif ctx.n == 0:
+        return
+    else:
+        lane = 0
+    picked = [lift(v, ctx) for v in values]
+    numbers = [int(v[lane]) if isinstance(v, np.ndarray) else int(v) for v in picked]
+    places = checks.innermost(ctx.places(lane))
+    message = template + checks.where([kind for kind, _ in places])
+    raise FCLError(message.format(*numbers, *(index for _, index in places)), span,
+                   [hint] if hint else [])
 
 
 # ---- pull arrays -------------------------------------------------------------------------------
@@ -61,10 +73,7 @@ class PullArray:
             if lanes.size == 0 or (lanes.min() >= 0 and lanes.max() < self.length):
                 return self.fn(i, ctx)
         bad = elementwise(lambda i, n: (i < 0) | (i >= n), i, self.length, ctx=ctx)
-        failure = first_failure(bad, i, self.length)
-        if failure is not None:
-            raise runtime_error(f"index {int(failure[0])} is out of bounds for an array of "
-                                f"length {int(failure[1])}", span)
+        check(ctx, bad, checks.INDEX, (i, self.length), span)
         return self.fn(i, ctx)
 
 
@@ -97,33 +106,39 @@ class PushArray:
 
 
 class PushPull(PushArray):
-    """`push<l> arr`."""
+    """`push<l> arr`, forced by a parallel loop of kind `place` (fcl.checks)."""
 
-    def __init__(self, pull: PullArray):
-        self.pull = pull
+    def __init__(self, pull: PullArray, place: str | None = None):
+        self.pull, self.place = pull, place
 
     def length(self):
         return self.pull.length
 
     def emit(self, ctx, interp):
-        lanes, pos = expand(ctx, self.pull.length)
+        lanes, pos = expand(ctx, self.pull.length, self.place)
         yield lanes, pos, self.pull.fn(pos, lanes)
 
 
 class Interleave(PushArray):
     """`interleave n f programs` (sequential: `interleaveSeq`)."""
 
-    def __init__(self, size, place, programs: PullArray, sequential_host: bool, span):
+    def __init__(self, size, place, programs: PullArray, sequential: bool, level: int, span):
         self.size, self.place, self.programs = size, place, programs
-        self.sequential_host = sequential_host
+        self.sequential_host = sequential and level == 2
+        self.loop = None if sequential else checks.INTERLEAVE_PLACES[level]
         self.span = span
 
     def length(self):
         size, count = self.size, self.programs.length
         target = deepest(size, count)
-        if target is None:
-            return size * count
-        return Vec(target, lift(size, target) * lift(count, target))
+        sizes, counts = np.broadcast_arrays(*(np.asarray(lift(v, target) if target else v,
+                                                         dtype=np.int64) for v in (size, count)))
+        wide = sizes * counts
+        if np.any(wide > np.iinfo(np.int32).max):
+            k = int(np.argmax(wide > np.iinfo(np.int32).max))
+            raise FCLError(checks.TOO_LONG.format(int(counts.flat[k]), int(sizes.flat[k])),
+                           self.span)
+        return np.int32(wide) if target is None else Vec(target, wide.astype(np.int32))
 
     def emit(self, ctx, interp):
         if self.sequential_host and ctx.n == 1:
@@ -133,30 +148,40 @@ class Interleave(PushArray):
                 lanes = Ctx(1, ctx, np.zeros(1, dtype=np.int64))
                 yield from self._emit_from(lanes, Vec(lanes, np.array([b], dtype=np.int32)), interp)
             return
-        lanes, outer = expand(ctx, self.programs.length)
+        lanes, outer = expand(ctx, self.programs.length, self.loop)
         yield from self._emit_from(lanes, outer, interp)
 
     def _emit_from(self, lanes, outer, interp):
         program = self.programs.fn(outer, lanes)
         inner_push = program.run(lanes, interp)
+        produced = inner_push.length()
+        check(lanes, elementwise(lambda p, n: p != n, produced, self.size, ctx=lanes),
+              checks.INNER_LENGTH, (produced, self.size), self.span, checks.INNER_LENGTH_HINT)
+        length = self.length()
         for elems, pos, value in inner_push.emit(lanes, interp):
             where = interp.apply(self.place, (outer, pos), elems, self.span)
+            bad = elementwise(lambda p, n: (p < 0) | (p >= n), where, length, ctx=elems)
+            check(elems, bad, checks.PLACED, (where, length), self.span, checks.PLACED_HINT)
             yield elems, where, value
 
 
 class SeqFor(PushArray):
-    """`seqfor size iterations step`: a sequential loop over a per-lane array."""
+    """`seqfor size iterations step`: a sequential loop over a per-lane array, zeroed first; or,
+    given `init` (the thesis's `seqfor init iterations step`), over the elements of `init`."""
 
-    def __init__(self, size, iterations, step, dtype, span):
+    def __init__(self, size, iterations, step, dtype, span, init: PushArray | None = None):
         self.size, self.iterations, self.step = size, iterations, step
-        self.dtype, self.span = dtype, span
+        self.dtype, self.span, self.init = dtype, span, init
 
     def length(self):
         return self.size
 
     def emit(self, ctx, interp):
-        data, offset, size = interp.allocate(ctx, self.size, self.dtype, self.span)
-        acc = Buffer(data, offset, size)
+        if self.init is None:
+            acc = Buffer(*interp.allocate(ctx, self.size, self.dtype, self.span))
+        else:
+            acc = interp.force(self.init, ctx, self.dtype, self.span)  # thesis rule 5.78
+        data, offset, size = acc.data, acc.offset, acc.length
         iterations = lift(self.iterations, ctx)
         steps = int(np.max(iterations)) if isinstance(iterations, np.ndarray) and iterations.size \
             else int(iterations) if not isinstance(iterations, np.ndarray) else 0
@@ -175,10 +200,7 @@ class SeqFor(PushArray):
                                 np.int32(it), lanes, self.span)
             pos, value = step
             bad = elementwise(lambda p, n: (p < 0) | (p >= n), pos, self.size, ctx=lanes)
-            failure = first_failure(bad, pos, self.size)
-            if failure is not None:
-                raise runtime_error(f"seqfor step wrote to index {int(failure[0])}, outside its "
-                                    f"array of length {int(failure[1])}", self.span)
+            check(lanes, bad, checks.SEQFOR, (pos, self.size), self.span)
             data[offsets + lift(pos, lanes)] = lift(value, lanes)
         lanes, pos = expand(ctx, size)
         yield lanes, pos, acc.fn(pos, lanes)

@@ -29,6 +29,19 @@ FAIL_FLAG = "fcl_fail"
 ABORT_FLAG = "fcl_abort"
 TRACE_PARAMS = "__global int* fcl_trace, __global int* fcl_trace_count, int fcl_trace_group, " \
     "int fcl_trace_cap"
+FP64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n\n"
+# A failed run-time check stores its code and values in the slots of the kernel's record, each
+# slot a (work-item, value) pair kept by atomic minimum: the record ends up holding all the
+# values of the lowest-numbered failing work-item, whatever order they ran in, so the report
+# names one work-item, the same on every run and device.
+FAIL_REPORTER = """\
+#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable
+void fcl_report(__global ulong* record, int slot, int value) {
+    ulong item = (ulong)(get_global_id(1) * get_global_size(0) + get_global_id(0)) << 32;
+    atom_min(&record[slot], item | (uint)value);
+}
+"""
 TRACE_RECORDER = """\
 void fcl_record(__global int* log, int* count, int on, int cap, int site, int index) {
     if (on && *count < cap) { log[2 * *count] = site; log[2 * *count + 1] = index; }
@@ -173,7 +186,7 @@ class KernelPrinter:
             if local.per_item:
                 params.append(f"__local {MEMORY_TYPES[local.var.type.elem]}* {local.var.name}_pool")
         if k.fails:
-            params.append(f"__global int* {FAIL_FLAG}")
+            params.append(f"__global ulong* {FAIL_FLAG}")
         if k.abortable:
             params.append(f"__global volatile int* {ABORT_FLAG}")
         if self.trace:
@@ -188,6 +201,9 @@ class KernelPrinter:
             self.line("__global int* fcl_log = fcl_trace + fcl_lane * 2 * fcl_trace_cap;", 1, None)
         if k.abortable:
             self.line("__local int fcl_stop;", 1, None)
+        if k.fails:
+            self.line("int fcl_failed = 0;  /* a work-item reports its first failure only */", 1,
+                      None)
         for n, slot in enumerate(k.slots):
             for local in slot:
                 elem = MEMORY_TYPES[local.var.type.elem]
@@ -274,8 +290,12 @@ class KernelPrinter:
                 self.line(self._record("barrier", None, None, span) + ";", indent, None)
             self.line("barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);", indent, span)
         elif isinstance(s, FailFlag):
-            self.line(f"if ({self.expr(s.cond)}) atomic_cmpxchg({FAIL_FLAG}, 0, {s.code});",
-                      indent, span)
+            self.line(f"if (!fcl_failed && ({self.expr(s.cond)})) {{", indent, span)
+            self.line("fcl_failed = 1;", indent + 1, None)
+            for slot, value in enumerate([ir.Const(s.code, ir.INT), *s.values]):
+                self.line(f"fcl_report({FAIL_FLAG}, {slot}, {self.expr(value)});", indent + 1,
+                          None)
+            self.line("}", indent, None)
         elif isinstance(s, ir.Alloc):
             # The memory itself is a kernel argument, sized by the host before the launch.
             self.line(f"/* {s.var.name}: {self.expr(s.size)} x {MEMORY_TYPES[s.var.type.elem]} "
@@ -291,10 +311,15 @@ def opencl_source(kernels: list[Kernel]) -> tuple[str, list[tuple[int, Span]]]:
         printer.kernel(k)
         printer.line("", 0, None)
     text = "\n".join(printer.lines)
-    if "double" not in text:
-        return text, printer.table
-    header = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n\n"
-    return header + text, [(line + 2, span) for line, span in printer.table]
+    header = _header(text, kernels)
+    shift = header.count("\n")
+    return header + text, [(line + shift, span) for line, span in printer.table]
+
+
+def _header(text: str, kernels: list[Kernel]) -> str:
+    """What the kernels' source needs before them: doubles, the failure reporter."""
+    return (FP64 if "double" in text else "") + \
+        (FAIL_REPORTER + "\n" if any(k.fails for k in kernels) else "")
 
 
 def traced_source(kernels: list[Kernel]) -> tuple[str, list[Site]]:
@@ -305,6 +330,4 @@ def traced_source(kernels: list[Kernel]) -> tuple[str, list[Site]]:
         printer.kernel(k)
         printer.line("", 0, None)
     text = TRACE_RECORDER + "\n" + "\n".join(printer.lines)
-    if "double" in text:
-        text = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n\n" + text
-    return text, printer.sites
+    return _header(text, kernels) + text, printer.sites

@@ -20,6 +20,7 @@ from fcl.il import ir
 from fcl.intmath import c_div, c_mod, clz
 from fcl.opencl.device import DTYPES, Device, build, is_oclgrind, open_device
 from fcl.opencl.kernel import Compiled, Kernel, Launch, Special
+from fcl.opencl.oclgrind import ReadProbes
 
 READ_WRITE_COPY = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR  # a buffer from host data
 NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}
@@ -30,6 +31,14 @@ BINARY = {
     "max": np.maximum, "<<": lambda a, b: np.left_shift(a, b & 31),
     ">>": lambda a, b: np.right_shift(a, b & 31),
 }
+
+
+NO_FAILURE = np.uint64(2**64 - 1)
+
+
+def failure(check: ir.Fail, values: list[int]) -> FCLError:
+    return FCLError(check.message.format(*values), check.span,
+                    [check.hint] if check.hint else [])
 
 
 @dataclass
@@ -53,6 +62,7 @@ class HostRun:
         self.result = None
         self.abort: cl.Buffer | None = None
         self.abort_flag: np.ndarray | None = None
+        self.probes: ReadProbes | None = None  # on Oclgrind, so that it checks host reads
 
     # ---- expressions
     def eval(self, e: ir.Expr, lanes: bool = False):
@@ -72,8 +82,7 @@ class HostRun:
             array = self.env[e.array.name]
             i = int(self.eval(e.index))
             host = np.empty(1, dtype=array.dtype)
-            cl.enqueue_copy(self.device.queue, host, array.buffer,
-                            src_offset=i * np.dtype(array.dtype).itemsize)
+            self.read_back(array, host, i, e)
             return NP_TYPES[ir.elem_of(e.array)](host[0])
         if isinstance(e, ir.Bin):
             if e.op == "&&":
@@ -157,7 +166,7 @@ class HostRun:
             self.run(s.then if self.eval(s.cond) else s.else_)
         elif isinstance(s, ir.Fail):
             if self.eval(s.cond):
-                raise FCLError(s.message.format(*(int(self.eval(v)) for v in s.values)), s.span)
+                raise failure(s, [int(self.eval(v)) for v in s.values])
         elif isinstance(s, ir.Print):
             self.print_array(s)
         elif isinstance(s, ir.Benchmark):
@@ -197,8 +206,11 @@ class HostRun:
     def release_arrays_since(self, count: int) -> None:
         """Free the arrays allocated after the first `count` (a benchmark repetition's)."""
         for buffer, nbytes in self.arrays[count:]:
-            self.buffers.remove(buffer)
-            buffer.release()
+            # Oclgrind would give a freed buffer's address to the next one allocated, with what
+            # it knew of the old one's initialized bytes: there, buffers live until the run ends.
+            if not is_oclgrind(self.device.device):
+                self.buffers.remove(buffer)
+                buffer.release()
             self.allocated -= nbytes
         del self.arrays[count:]
 
@@ -243,6 +255,10 @@ class HostRun:
             self.events.append(event)
         if kernel.abortable:
             self.wait_interruptibly(event)
+        if kernel.fails:
+            # A failed check stops the run at the kernel that failed: nothing after it runs on
+            # values the failure made meaningless.
+            self.check_failures()
         self.launched(kernel, groups, local_bytes, args)
 
     # Hooks for instrumented runs (fcl.analysis.trace).
@@ -285,7 +301,7 @@ class HostRun:
             array = self.env[value.array.name]
             host = np.empty(int(self.eval(value.length)), dtype=array.dtype)
             if host.size:
-                cl.enqueue_copy(self.device.queue, host, array.buffer)
+                self.read_back(array, host, 0, value)
             return host.astype(np.bool_) if array.dtype == np.uint8 else host
         return None if value is None else tuple(self.fetch(v) for v in value)
 
@@ -321,28 +337,41 @@ class HostRun:
             self.env[group.name] = saved
 
     def fail_flag(self, kernel: Kernel) -> cl.Buffer:
+        """The kernel's failure record (see emit.FAIL_REPORTER): the failed check's code, then
+        its values, each slot starting at the largest (work-item, value) pair."""
         if kernel.name not in self.fail_flags:
-            flag = cl.Buffer(self.device.context, READ_WRITE_COPY,
-                             hostbuf=np.zeros(1, dtype=np.int32))
+            slots = 1 + max(len(check.values) for check in kernel.fails)
+            record = np.full(slots, NO_FAILURE, dtype=np.uint64)
+            flag = cl.Buffer(self.device.context, READ_WRITE_COPY, hostbuf=record)
             self.buffers.append(flag)
             self.fail_flags[kernel.name] = (flag, kernel)
         return self.fail_flags[kernel.name][0]
 
     def check_failures(self) -> None:
-        """Report the first failed check of any kernel run so far."""
+        """Report the failed check of any kernel run so far."""
         for flag, kernel in self.fail_flags.values():
-            code = np.zeros(1, dtype=np.int32)
-            cl.enqueue_copy(self.device.queue, code, flag)
-            if code[0]:
-                failed = kernel.fails[code[0] - 1]
-                raise FCLError(failed.message, failed.span)
+            record = np.empty(1 + max(len(check.values) for check in kernel.fails),
+                              dtype=np.uint64)
+            cl.enqueue_copy(self.device.queue, record, flag)
+            if record[0] != NO_FAILURE:
+                low = (record & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32)
+                check = kernel.fails[int(low[0]) - 1]
+                raise failure(check, [int(v) for v in low[1:1 + len(check.values)]])
+
+    def read_back(self, array: DeviceArray, host: np.ndarray, offset: int, node) -> None:
+        """Copy elements from `offset` on of a device array into `host`, for the host read
+        `node` (a Print, an ArrayResult or an Index)."""
+        if self.probes is not None:
+            self.probes.probe(array.buffer, array.dtype, offset, host.size, node)
+        cl.enqueue_copy(self.device.queue, host, array.buffer,
+                        src_offset=offset * host.itemsize)
 
     def print_array(self, s: ir.Print) -> None:
         self.check_failures()
         array = self.env[s.array.name]
         count = int(self.eval(s.count))
         host = np.empty(count, dtype=array.dtype)
-        cl.enqueue_copy(self.device.queue, host, array.buffer)
+        self.read_back(array, host, 0, s)
         self.out.write(format_array(host))
 
     def benchmark(self, s: ir.Benchmark) -> None:
@@ -395,6 +424,8 @@ def run_compiled(compiled: Compiled, device: str | None = None, block_size: int 
                        f"size {dev.max_work_group_size}")
     kernels = build(dev, compiled.source, compiled.line_table) if compiled.kernels else {}
     run = HostRun(dev, kernels, block_size, out or sys.stdout, err or sys.stderr)
+    if is_oclgrind(dev.device):
+        run.probes = ReadProbes(dev, compiled.host, run.buffers)
     try:
         run.run(compiled.host)
         dev.queue.finish()

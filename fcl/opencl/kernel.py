@@ -59,10 +59,12 @@ class StridedFor(ir.Stmt):
 @dataclass(eq=False)
 class FailFlag(ir.Stmt):
     """Inside a kernel: when `cond` holds, record failure `code` (1 + the position of its check
-    in Kernel.fails) for the host to report after the launch."""
+    in Kernel.fails) and the values its message names, for the host to report after the
+    launch."""
 
     cond: ir.Expr
     code: int
+    values: list[ir.Expr] = field(default_factory=list)
 
 
 @dataclass(eq=False)

@@ -6,6 +6,14 @@ work-item and reports data races, out-of-bounds accesses and uses of uninitializ
 options are environment variables read when the platform loads, and it writes its reports to
 the process's own stderr, so the program runs in a child process; each report's kernel line is
 mapped back through the generated code's line table to the FCL source.
+
+Oclgrind tracks which bytes of device memory hold a written value, but only kernels are
+checked: it reports an uninitialized value where a kernel stores it, branches on it or indexes
+with it, never where the host copies memory back. So every read of device memory by the host
+(a printed array, an array or scalar handed back as a result, an element a host expression
+reads) is first made by a probe kernel, `fcl_read_K` for the K-th such read of the host program
+(see `read_sites`), one work-item per element, which copies the elements aside: Oclgrind reports
+each element that holds no written value, the work-item's global id being the element's index.
 """
 from __future__ import annotations
 
@@ -13,14 +21,29 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyopencl as cl
 
 from fcl.errors import FCLError, Span
-from fcl.opencl.kernel import nearest_span
+from fcl.il import ir
+from fcl.il.traverse import stmt_exprs, sub_exprs
+from fcl.opencl.device import DTYPES, Device, build
+from fcl.opencl.emit import FP64, MEMORY_TYPES
+from fcl.opencl.kernel import Compiled, nearest_span
 
 OCLGRIND_ENV = {"OCLGRIND_DATA_RACES": "1", "OCLGRIND_UNINITIALIZED": "1",
                 "OCLGRIND_QUICK": "0"}
 _LINE = re.compile(r"At line (\d+)(?: \(column (\d+)\))? of input\.cl")
+_PROBE = re.compile(r"fcl_read_(\d+)$")
+_ENTITY = re.compile(r"Entity: Global\((\d+),")
+_SUPPRESSED = "suppressing further errors"  # Oclgrind's note when it stops reporting
+C_TYPES = {DTYPES[t]: MEMORY_TYPES[t] for t in DTYPES}
+UNINITIALIZED = ("an uninitialized value comes from an array element that no work-item "
+                      "wrote, e.g. one past the elements an inner program gave to `concat`, "
+                      "which must produce as many as it declares")
 
 
 @dataclass
@@ -30,30 +53,83 @@ class Finding:
     cl_line: int | None
     span: Span | None
     count: int = 1
+    hints: list[str] = field(default_factory=list)
+    notes: list[tuple[Span, str]] = field(default_factory=list)
 
     def as_error(self) -> FCLError:
         where = f" in kernel `{self.kernel}`" if self.kernel else ""
         line = f", OpenCL line {self.cl_line}" if self.cl_line else ""
         times = f" ({self.count} times)" if self.count > 1 else ""
-        return FCLError(f"Oclgrind: {self.message}{where}{line}{times}", self.span, kind="error")
+        return FCLError(f"Oclgrind: {self.message}{where}{line}{times}", self.span, self.hints,
+                        self.notes)
 
 
-def parse_reports(stderr: str, line_table: list[tuple[int, Span]]) -> list[Finding]:
-    """Oclgrind's reports, one per distinct (message, kernel line), located in FCL."""
+def parse_reports(stderr: str, located: Compiled | list[tuple[int, Span]]) -> list[Finding]:
+    """Oclgrind's reports, one per distinct (message, kernel line), located in FCL by the
+    compiled program they are about or just its line table. A probe's reports (see the module
+    docstring) become one per host read, at the read; a kernel's use of an uninitialized value
+    notes the arrays its line reads, where they were made."""
+    compiled = located if isinstance(located, Compiled) else None
+    line_table = compiled.line_table if compiled else located
+    reads = [span for _, span in read_sites(compiled.host)] if compiled else []
+    arrays = _array_spans(compiled) if compiled else {}
+    source = compiled.source.splitlines() if compiled else []
     findings: dict[tuple, Finding] = {}
+    unwritten: dict[int, set[int]] = {}  # by read site: the indices of the elements it reported
     for lines in _report_blocks(stderr):
-        message = re.sub(r" at (global|local|private) memory address 0x[0-9a-f]+",
-                         r" in \1 memory", lines[0])
         kernel = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Kernel:")),
                       None)
+        probe = _PROBE.match(kernel or "")
+        if probe:
+            site = int(probe.group(1))
+            if site not in unwritten:
+                span = reads[site] if site < len(reads) else None
+                findings[("read", site)] = Finding("", None, None, span, hints=[UNINITIALIZED])
+                unwritten[site] = set()
+            entity = next((m for ln in lines if (m := _ENTITY.match(ln))), None)
+            if entity:
+                unwritten[site].add(int(entity.group(1)))
+            continue
+        message = re.sub(r" (at|to|from) (global|local|private) memory address 0x[0-9a-f]+",
+                         r" \1 \2 memory", lines[0])
         match = next((m for ln in lines if (m := _LINE.search(ln))), None)
         cl_line = int(match.group(1)) if match else None
         key = (message, kernel, cl_line)
         if key in findings:
             findings[key].count += 1
+        elif "ninitialized" in message:
+            code = source[cl_line - 1] if cl_line and cl_line <= len(source) else ""
+            findings[key] = Finding(message, kernel, cl_line, nearest_span(line_table, cl_line),
+                                    hints=[UNINITIALIZED], notes=_read_arrays(code, arrays))
         else:
             findings[key] = Finding(message, kernel, cl_line, nearest_span(line_table, cl_line))
+    for site, indices in unwritten.items():
+        findings[("read", site)].message = _read_message(indices, _SUPPRESSED in stderr)
     return list(findings.values())
+
+
+def _array_spans(compiled: Compiled) -> dict[str, Span]:
+    """Where each array in global or local memory was made, by its name in the OpenCL."""
+    spans = {s.var.name: s.span for s in ir.walk(compiled.host)
+             if isinstance(s, ir.Alloc) and s.span is not None}
+    spans.update((local.var.name, local.span) for k in compiled.kernels for local in k.locals
+                 if local.span is not None)
+    return spans
+
+
+def _read_arrays(code: str, arrays: dict[str, Span]) -> list[tuple[Span, str]]:
+    """Notes on the arrays a line of OpenCL reads (an array it stores to is left out)."""
+    store = re.match(r"\s*(\w+)\[.*?\] = ", code)
+    names = re.findall(r"\b(\w+)\[", code[store.end():] if store else code)
+    return [(arrays[name], "the line reads an array made here: an uninitialized value may "
+             "come from it") for name in dict.fromkeys(names) if name in arrays]
+
+
+def _read_message(indices: set[int], suppressed: bool) -> str:
+    # Past Oclgrind's limit on reports (1000 a process) the count is only a lower bound.
+    count = f"{'at least ' if suppressed else ''}{len(indices)}"
+    first = f" (the first at index {min(indices)})" if indices else ""
+    return f"reads {count} uninitialized array element{'s' * (len(indices) != 1)}{first}"
 
 
 def _report_blocks(stderr: str) -> list[list[str]]:
@@ -70,20 +146,81 @@ def _report_blocks(stderr: str) -> list[list[str]]:
 
 def _is_report(first_line: str) -> bool:
     return bool(re.match(r"(Invalid|Uninitialized|.*data race|.*Data race|Work-group divergence|"
-                         r"Barrier divergence|.*out of bounds|Oclgrind - )", first_line))
+                         r"Barrier divergence|.*out of bounds|Oclgrind - |Controlflow depends|"
+                         r"Instruction depends)", first_line))
 
 
-def run_checked(argv: list[str], line_table: list[tuple[int, Span]]
-                ) -> tuple[int, str, list[Finding]]:
-    """Run `fcl run ARGV` on Oclgrind in a child process; (status, stdout, findings)."""
+def read_sites(host: list[ir.Stmt]) -> list[tuple[object, Span | None]]:
+    """The host program's reads of device memory, each with its statement's span, in an order
+    that the run and the reader of its reports both derive from the compiled program: printed
+    arrays, arrays handed back as results, and array elements read by host expressions (each
+    identified by its IL node)."""
+    sites: list[tuple[object, Span | None]] = []
+    for s in ir.walk(host):
+        if isinstance(s, ir.Print):
+            sites.append((s, s.span))
+        if isinstance(s, ir.Result):
+            sites += [(r, s.span) for r in _array_results(s.value)]
+        for e in stmt_exprs(s):
+            sites += [(read, s.span) for read in _element_reads(e)]
+    return sites
+
+
+def _array_results(value) -> Iterator[ir.ArrayResult]:
+    if isinstance(value, ir.ArrayResult):
+        yield value
+    elif isinstance(value, tuple):
+        for v in value:
+            yield from _array_results(v)
+
+
+def _element_reads(e: ir.Expr) -> Iterator[ir.Index]:
+    if isinstance(e, ir.Index):
+        yield e
+    for part in sub_exprs(e):
+        yield from _element_reads(part)
+
+
+class ReadProbes:
+    """The probe kernels of a run on Oclgrind (see the module docstring)."""
+
+    def __init__(self, device: Device, host: list[ir.Stmt], buffers: list[cl.Buffer]):
+        self.device = device
+        self.sites = {id(node): k for k, (node, _) in enumerate(read_sites(host))}
+        # The probes' copies go to `buffers`, the run's, freed when it ends: Oclgrind gives a
+        # freed buffer's address to the next one allocated, with what it knew of the old
+        # one's initialized bytes.
+        self.buffers = buffers
+        self.copy: cl.Buffer | None = None
+
+    def probe(self, buffer: cl.Buffer, dtype: type, offset: int, count: int, node) -> None:
+        """Have a kernel read elements [offset, offset + count) of `buffer`, for the host read
+        `node`, before the host does."""
+        site = self.sites.get(id(node))
+        if site is None or count <= 0:
+            return
+        name, ctype = f"fcl_read_{site}", C_TYPES[dtype]
+        source = (FP64 if ctype == "double" else "") + (
+            f"__kernel void {name}(__global const {ctype}* array, __global {ctype}* copy) {{\n"
+            f"    copy[get_global_id(0) - get_global_offset(0)] = array[get_global_id(0)];\n}}\n")
+        nbytes = count * np.dtype(dtype).itemsize
+        if self.copy is None or self.copy.size < nbytes:
+            self.copy = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
+            self.buffers.append(self.copy)
+        build(self.device, source)[name](self.device.queue, (count,), None, buffer, self.copy,
+                                         global_offset=(offset,))
+
+
+def run_checked(argv: list[str], compiled: Compiled) -> tuple[int, str, list[Finding]]:
+    """Run `fcl run ARGV`, which compiles to `compiled`, on Oclgrind in a child process;
+    (status, stdout, findings)."""
     env = dict(os.environ, **OCLGRIND_ENV)
     env.pop("PYOPENCL_CTX", None)
     child = subprocess.run([sys.executable, "-m", "fcl", "run", "--device", "oclgrind", *argv],
                            capture_output=True, text=True, env=env)
-    findings = parse_reports(child.stderr, line_table)
+    findings = parse_reports(child.stderr, compiled)
     other = "\n".join(ln for ln in child.stderr.splitlines()
-                      if not ln.startswith(("\t", " ")) and ln.strip()
-                      and not any(ln.startswith(f.message.split(" in ")[0][:20]) for f in findings))
+                      if not ln.startswith(("\t", " ")) and ln.strip() and not _is_report(ln))
     if child.returncode != 0 and not findings:
         sys.stderr.write(child.stderr)
     elif other and child.returncode != 0:

@@ -34,6 +34,8 @@ def registers(kernel: Kernel, body: list[ir.Stmt], own: ir.Expr,
             name = root[name]
         return name
     for arrays in aliases.values():
+        if not arrays:  # a pointer to thread-level arrays only (a thread's `while` state)
+            continue
         first, *rest = sorted(arrays)
         for other in rest:
             root[find(other)] = find(first)

@@ -146,7 +146,7 @@ def number_checks(kernel: Kernel) -> None:
         for s in stmts:
             if isinstance(s, ir.Fail):
                 kernel.fails.append(s)
-                out.append(FailFlag(s.cond, len(kernel.fails), span=s.span))
+                out.append(FailFlag(s.cond, len(kernel.fails), s.values, span=s.span))
             elif isinstance(s, ir.While):
                 test = number(s.test)
                 out.append(ir.While(test, s.cond, number(s.body), span=s.span, level=s.level))

@@ -46,6 +46,10 @@ class SchemeSyntax:
 class Expr:
     span: Span
     type: Any = field(default=None, init=False, repr=False)
+    # On the statement of a `do<levels> { e }` that desugars to no `bind`: the levels and the
+    # `do`, for the type checker to check as a `bind` would (`e` is then a program at them).
+    do_levels: tuple[list[LevelSyntax], Span] | None = field(default=None, init=False,
+                                                             repr=False)
 
 
 @dataclass(eq=False)

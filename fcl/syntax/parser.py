@@ -17,7 +17,7 @@ from lark.lexer import Lexer as LarkLexer
 
 from fcl.errors import FCLError, Source, Span
 from fcl.syntax import ast
-from fcl.syntax.lexer import tokenize
+from fcl.syntax.lexer import NAME_TOKENS, tokenize
 
 BINARY_BUILTINS = {
     "+": "addi", "-": "subi", "*": "muli", "/": "divi", "%": "modi",
@@ -139,6 +139,8 @@ def _eof_span(source: Source, tokens: list[Token]) -> Span:
 
 def _syntax_error(source: Source, tokens: list[Token], err: UnexpectedToken) -> FCLError:
     tok = err.token
+    if tok.type == "LT" and "LVL_OPEN" in err.expected:
+        return _level_list_error(source, tokens, tok)
     if tok.type == "$END":
         span = _eof_span(source, tokens)
     else:
@@ -171,6 +173,34 @@ def _syntax_error(source: Source, tokens: list[Token], err: UnexpectedToken) -> 
     if tok.type == "COMMA" and expected == {"RPAR"}:
         error.hints.append("FCL has pairs, not longer tuples: nest them, as in `(a, (b, c))`")
     return error
+
+
+def _level_list_error(source: Source, tokens: list[Token], opener: Token) -> FCLError:
+    """Where a level list was due, a `<` that the lexer did not take for one (see
+    lexer.mark_level_brackets): what in the list is wrong."""
+    i = next(k for k, t in enumerate(tokens) if t is opener) + 1
+    while True:
+        while (i + 1 < len(tokens) and tokens[i].type == "INT" and tokens[i + 1].type == "PLUS"):
+            if tokens[i].value != 1:
+                return FCLError("only `1+` can be added to a level (levels are thread, block, "
+                                "grid)", _tok_span(source, tokens[i]))
+            i += 2
+        if i == len(tokens) or tokens[i].type not in NAME_TOKENS:
+            break
+        i += 1
+        if i == len(tokens) or tokens[i].type != "COMMA":
+            written = source.text[opener.start_pos:tokens[i - 1].end_pos]
+            return _unexpected(source, tokens, i, f"`>` to close the level list `{written}`")
+        i += 1
+    return _unexpected(source, tokens, i, "a level (thread, block, grid or a level variable)")
+
+
+def _unexpected(source: Source, tokens: list[Token], i: int, expected: str) -> FCLError:
+    """`unexpected X; expected ...` at tokens[i] (the end of input past the last token)."""
+    if i == len(tokens):
+        return FCLError(f"unexpected end of input; expected {expected}", _eof_span(source, tokens))
+    return FCLError(f"unexpected {_describe_token(tokens[i])}; expected {expected}",
+                    _tok_span(source, tokens[i]))
 
 
 def _open_brackets(tokens: list[Token], upto: Token | None = None) -> list[Token]:
@@ -432,6 +462,8 @@ class _Builder:
             raise FCLError("the last statement of a `do` block must be an expression, "
                            "not a binding", stmt_span)
         result = payload
+        if levels is not None and all(kind == "let" for kind, _, _ in stmts[:-1]):
+            result.do_levels = (levels, _tok_span(self.source, do_tok))
         for kind, payload, stmt_span in reversed(stmts[:-1]):
             rest_span = stmt_span.to(result.span)
             if kind == "let":

@@ -87,7 +87,9 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
                       "like interleave, but runs the sub-programs one after the other"),
     "seqfor": ("forall 'a. int -> int -> ((int -> 'a) -> int -> (int, 'a)) -> ['a]<thread>",
                {"a": BT}, "`seqfor size iters step`: a sequential loop writing (index, value) "
-                          "pairs to an array"),
+                          "pairs to an array of `size` elements, zeroed first; `seqfor init iters "
+                          "step` (the thesis's form, `init : ['a]<thread>`) starts from the "
+                          "elements of `init` instead"),
     "power": ("forall <l> 'a. int -> (int -> ['a] -> Program<l> ['a]<l>) -> Program<l> ['a]<l> "
               "-> Program<l> ['a]", {"a": BT},
               "apply an array program n times (the step gets the iteration number)"),
@@ -103,6 +105,13 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
                             "force a grid array of doubles and print its first n elements"),
     "benchmark": ("forall 'a. int -> Program<grid> 'a -> Program<grid> unit", {"a": GT},
                   "run a program n times after a warm-up and report the time per run"),
+}
+
+# Builtins with a second type, used where the first argument is a push array: the thesis's
+# seqfor (Table 5.1, rule 5.56) starts from an initial array, the original compiler's from a size.
+# The type checker picks the form by the first argument (the first form when nothing decides).
+PUSH_FORMS = {
+    "seqfor": "forall 'a. ['a]<thread> -> int -> ((int -> 'a) -> int -> (int, 'a)) -> ['a]<thread>",
 }
 
 # Builtins that only make sense on the host (grid level, outside any kernel).

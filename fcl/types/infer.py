@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fcl.errors import FCLError, Source, Span
 from fcl.syntax import ast
 from fcl.syntax.parser import parse_scheme
-from fcl.types.builtins import BUILTINS
+from fcl.types.builtins import BUILTINS, PUSH_FORMS
 from fcl.types.types import (
     BOOL,
     BT,
@@ -44,9 +44,17 @@ from fcl.types.types import (
     show_types,
     zonk,
 )
-from fcl.types.unify import KindError, LevelError, UnifyError, restrict_kind, unify
+from fcl.types.unify import (
+    KindError,
+    LevelError,
+    UnifyError,
+    restrict_kind,
+    unify,
+    unify_fresh,
+)
 
 CONCRETE_LEVELS = {"thread": 0, "block": 1, "grid": 2, "Z": 0}
+LEVEL_NAMES = ["thread", "block", "grid"]
 # Why a builtin's type variable is restricted to a kind: what it is, in the builtin's type.
 KIND_REASONS = {"push": "the elements of push arrays", "pull": "the elements of pull arrays",
                 "program": "the results of programs"}
@@ -60,6 +68,7 @@ class Binding:
     origin: str                      # "builtin", "top" (a declaration) or "local"
     span: Span | None = None         # where it is defined
     doc: str | None = None
+    push_form: Scheme | None = None  # a builtin's type where its first argument is a push array
 
 
 @dataclass
@@ -69,6 +78,15 @@ class Instance:
     binding: Binding
     types: list[Type]
     levels: list[Level]
+
+
+@dataclass
+class Overload:
+    """A use of a builtin with a push form, until its first argument's type picks the form."""
+
+    var: ast.Var
+    arg: Type                 # the type of its first argument
+    forms: tuple[Type, Type]  # that argument's type in the builtin's first and in its push form
 
 
 @dataclass
@@ -93,9 +111,13 @@ class Checker:
     def __init__(self):
         self.next_tvar = 0
         self.next_lvar = 0
-        self.builtins = {
-            name: Binding(self._builtin_scheme(name, text, kinds), "builtin", None, doc)
-            for name, (text, kinds, doc) in BUILTINS.items()}
+        self.overloads: list[Overload] = []  # of the declaration being checked
+        self.builtins = {}
+        for name, (text, kinds, doc) in BUILTINS.items():
+            scheme = self._builtin_scheme(name, text, kinds)
+            push_form = (self._builtin_scheme(name, PUSH_FORMS[name], kinds, like=scheme)
+                         if name in PUSH_FORMS else None)
+            self.builtins[name] = Binding(scheme, "builtin", None, doc, push_form)
 
     # ---- fresh variables
     def fresh(self, kind: int = TYP, reason: str | None = None) -> TVar:
@@ -108,12 +130,18 @@ class Checker:
         self.next_lvar += 1
         return v
 
-    def _builtin_scheme(self, name: str, text: str, kinds: dict[str, int]) -> Scheme:
+    def _builtin_scheme(self, name: str, text: str, kinds: dict[str, int],
+                        like: Scheme | None = None) -> Scheme:
+        """The scheme written `text`; with `like`, over the same variables as that scheme (a
+        builtin's push form is instantiated along with its first form)."""
         syntax = parse_scheme(Source(f"<builtin {name}>", text))
         tvars = {v: TVar(-1 - i, kinds.get(v, TYP),
                          _kind_reason(syntax.body, v, kinds[v]) if v in kinds else None, name=v)
                  for i, v in enumerate(syntax.type_vars)}
         lvars = {v: LVar(-1 - i, v) for i, v in enumerate(syntax.level_vars)}
+        if like is not None:
+            tvars = {v.name: v for v in like.type_vars if v.name is not None}
+            lvars = {v.name: v for v in like.level_vars if v.name is not None}
         body = self.type_from_syntax(syntax.body, tvars, lvars, implicit=False)
         return Scheme(list(lvars.values()), list(tvars.values()), body, declared=len(lvars))
 
@@ -123,13 +151,17 @@ class Checker:
     # ---- declarations
     def check_decl(self, scope: Scope, decl: ast.Decl) -> Scope:
         """Type-check one top-level declaration; return the scope extended with it."""
+        self.overloads = []
         scheme = self.infer_binding(scope, decl.name, decl.level_params, decl.sig, decl.value,
                                     decl.name_span)
         decl.scheme = scheme
         return scope.bind(decl.name, Binding(scheme, "top", decl.name_span))
 
     def check_expr(self, scope: Scope, e: ast.Expr) -> Type:
-        return self.infer(scope, e)
+        self.overloads = []
+        t = self.infer(scope, e)
+        self.settle_overloads(scope=scope)
+        return t
 
     def infer_binding(self, scope: Scope, name: str, level_params: list[str],
                       sig: ast.SchemeSyntax | None, value: ast.Expr, name_span: Span) -> Scheme:
@@ -145,6 +177,7 @@ class Checker:
         return scheme
 
     def generalize(self, scope: Scope, declared: list[LVar], t: Type) -> Scheme:
+        self.settle_overloads(scope=scope)
         t = zonk(t)
         tvs: dict[int, TVar] = {}
         lvs: dict[int, LVar] = {}
@@ -240,23 +273,52 @@ class Checker:
 
     def level_from_syntax(self, lvl: ast.LevelSyntax, scope: dict[str, LVar],
                           implicit: bool = False) -> Level:
+        """The level written `lvl`: a concrete level, or a level variable in `scope` (in a
+        signature, `implicit`, a new one). A name close to a concrete level is a misspelling,
+        not a new level variable."""
         if lvl.name in scope:
             base = scope[lvl.name]
         elif lvl.name in CONCRETE_LEVELS:
             return level_of_depth(CONCRETE_LEVELS[lvl.name] + lvl.steps)
-        elif implicit:
-            base = scope[lvl.name] = self.fresh_level(lvl.name, rigid=True)
         else:
-            raise FCLError(f"level variable `{lvl.name}` is not in scope", lvl.span,
-                           [f"declare it on the definition, as in `fun f<{lvl.name}> x = ...`, "
-                            "or use thread, block or grid"])
+            # The name is the last thing in `1+...+name`.
+            span = Span(lvl.span.source, lvl.span.end - len(lvl.name), lvl.span.end)
+            declare = (f"forall <{lvl.name}>. ..." if implicit
+                       else f"fun f<{lvl.name}> x = ...")
+            misspelt = difflib.get_close_matches(lvl.name.lower(), LEVEL_NAMES, n=1, cutoff=0.7)
+            if misspelt:
+                raise FCLError(f"`{lvl.name}` is not a level", span,
+                               [f"did you mean `{misspelt[0]}`?",
+                                f"the levels are thread, block and grid; a level variable is "
+                                f"declared, as in `{declare}`"])
+            if not implicit:
+                close = difflib.get_close_matches(lvl.name, list(scope), n=1, cutoff=0.75)
+                raise FCLError(f"level variable `{lvl.name}` is not in scope", span,
+                               [f"did you mean `{c}`?" for c in close] +
+                               [f"declare it on the definition, as in `{declare}`, or use "
+                                "thread, block or grid"])
+            base = scope[lvl.name] = self.fresh_level(lvl.name, rigid=True)
         return level_of_depth(lvl.steps, base)
 
     # ---- expressions
     def infer(self, scope: Scope, e: ast.Expr) -> Type:
         t = self._infer(scope, e)
         e.type = t
+        if e.do_levels is not None:
+            self.check_do_levels(scope, e, t)
         return t
+
+    def check_do_levels(self, scope: Scope, e: ast.Expr, t: Type) -> None:
+        """The one statement of `do<levels> { e }`, checked as the `bind` that a statement
+        before it would have made checks it: the levels exist and `e` is a program at them."""
+        assert e.do_levels is not None
+        levels, do_span = e.do_levels
+        bind = ast.Var(do_span, "bind", levels, builtin=True)
+        t_bind = self.infer(scope, bind)
+        try:
+            unify(t_bind, TArrow(t, self.fresh()))
+        except UnifyError as err:
+            raise self.application_error(ast.App(e.span, bind, e), t_bind, t, err) from None
 
     def _infer(self, scope: Scope, e: ast.Expr) -> Type:
         if isinstance(e, ast.Lit):
@@ -269,10 +331,17 @@ class Checker:
             t_fn = self.infer(scope, e.fn)
             t_arg = self.infer(scope, e.arg)
             result = self.fresh()
+            fn = chase(t_fn)
             try:
-                unify(t_fn, TArrow(t_arg, result))
+                if isinstance(fn, TArrow):  # as unify(t_fn, TArrow(t_arg, result)) would
+                    unify_fresh(fn.res, result)
+                    unify(fn.arg, t_arg)
+                else:
+                    unify(t_fn, TArrow(t_arg, result))
             except UnifyError as err:
                 raise self.application_error(e, t_fn, t_arg, err) from None
+            if self.overloads:
+                self.settle_overloads(app=e)
             return result
         if isinstance(e, ast.Pair):
             return TPair(self.infer(scope, e.fst), self.infer(scope, e.snd))
@@ -324,9 +393,11 @@ class Checker:
         declared = scheme.level_vars[:scheme.declared]
         if e.levels is not None and len(e.levels) != len(declared):
             given = len(e.levels)
-            raise FCLError(f"`{e.name}` takes {_plural(len(declared), 'level argument')}, but "
-                           f"{given} {'was' if given == 1 else 'were'} given", e.span,
-                           [f"its type is `{scheme}`"])
+            # A builtin named by the parser is the `bind` of a `do` block.
+            hint = ("write one level, as in `do<block> { ... }`" if e.builtin
+                    else f"its type is `{scheme}`")
+            raise FCLError(f"{_describe_head(e)} takes {_plural(len(declared), 'level argument')}"
+                           f", but {given} {'was' if given == 1 else 'were'} given", e.span, [hint])
         levels: list[Level] = []
         for i in range(len(scheme.level_vars)):
             if e.levels is not None and i < len(declared):
@@ -341,9 +412,52 @@ class Checker:
         instance = substitute(scheme.body, dict(zip(scheme.type_vars, types)),
                               dict(zip(scheme.level_vars, levels)))
         e.inst = Instance(binding, types, levels)
+        if binding.push_form is not None:
+            instance = self.overload(e, instance, substitute(
+                binding.push_form.body, dict(zip(scheme.type_vars, types)),
+                dict(zip(scheme.level_vars, levels))))
         result = self.fresh()
-        unify(instance, result)
+        unify_fresh(instance, result)
         return result
+
+    # ---- builtins with a push form
+    def overload(self, e: ast.Var, first: Type, push: Type) -> Type:
+        """The type of a use of a builtin with two forms, which differ in their first argument:
+        that argument's type is left open until it is known (settle_overloads)."""
+        first, push = chase(first), chase(push)
+        assert isinstance(first, TArrow) and isinstance(push, TArrow)  # see PUSH_FORMS
+        arg = self.fresh()
+        self.overloads.append(Overload(e, arg, (first.arg, push.arg)))
+        return TArrow(arg, first.res)  # the forms' results are the same type
+
+    def settle_overloads(self, app: ast.App | None = None, scope: Scope | None = None) -> None:
+        """Give each builtin use with two forms the one its first argument's type asks for: the
+        push form for a push array, else the first form. One whose argument's type is still
+        open waits, unless it is about to be generalized (at a binding's `scope`): nothing else
+        can decide it then, and it takes the first form."""
+        open_tvs: dict[int, TVar] | None = None
+        if scope is not None:
+            open_tvs = {}
+            for open_type in scope.open_types:
+                free_vars(open_type, open_tvs, {})
+        waiting = []
+        for overload in self.overloads:
+            arg = chase(overload.arg)
+            if isinstance(arg, TVar) and (open_tvs is None or arg.id in open_tvs):
+                waiting.append(overload)
+                continue
+            first, push = overload.forms
+            try:
+                unify(arg, push if isinstance(arg, TPush) else first)
+            except UnifyError as err:
+                self.overloads = []
+                span = (app.arg.span if app is not None and app.fn is overload.var
+                        else overload.var.span)
+                first_s, push_s, arg_s = show_types(first, push, arg)
+                raise FCLError(f"{_describe_head(overload.var)} expects its 1st argument to have "
+                               f"type `{first_s}` or `{push_s}`, but this has type `{arg_s}`",
+                               span, _hints_for(err)) from None
+        self.overloads = waiting
 
     # ---- error messages
     def unknown_name(self, scope: Scope, e: ast.Var) -> FCLError:

@@ -79,6 +79,17 @@ def bind_var(v: TVar, t: Type) -> None:
     v.ref = t
 
 
+def unify_fresh(t: Type, v: TVar) -> None:
+    """unify(t, v) for a variable v made just now, which occurs nowhere yet: so t cannot contain
+    it, and the occurs check, which walks all of t, is left out (a chain of n applications of
+    one function would otherwise take time quadratic in n)."""
+    t = chase(t)
+    if isinstance(t, TVar) and not t.rigid:
+        bind_var(t, v)
+    else:
+        v.ref = t
+
+
 def restrict_kind(t: Type, kind: int, reason: str | None, origin: TVar | None = None) -> None:
     """Require t to have `kind`, narrowing the kinds of its variables as needed."""
     if kind == TYP:

@@ -237,10 +237,11 @@ def fcl_source(task: Task) -> str:
     return sizes + (HERE / task.fcl).read_text() + f"\nval main = {task.entry}\n"
 
 
-def compile_task(task: Task, block: int):
+def compile_task(task: Task, block: int, checks: bool = True):
     session = Session.new()
     session.add_file(Source(task.fcl, fcl_source(task)))
-    return compile_program(session, main_root(session), CompileOptions(block, keep_result=True))
+    return compile_program(session, main_root(session),
+                           CompileOptions(block, checks=checks, keep_result=True))
 
 
 # ---- measuring -----------------------------------------------------------------------------------
@@ -298,16 +299,26 @@ def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None) -
             continue
         inputs = upload(device, task.inputs)
         compiled = compile_task(task, s.block)
+        # The same program without run-time checks: what the checks the compiler could not
+        # prove away cost (goal: nothing, see CHECKED_GOAL).
+        unchecked = compile_task(task, s.block, checks=False)
         run = BenchRun(device, build(device, compiled.source), s.block, inputs)
+        bare = BenchRun(device, build(device, unchecked.source), s.block, inputs)
         try:
-            sides = [partial(task.reference, reference, inputs), partial(run.once, compiled.host)]
+            sides = [partial(task.reference, reference, inputs), partial(run.once, compiled.host),
+                     partial(bare.once, unchecked.host)]
             (ref_ms, ref_times, ref_out, ref_launches), (fcl_ms, fcl_times, fcl_out,
-                                                         fcl_launches) = timed(sides, runs)
+                                                         fcl_launches), \
+                (bare_ms, _, bare_out, _) = timed(sides, runs)
             check(task, to_host(device, ref_out), to_host(device, fcl_out))
+            check(task, to_host(device, ref_out), to_host(device, bare_out))
         finally:
             run.release()
+            bare.release()
         rows.append({"task": task.name, "reference_ms": ref_ms, "fcl_ms": fcl_ms,
                      "ratio": fcl_ms / ref_ms, "bytes": task.traffic,
+                     "unchecked_ms": bare_ms, "checked_ratio": fcl_ms / bare_ms,
+                     "kernel_checks": sum(len(k.fails) for k in compiled.kernels),
                      "launches": {"reference": ref_launches, "fcl": fcl_launches},
                      "reference_times_ms": ref_times, "fcl_times_ms": fcl_times})
         for buffer in inputs.values():
@@ -343,6 +354,8 @@ def compile_speed(s: Sizes, repeats: int = 7) -> float:
 # loaded machine keeps; the speed is measured here. The kernel is driven as in
 # tests/test_kernel.py: jupyter_client's KernelManager and BlockingKernelClient.
 
+# Run-time checks the compiler cannot prove away may cost at most this (checked / unchecked).
+CHECKED_GOAL = 1.02
 GOALS_MS = {
     "startup": 2000.0,    # launch to the kernel's first kernel_info reply
     "interrupt": 1000.0,  # interrupt of an endless loop to the cell's reply (docs/language.md)
@@ -501,12 +514,13 @@ def table(rows: list[dict], compile_ms: float | None, kernel: dict | None = None
     lines = []
     if rows:
         lines += ["| task | reference ms | FCL ms | FCL / reference | reference bandwidth | "
-                  "FCL bandwidth |",
-                  "|---|---:|---:|---:|---:|---:|"]
+                  "FCL bandwidth | checked / unchecked | checks in kernels |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for r in rows:
             lines.append(f"| {r['task']} | {r['reference_ms']:.3f} | {r['fcl_ms']:.3f} | "
                          f"{r['ratio']:.2f} | {r.get('reference_bandwidth', 0):.2f} | "
-                         f"{r.get('fcl_bandwidth', 0):.2f} |")
+                         f"{r.get('fcl_bandwidth', 0):.2f} | {r['checked_ratio']:.3f} | "
+                         f"{r['kernel_checks']} |")
     if compile_ms is not None:
         lines += [""] if lines else []
         lines.append(f"FCL source to OpenCL source (matmul): {compile_ms:.1f} ms")
@@ -557,6 +571,8 @@ def main(argv: list[str] | None = None) -> int:
     date = datetime.date.today().isoformat()
     print(f"{device.name}, {date}\n\n{report}")
     missed = [entry["what"] for entry in (kernel or {}).values() if not entry["met"]]
+    missed += [f"{r['task']}: checked / unchecked {r['checked_ratio']:.3f} > {CHECKED_GOAL}"
+               for r in rows if r["checked_ratio"] > CHECKED_GOAL]
     if missed:
         print(f"\ngoals missed: {'; '.join(missed)}")
     if not args.no_record:

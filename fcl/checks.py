@@ -8,6 +8,10 @@ or `concat`, or, for a grid-level `push`, the element, which is the work-item of
 """
 from __future__ import annotations
 
+from typing import TypeVar
+
+T = TypeVar("T")
+
 INDEX = "index {} is out of bounds for an array of length {}"
 DIVISION = "division by zero: {} / 0"
 REMAINDER = "remainder of a division by zero: {} % 0"
@@ -19,6 +23,7 @@ INNER_LENGTH_HINT = ("every program given to concat, concatMap or interleave mus
                      "exactly the number of elements it declares")
 POWI_NEGATIVE = "powi needs a non-negative exponent, not {}"
 GENERATE_NEGATIVE = "generate was given the negative length {}"
+TAKE = "cannot take {} elements of an array of length {}"
 NEGATIVE = "cannot force an array of negative length {}"
 TOO_LONG = "an array of {} x {} elements is longer than 2147483647, the largest int"
 GROWN = ("a loop step produced an array of length {}, larger than the initial one of length {} "
@@ -42,9 +47,9 @@ def where(kinds: list[str]) -> str:
     return " (in " + ", ".join(named) + ")"
 
 
-def innermost(places: list[tuple[str, object]]) -> list[tuple[str, object]]:
+def innermost(places: list[tuple[str, T]]) -> list[tuple[str, T]]:
     """The innermost place of each kind, in the order `where` names them."""
-    found: dict[str, object] = {}
+    found: dict[str, T] = {}
     for kind, value in places:
         found[kind] = value
     return [(kind, found[kind]) for kind in _ORDER if kind in found]

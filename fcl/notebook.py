@@ -75,8 +75,11 @@ class Workspace:
     # ---- running cells
     def execute(self, code: str, out: TextIO, err: TextIO, name: str | None = None) -> Outcome:
         snapshot = self.session.snapshot()
+        warned = len(self.session.warnings)
         try:
             decls, expr = self.session.add_cell(Source(name or self.cell_name(), code))
+            for warning in self.session.warnings[warned:]:
+                print(warning, file=err)
             outcome = Outcome(defined=decls)
             root = expr
             if root is None and any(d.name == "main" for d in decls):

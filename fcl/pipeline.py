@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TextIO
 
+from fcl.deep import depth_guard, on_big_stack
 from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.builtins import make_primitive
@@ -69,25 +69,23 @@ def main_root(session: Session) -> ast.Expr:
     return root
 
 
+# The stages below run on a large stack (fcl.deep), so that deeply nested programs compile.
+@on_big_stack
 def mono_program(session: Session, root: ast.Expr) -> MonoProgram:
-    return monomorphize(session.decls, root)
+    with _depth_guard(root, "to compile"):
+        return monomorphize(session.decls, root)
 
 
-@contextmanager
 def _depth_guard(root: ast.Expr, what: str):
-    """Turn Python running out of stack on a deeply nested program into a located FCL error."""
-    try:
-        yield
-    except RecursionError:
-        raise FCLError(f"the program is nested too deeply {what}", root.span,
-                       ["split deeply nested expressions into smaller definitions"]) from None
+    return depth_guard(root.span, f"the program is nested too deeply {what}")
 
 
+@on_big_stack
 def run_interpreter(session: Session, root: ast.Expr, config: RunConfig | None = None):
-    with _depth_guard(root, "for the interpreter to run"):
-        return Interpreter(config).run(mono_program(session, root))
+    return Interpreter(config).run(mono_program(session, root))
 
 
+@on_big_stack
 def lower(session: Session, root: ast.Expr, options: CompileOptions | None = None
           ) -> list[ir.Stmt]:
     """The optimised IL host program for `root`, before kernels are cut out."""
@@ -98,6 +96,7 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
         return optimize(il, check=verify if options.verify_il else None)
 
 
+@on_big_stack
 def compile_program(session: Session, root: ast.Expr, options: CompileOptions | None = None
                     ) -> Compiled:
     """The IL, host program, kernels and OpenCL source (with its line table) for `root`."""

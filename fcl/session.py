@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import copy
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 
+from fcl.deep import depth_guard, on_big_stack
 from fcl.errors import FCLError, Source, Span
 from fcl.prelude import PRELUDE_PATH
 from fcl.syntax import ast
@@ -37,12 +37,15 @@ class Session:
         return session
 
     def snapshot(self) -> tuple:
-        return (self.checker.next_tvar, self.checker.next_lvar, self.scope, len(self.decls))
+        return (self.checker.next_tvar, self.checker.next_lvar, self.scope, len(self.decls),
+                len(self.warnings))
 
     def restore(self, snap: tuple) -> None:
-        self.checker.next_tvar, self.checker.next_lvar, self.scope, n = snap
+        self.checker.next_tvar, self.checker.next_lvar, self.scope, n, warned = snap
         del self.decls[n:]
+        del self.warnings[warned:]  # about source that is not kept
 
+    @on_big_stack
     def add_decls(self, decls: list[ast.Decl]) -> None:
         """Type-check declarations in order and add them; all or nothing."""
         snap = self.snapshot()
@@ -61,6 +64,7 @@ class Session:
         self.add_decls(decls)
         return decls
 
+    @on_big_stack
     def add_cell(self, source: Source) -> tuple[list[ast.Decl], ast.Expr | None]:
         """Add a cell's declarations and type-check its final expression (if any)."""
         module = parse_cell(source)
@@ -90,14 +94,8 @@ class Session:
                                           kind="warning").render())
 
 
-@contextmanager
 def _depth_guard(span: Span, what: str):
-    """Turn Python running out of stack on deeply nested source into an FCL error at `span`."""
-    try:
-        yield
-    except RecursionError:
-        raise FCLError(f"{what} is nested too deeply to type-check", span,
-                       ["split it into smaller definitions"]) from None
+    return depth_guard(span, f"{what} is nested too deeply to type-check")
 
 
 def expr_type(e: ast.Expr) -> Type:

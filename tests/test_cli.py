@@ -145,7 +145,8 @@ def test_run_error_keeps_earlier_output_and_exits_1(tmp_path):
     result = fcl("run", "--backend", "interp", path, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stdout == "[0,1]\n"
-    assert result.stderr.splitlines()[0] == f"{path}:2:52: error: division by zero: 1 / 0 (in work-item 0)"
+    assert result.stderr.splitlines()[0] == \
+        f"{path}:2:52: error: division by zero: 1 / 0 (in work-item 0)"
     assert "Traceback" not in result.stderr
 
 

@@ -93,6 +93,9 @@ CASES = [
     Case("unclosed-comment", "val x = 1\n(* never closed\nval y = 2\n",
          re.escape("this comment is never closed with `*)`"), 2, 1, "(*"),
     Case("parse", "val = 3\n", re.escape("unexpected `=`; expected a name"), 1, 5, "="),
+    Case("parse", "sig f : int -> Program <grid int\nfun f x = return<grid> x\n",
+         re.escape("unexpected `int`; expected `>` to close the level list `<grid`"), 1, 30,
+         "int"),
     Case("scope", "fun square x = x * x\nval y = sqaure 3\n",
          re.escape("`sqaure` is not defined"), 2, 9, "sqaure"),
     Case("type", "val x = addi 1 2.5\n",
@@ -101,6 +104,8 @@ CASES = [
     Case("level", "val p = force<grid> (push<block> (iota 4))\n",
          re.escape("`force` expects its 1st argument to have type `['a]<grid>`, but this has "
                    "type `[int]<block>`"), 1, 22, "push<block> (iota 4)"),
+    Case("level", "val main = do<gird> { forceAndPrint 1 (push<grid> (iota 1)) }\n",
+         re.escape("`gird` is not a level"), 1, 15, "gird"),
     Case("kind", "val p = push<block> (generate 3 (fn i => (i, i)))\n",
          re.escape("`(int, int)` is not a base type (int, double or bool), but the elements of "
                    "push arrays must be"), 1, 22, "generate 3 (fn i => (i, i))"),
@@ -213,6 +218,22 @@ def test_kernel_reports_the_error_and_keeps_its_state(case, kernel):
     assert result_text(execute(kc, "kept")[1]) == "7"
     assert execute(kc, "lost")[0]["status"] == "error"
     execute(kc, "%config backend=opencl")
+
+
+def test_a_warning_is_shown_by_the_cli_and_the_kernel(kernel, tmp_path):
+    text = "sig g : int\nval f = 1\n"
+    warning = ":1:5: warning: this signature names `g` but is followed by the definition of `f`"
+    path = tmp_path / "t.fcl"
+    path.write_text(text)
+    result = subprocess.run([sys.executable, "-m", "fcl", "check", str(path)], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stderr.startswith(f"{path}{warning}\n")
+    _, kc = kernel
+    reply, messages = execute(kc, text)
+    assert reply["status"] == "ok"
+    stderr = "".join(m["content"]["text"] for m in messages
+                     if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+    assert re.match(rf"<cell \d+>{re.escape(warning)}\n", stderr), stderr
 
 
 # ---- OpenCL build failures ----------------------------------------------------------------------

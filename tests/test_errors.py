@@ -177,6 +177,40 @@ def test_empty_do_block_does_not_claim_its_brace_is_unclosed():
     assert err.notes == []
 
 
+@pytest.mark.parametrize("text, message, col, marked", [
+    ("sig f : int -> Program <grid int", "unexpected `int`; expected `>` to close the level list "
+     "`<grid`", 30, "int"),
+    ("sig f : [int]<grid, block -> int", "unexpected `->`; expected `>` to close the level list "
+     "`<grid, block`", 27, "->"),
+    ("val m = do<grid { return<grid> 1 }", "unexpected `{`; expected `>` to close the level list "
+     "`<grid`", 17, "{"),
+    ("sig f : Program <3> int", "unexpected number `3`; expected a level (thread, block, grid or "
+     "a level variable)", 18, "3"),
+    ("sig f : Program <2+grid> int", "only `1+` can be added to a level (levels are thread, "
+     "block, grid)", 18, "2"),
+])
+def test_a_level_list_that_does_not_close_says_what_is_missing(text, message, col, marked):
+    # The lexer takes `<` for the less-than operator unless a level list follows it.
+    assert_error(check_error(text), message, 1, col, marked)
+
+
+def test_a_signature_with_no_definition_after_it():
+    err = check_error("sig foo : int -> int\n")
+    assert_error(err, "unexpected end of input; expected a definition (`fun` or `val`) after the "
+                      "signature of `foo`", 1, 20, "t")
+    err = check_error("sig foo : int\nsig bar : int\nval bar = 1")
+    assert_error(err, "unexpected `sig`; expected a definition (`fun` or `val`) after the "
+                      "signature of `foo`", 2, 1, "sig")
+    assert err.notes[0][1] == "the signature is here" and underlined(err, excerpt=1) == "foo"
+
+
+def test_a_signature_before_a_cell_expression_is_reported_at_the_signature():
+    # The declarations end where the expression starts (at column 1), not at the cell's end.
+    err = check_error("sig foo : int\nfoo 3", cell=True)
+    assert_error(err, "unexpected end of input; expected a definition (`fun` or `val`) after the "
+                      "signature of `foo`", 1, 13, "t")
+
+
 def test_bind_arrow_outside_do():
     err = check_error("fun f x = x <- 1")
     assert_error(err, "unexpected `<-`; expected an expression", 1, 13, "<-")
@@ -215,6 +249,28 @@ def test_undefined_level_variable():
     assert "fun f<l> x = ..." in err.hints[0]
 
 
+@pytest.mark.parametrize("text, col", [
+    ("val m = do<gird> { forceAndPrint 1 (push<grid> (iota 1)) }", 12),
+    ("val m = do<gird> { xs <- forcePull<grid> (iota 1); forceAndPrint 1 (push<grid> xs) }", 12),
+    ("val p = push<gird> (iota 4)", 14),
+    ("fun f<l> x = push<l> x\nval p = f<1+gird> (iota 4)", 13),
+    ("sig f : [int]<gird> -> int\nfun f xs = lengthPush xs", 15),
+    ("sig f : int -> Program <gird> int\nfun f x = return<grid> x", 25),
+    ("val y = let f : Program <gird> int = return<grid> 1 in 2", 26),
+])
+def test_a_misspelt_level_is_not_a_level(text, col):
+    err = check_error(text)
+    line = 2 if "\nval" in text else 1
+    assert_error(err, "`gird` is not a level", line, col, "gird")
+    assert err.hints[0] == "did you mean `grid`?"
+
+
+def test_an_undeclared_level_variable_close_to_a_declared_one():
+    err = check_error("fun f<lvl> x = push<lvel> x")
+    assert_error(err, "level variable `lvel` is not in scope", 1, 21, "lvel")
+    assert err.hints[0] == "did you mean `lvl`?"
+
+
 def test_a_concrete_level_cannot_be_declared_as_a_level_variable():
     err = check_error("fun f<thread> x = x")
     assert_error(err, "`thread` is a level, not a level variable", 1, 7, "thread")
@@ -241,6 +297,45 @@ def test_a_minus_one_without_spaces_is_an_application():
     assert_error(err, "this is not a function, so it cannot be applied to an argument: it has "
                       "type `int`", 2, 9, "a")
     assert "did you mean `a - 1`" in err.hints[0]
+
+
+def test_a_minus_one_inside_a_function_gets_the_hint():
+    # `i` is a parameter: `i-1` makes it a function, and the error comes later, elsewhere.
+    err = check_error("val g = map (fn i => i-1) (generate 4 (fn i => i))")
+    assert err.message.startswith("`int -> 'a` is not a ground type")
+    assert "did you mean `i - 1`? `i-1` applies `i` to the number `-1`" in err.hints
+
+
+def test_a_minus_one_against_a_signature_gets_the_hint_and_a_note():
+    err = check_error("sig h : int -> int\nfun h i = i-1")
+    assert err.message.startswith("the signature of `h` does not match its definition")
+    assert "did you mean `i - 1`? `i-1` applies `i` to the number `-1`" in err.hints
+    assert err.notes[0][0].text == "i-1"
+    assert underlined(err, excerpt=1) == "i-1"
+
+
+def test_a_minus_one_in_a_definition_gets_the_hint_at_its_use():
+    err = check_error("fun dec i = i-1\nval y = dec 3")
+    assert_error(err, "`dec` expects its 1st argument to have type `int -> 'a`, but this has "
+                      "type `int`", 2, 13, "3")
+    assert ("did you mean `i - 1` in the definition of `dec`? `i-1` applies `i` to the number "
+            "`-1`") in err.hints
+    assert underlined(err, excerpt=1) == "i-1"
+
+
+def test_no_minus_hint_where_reading_a_subtraction_does_not_help():
+    # `f-1` is a good application; the error is elsewhere, and `f - 1` would fail sooner.
+    err = check_error("fun f x = x\nval y = (f-1) + (3 4)")
+    assert err.message.startswith("this is not a function")
+    assert not any(hint.startswith("did you mean") for hint in err.hints)
+
+
+@pytest.mark.parametrize("first, shown", [("1.5", "double"),
+                                          ("push<block> (iota 3)", "[int]<block>")])
+def test_seqfor_takes_a_size_or_a_thread_level_initial_array(first, shown):
+    err = check_error(f"val s = seqfor ({first}) 3 (fn read => fn i => (i, i))")
+    assert_error(err, f"`seqfor` expects its 1st argument to have type `int` or `['a]<thread>`, "
+                      f"but this has type `{shown}`", 1, 17, first)
 
 
 def test_occurs_check():
@@ -309,10 +404,21 @@ def test_declared_level_parameter_under_one_plus_is_rigid():
 @pytest.mark.parametrize("text, message, marked", [
     ("val p = push<block, grid> (iota 4)", "`push` takes 1 level argument, but 2 were given",
      "push<block, grid>"),
+    ("val m = do<grid, block> { return<grid> 1 }", "`do` takes 1 level argument, but 2 were "
+     "given", "do"),
+    ("val m = do<> { x <- return<grid> 1; return<grid> x }", "`do` takes 1 level argument, but 0 "
+     "were given", "do"),
     ("val p = iota<block> 4", "`iota` takes 0 level arguments, but 1 was given", "iota<block>"),
 ])
 def test_wrong_number_of_level_arguments(text, message, marked):
     assert_error(check_error(text), message, 1, 9, marked)
+
+
+def test_a_do_block_of_one_statement_is_checked_at_its_level():
+    # As the `bind` of a longer block checks each statement.
+    err = check_error("val m = do<block> { return<grid> 1 }")
+    assert_error(err, "`do` expects its 1st argument to have type `Program <block> 'a`, but this "
+                      "has type `Program <grid> int`", 1, 21, "return<grid> 1")
 
 
 def test_level_would_have_to_contain_itself():

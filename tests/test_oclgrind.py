@@ -67,12 +67,112 @@ def oclgrind_findings(text: str, name: str, capfd, block_size: int = 32) -> str:
     session.add_file(Source(name, text))
     root = pipeline.main_root(session)
     options = pipeline.CompileOptions(block_size=block_size)
-    table = pipeline.compile_program(session, root, options).line_table
+    compiled = pipeline.compile_program(session, root, options)
     capfd.readouterr()
     pipeline.run_opencl(session, root, options, device="oclgrind", out=io.StringIO(),
                       err=io.StringIO())
-    findings = parse_reports(capfd.readouterr().err, table)
+    findings = parse_reports(capfd.readouterr().err, compiled)
     return "\n".join(f.as_error().render() for f in findings)
+
+
+# Each block writes 1 element where 4 are declared. The run-time checks would stop the run at
+# the `concat` (an inner array shorter than declared); without them, the 12 elements no
+# work-item wrote are printed.
+SHORT_INNER = ("val main = do<grid> { a <- concat<block> 4 (generate 4 (fn b => pushM<block> "
+               "(generate 1 (fn i => b)))) ; forceAndPrint 16 a }\n")
+
+
+def test_printing_elements_no_work_item_wrote_is_reported_at_the_print(tmp_path):
+    result = check(tmp_path, SHORT_INNER, "--unsafe")
+    assert result.returncode == 1
+    assert result.stdout.startswith("[0,")
+    assert result.stderr.splitlines()[0] == (
+        f"{tmp_path / 'prog.fcl'}:1:107: error: Oclgrind: reads 12 uninitialized array "
+        "elements, the first at index 1")
+    assert "Oclgrind found 1 problem(s)" in result.stderr
+
+
+def checked(text: str, **options) -> tuple[object, list[str]]:
+    """The result of a run on Oclgrind in this process, as `%%check` runs a cell, and what
+    Oclgrind found, as FCL errors."""
+    session = Session.new()
+    session.add_file(Source("prog.fcl", text))
+    value, findings = pipeline.check_on_oclgrind(
+        session, pipeline.main_root(session),
+        pipeline.CompileOptions(block_size=32, checks=False, **options), io.StringIO(),
+        io.StringIO())
+    return value, [f.as_error().render() for f in findings]
+
+
+def test_a_host_read_of_an_element_no_work_item_wrote_is_reported_at_the_read():
+    # `index a 1` sizes an array, so the host reads it; only a[0] and a[4] were written.
+    _, findings = checked(
+        "val main = do<grid> {\n"
+        "  a <- forceM<grid> (concat<block> 4 (generate 2 (fn b => pushM<block> "
+        "(generate 1 (fn i => b + 1))))) ;\n"
+        "  let n = index a 1 ;\n"
+        "  forceAndPrint 2 (push<grid> (generate (n % 4 + 2) (fn i => i))) }\n")
+    assert len(findings) == 1
+    assert findings[0].startswith("prog.fcl:3:3: error: Oclgrind: reads an uninitialized array "
+                                  "element, at index 1\n")
+
+
+def test_a_result_with_elements_no_work_item_wrote_is_reported_at_main():
+    value, findings = checked("val main = forceM<grid> (concat<block> 4 (generate 2 (fn b => "
+                              "pushM<block> (generate 1 (fn i => b + 1)))))\n", keep_result=True)
+    assert list(value[::4]) == [1, 2]
+    assert [f.splitlines()[0] for f in findings] == [
+        "prog.fcl:1:5: error: Oclgrind: reads 6 uninitialized array elements, the first at "
+        "index 1"]
+
+
+def test_a_kernel_using_an_unwritten_local_element_notes_the_array_it_reads():
+    # Each work-group's `xs` has 8 elements of which its 4 work-items write 1 each; all 8 are
+    # then copied out. Oclgrind reports the copy's store of each unwritten one, which the line
+    # table locates at the force that the copy is part of; the note points at `xs`.
+    _, findings = checked(
+        "val main = do<grid> {\n"
+        "  a <- concat<block> 8 (generate 2 (fn b => do<block> {\n"
+        "    xs <- forceM<block> (concat<thread> 2 (generate 4 (fn t => pushM<thread> "
+        "(generate 1 (fn i => t + b))))) ;\n"
+        "    pushM<block> (generate 8 (fn i => index xs (7 - i))) })) ;\n"
+        "  forceAndPrint 16 a }\n")
+    assert len(findings) == 2
+    used, printed = findings
+    assert used.startswith("prog.fcl:5:3: error: Oclgrind: Uninitialized value written to global "
+                           "memory in kernel `kernel0_line5`")
+    assert "(8 times)" in used.splitlines()[0]
+    assert "prog.fcl:3:11: note: the uninitialized value may come from this array" in used
+    assert printed.startswith("prog.fcl:5:3: error: Oclgrind: reads 8 uninitialized array "
+                              "elements, the first at index 0")
+
+
+def test_arrays_a_benchmark_freed_do_not_make_later_arrays_look_uninitialized():
+    # Oclgrind hands a freed buffer's address, and what it knew of that buffer's initialized
+    # bytes (here 4 elements), to the next buffer allocated.
+    _, findings = checked(
+        "val main = do<grid> {\n"
+        "  benchmark 2 (do<grid> { a <- force (push<grid> (generate 4 (fn i => i))) ; "
+        "return () }) ;\n"
+        "  forceAndPrint 64 (push<grid> (generate 64 (fn i => 2 * i))) }\n")
+    assert findings == []
+
+
+def test_a_probe_report_per_unwritten_element_makes_one_finding_per_host_read():
+    def report(site: int, index: int) -> str:
+        return (f"\nUninitialized value written to global memory address 0x{index:x}\n"
+                f"\tKernel: fcl_read_{site}\n"
+                f"\tEntity: Global({index},0,0) Local(0,0,0) Group({index},0,0)\n"
+                "\tAt line 2 (column 51) of input.cl:\n")
+    stderr = report(0, 7) + report(0, 3) + report(0, 3) + report(1, 2)
+    findings = parse_reports(stderr, [])
+    assert [f.message for f in findings] == [
+        "reads 2 uninitialized array elements, the first at index 3",
+        "reads an uninitialized array element, at index 2"]
+    assert all(f.span is None and f.kernel is None for f in findings)
+    stderr += "\nOclgrind: 1000 errors generated - suppressing further errors\n"
+    assert parse_reports(stderr, [])[1].message == ("reads at least 1 uninitialized array "
+                                                     "elements, the first at index 2")
 
 
 @pytest.mark.parametrize("path", [p for p in EXAMPLES if p.name not in SKIP], ids=lambda p: p.name)

@@ -106,6 +106,12 @@ def _array_builtins(lw: Lowerer, t: Type, span):
             lw.fail(mk_bin("<", n, ir.Const(0, I), B), checks.GENERATE_NEGATIVE, [n])
         return Pull(n, lambda i: lw.apply(f, i))
 
+    def take(n, array):
+        if lw.checks:
+            lw.fail(mk_bin("||", mk_bin("<", n, ir.Const(0, I), B),
+                           mk_bin(">", n, array.length, B), B), checks.TAKE, [n, array.length])
+        return Pull(n, array.fn)
+
     def interleave(sequential):
         def build(size, place, programs):
             level = level_of(result_type(t))
@@ -168,6 +174,7 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         "lengthPull": (1, lambda array: array.length),
         "lengthPush": (1, lambda array: lw.length(array)),
         "generate": (2, generate),
+        "take": (2, take),
         "mapPull": (2, lambda f, array: Pull(array.length, lambda i: lw.apply(f, array.fn(i)))),
         "mapPush": (2, lambda f, array: MapPush(f, array)),
         "push": (1, lambda array: PushPull(level_of(result_type(t)), array)),

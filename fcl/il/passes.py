@@ -18,9 +18,10 @@ from dataclasses import replace
 from typing import Any
 
 from fcl.il import ir
-from fcl.il.ranges import Interval, Ranges, interval, note
+from fcl.il.prove import Bounds, decide
+from fcl.il.ranges import FACTS, INT_MAX, Interval, Ranges, interval, note, refine
 from fcl.il.simplify import mk_bin, mk_select, mk_un, rebuild
-from fcl.il.traverse import assigned, expr_fields, map_bodies, map_exprs, stmt_exprs
+from fcl.il.traverse import assigned, expr_fields, map_bodies, map_exprs, names, stmt_exprs
 
 PASSES = (("propagate", lambda s: propagate(s)), ("bound", lambda s: bound(s)),
           ("prune", lambda s: prune(s)), ("sweep", lambda s: sweep(s)))
@@ -61,47 +62,96 @@ def propagate(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
 
 def bound(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
     """Rewrite expressions with what the ranges of integer variables tell (see the module
-    docstring and fcl.il.ranges)."""
+    docstring, fcl.il.ranges and fcl.il.prove)."""
     changed = assigned(stmts)
-    ranges: Ranges = {}
 
-    def visit(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+    def visit(stmts: list[ir.Stmt], ranges: Ranges, limits: Bounds, host: bool
+              ) -> list[ir.Stmt]:
         out = []
         for s in stmts:
-            changes: dict[str, Any] = {name: _ranged(getattr(s, name), ranges)
+            changes: dict[str, Any] = {name: _ranged(getattr(s, name), ranges, limits)
                                        for name in expr_fields(s)
                                        if isinstance(getattr(s, name), ir.Expr)}
             new = replace(s, **changes) if changes else s
             note(new, ranges, changed, lambda e: interval(e, ranges))
-            out.append(map_bodies(new, visit))
+            if isinstance(new, ir.Declare) and new.var.type == ir.INT \
+                    and new.var.name not in changed:
+                limits[new.var.name] = ("=", new.init)
+            if isinstance(new, ir.If):
+                # Each branch knows its condition's outcome: `if i >= 1 then index a (i - 1)`
+                # needs no check that i - 1 >= 0.
+                new = replace(new, then=visit(new.then, refine(new.cond, True, ranges, changed),
+                                              dict(limits), host),
+                              else_=visit(new.else_, refine(new.cond, False, ranges, changed),
+                                          dict(limits), host))
+            elif isinstance(new, ir.Fail) and host:
+                # The host stops at a failed check, so what follows may assume it passed, until
+                # a variable it mentions changes (a failing work-item goes on: not in kernels).
+                ranges.update(refine(new.cond, False, ranges, set()))
+                ranges[FACTS] = (1, 1)  # facts to forget when their variables change
+            elif ir.children(new):
+                new = visit_loop(new, ranges, limits, host)
+            if ranges.get(FACTS) and assigned([new]):
+                _forget(ranges, assigned([new]))
+            out.append(new)
         return out
 
-    return visit(stmts)
+    def visit_loop(s: ir.Stmt, ranges: Ranges, limits: Bounds, host: bool) -> ir.Stmt:
+        inner = dict(limits)
+        if isinstance(s, (ir.SeqFor, ir.ParFor, ir.Distribute)) and \
+                not names(s.bound) & assigned(s.body):
+            inner[s.var.name] = ("<", s.bound)
+        parallel = isinstance(s, (ir.ParFor, ir.Distribute))
+        return map_bodies(s, lambda body: visit(body, dict(ranges), inner,
+                                                host and not parallel))
+
+    return visit(stmts, {}, {}, True)
 
 
-def _ranged(e: ir.Expr, ranges: Ranges) -> ir.Expr:
+def _forget(ranges: Ranges, changed: set[str]) -> None:
+    """Drop what a passed check told of variables that have changed since."""
+    for key in [k for k in ranges if k != FACTS and not k.isidentifier()]:
+        if any(name in changed for name in _words(key)):
+            del ranges[key]
+    for name in changed & ranges.keys():
+        del ranges[name]
+
+
+def _words(text: str) -> set[str]:
+    return set("".join(ch if ch.isalnum() or ch == "_" else " " for ch in text).split())
+
+
+def _ranged(e: ir.Expr, ranges: Ranges, limits: Bounds) -> ir.Expr:
     """e with the rewrites its operands' ranges allow, bottom-up."""
+    def again(part: ir.Expr) -> ir.Expr:
+        return _ranged(part, ranges, limits)
     if isinstance(e, ir.Index):
-        return ir.Index(e.array, _ranged(e.index, ranges))
+        return ir.Index(e.array, again(e.index))
     if isinstance(e, ir.Un):
-        return mk_un(e.op, _ranged(e.arg, ranges), e.type)
+        return mk_un(e.op, again(e.arg), e.type)
     if isinstance(e, ir.Select):
-        return mk_select(_ranged(e.cond, ranges), _ranged(e.then, ranges),
-                         _ranged(e.else_, ranges), e.type)
+        return mk_select(again(e.cond), again(e.then), again(e.else_), e.type)
     if isinstance(e, ir.Var):
         known = ranges.get(e.name)
         return ir.Const(known[0], ir.INT) if known and known[0] == known[1] else e
     if not isinstance(e, ir.Bin):
         return e
-    left, right = _ranged(e.left, ranges), _ranged(e.right, ranges)
+    left, right = again(e.left), again(e.right)
     a, b = interval(left, ranges), interval(right, ranges)
-    if a is not None and b is not None:
-        if e.op in ir.COMPARISONS:
-            decided = _decide(e.op, a, b)
-            if decided is not None:
-                return ir.Const(decided, ir.BOOL)
-        if e.op in ("min", "max") and (a[1] <= b[0] or b[1] <= a[0]):
-            return left if (a[1] <= b[0]) == (e.op == "min") else right
+    if e.op in ("%", "/") and (a is None or a[0] < 0) \
+            and decide(">=", left, ir.Const(0, ir.INT), ranges, limits):
+        # C's remainder and quotient take the dividend's sign: say it is never negative.
+        a = (0, a[1] if a is not None else INT_MAX)
+        ranges[ir.show_expr(left)], ranges[FACTS] = a, (1, 1)
+    if e.op in ir.COMPARISONS and ir.type_of(left) == ir.INT:
+        decided = _decide(e.op, a, b) if a is not None and b is not None else None
+        if decided is None:
+            decided = decide(e.op, left, right, ranges, limits)
+        if decided is not None:
+            return ir.Const(decided, ir.BOOL)
+    if a is not None and b is not None and e.op in ("min", "max") \
+            and (a[1] <= b[0] or b[1] <= a[0]):
+        return left if (a[1] <= b[0]) == (e.op == "min") else right
     divisor = int(right.value) if isinstance(right, ir.Const) and e.type == ir.INT else 0
     if e.op in ("/", "%") and a is not None and a[0] >= 0 \
             and divisor > 1 and divisor & (divisor - 1) == 0:

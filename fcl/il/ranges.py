@@ -14,6 +14,7 @@ from fcl.il import ir
 Interval = tuple[int, int]
 Ranges = dict[str, Interval]
 INT_MIN, INT_MAX = -2**31, 2**31 - 1
+FACTS = "#facts"  # present in a table that also holds ranges of expressions (see refine)
 
 
 def interval(e: ir.Expr, ranges: Ranges) -> Interval | None:
@@ -29,6 +30,15 @@ def interval(e: ir.Expr, ranges: Ranges) -> Interval | None:
         return (min(a[0], b[0]), max(a[1], b[1])) if a and b else None
     if not isinstance(e, ir.Bin) or e.type != ir.INT:
         return None
+    found = _bin_interval(e, ranges)
+    if FACTS in ranges:
+        fact = ranges.get(ir.show_expr(e))
+        if fact is not None:
+            return fact if found is None else (max(fact[0], found[0]), min(fact[1], found[1]))
+    return found
+
+
+def _bin_interval(e: ir.Bin, ranges: Ranges) -> Interval | None:
     a, b = interval(e.left, ranges), interval(e.right, ranges)
     if e.op == "&" and ((a and a[0] >= 0) or (b and b[0] >= 0)):
         return (0, min(x[1] for x in (a, b) if x and x[0] >= 0))
@@ -52,6 +62,64 @@ def interval(e: ir.Expr, ranges: Ranges) -> Interval | None:
     return found if found[0] >= INT_MIN and found[1] <= INT_MAX else None
 
 
+# A comparison's operator once its sides are swapped, and once it is negated.
+_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def refine(cond: ir.Expr, holds: bool, ranges: Ranges, assigned: set[str]) -> Ranges:
+    """The ranges, narrowed by what `cond` having the value `holds` tells of its variables
+    (those never assigned after their definition)."""
+    narrowed = dict(ranges)
+    _narrow(cond, holds, narrowed, assigned)
+    return narrowed
+
+
+def _narrow(cond: ir.Expr, holds: bool, ranges: Ranges, assigned: set[str]) -> None:
+    if isinstance(cond, ir.Un) and cond.op == "not":
+        _narrow(cond.arg, not holds, ranges, assigned)
+        return
+    if not isinstance(cond, ir.Bin):
+        return
+    if (cond.op == "&&" and holds) or (cond.op == "||" and not holds):
+        _narrow(cond.left, holds, ranges, assigned)
+        _narrow(cond.right, holds, ranges, assigned)
+        return
+    if cond.op not in _NEGATED:
+        return
+    outcome = cond.op if holds else _NEGATED[cond.op]
+    for side, other, op in ((cond.left, cond.right, outcome),
+                            (cond.right, cond.left, _MIRRORED[outcome])):
+        if ir.type_of(side) != ir.INT or isinstance(side, ir.Const) or _names(side) & assigned:
+            continue
+        bound = interval(other, ranges)
+        if bound is None:
+            continue
+        # A variable's range, or a fact about a whole expression (`i % 33 < 32`), by its text.
+        key = side.name if isinstance(side, ir.Var) else ir.show_expr(side)
+        if not isinstance(side, ir.Var):
+            ranges[FACTS] = (1, 1)
+        low, high = ranges.get(key, interval(side, ranges) or (INT_MIN, INT_MAX))
+        if op == ">=" or op == "==":
+            low = max(low, bound[0])
+        if op == ">":
+            low = max(low, bound[0] + 1)
+        if op == "<=" or op == "==":
+            high = min(high, bound[1])
+        if op == "<":
+            high = min(high, bound[1] - 1)
+        if op == "!=" and bound[0] == bound[1]:
+            low, high = low + (low == bound[0]), high - (high == bound[0])
+        if low <= high:
+            ranges[key] = (low, high)
+
+
+def _names(e: ir.Expr) -> set[str]:
+    found: dict[str, ir.Var] = {}
+    ir.expr_vars(e, found)
+    return set(found)
+
+
 def _trunc_div(x: int, y: int) -> int:
     q = abs(x) // y
     return q if x >= 0 else -q
@@ -68,6 +136,9 @@ def note(s: ir.Stmt, ranges: Ranges, assigned: set[str],
             found = bounds(s.init)
             if found is not None:
                 ranges[s.var.name] = found
+        return
+    if isinstance(s, ir.ReadCSV):  # its length, set once (names are unique)
+        ranges[s.length.name] = (0, INT_MAX)
         return
     if not (hasattr(s, "var") and hasattr(s, "bound") and hasattr(s, "body")):
         return

@@ -13,6 +13,7 @@ from typing import TextIO
 import numpy as np
 
 from fcl import checks
+from fcl.deep import depth_guard, on_big_stack
 from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.interp.lanes import (
@@ -62,9 +63,11 @@ class Interpreter:
         self.user_calls: list[Span] = []
 
     # ---- programs
+    @on_big_stack  # eval recurses as deep as the program nests
     def run(self, program: MonoProgram):
         """Evaluate the definitions, then the root; run it if it is a Program."""
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), depth_guard(program.root.span,
+                                                    "the program is nested too deeply to run"):
             for name, expr in program.defs:
                 self.globals[name] = self.eval(expr, None, self.host)
             value = self.eval(program.root, None, self.host)

@@ -120,6 +120,12 @@ def _generate(interp, t, span, ctx, n, f):
     return PullArray(n, lambda i, lanes: interp.apply(f, i, lanes, span))
 
 
+def _take(interp, t, span, ctx, n, arr):
+    bad = elementwise(lambda n, length: (n < 0) | (n > length), n, arr.length, ctx=ctx)
+    check(ctx, bad, checks.TAKE, (n, arr.length), span)
+    return PullArray(n, arr.fn)
+
+
 def _map_pull(interp, t, span, ctx, f, arr):
     return PullArray(arr.length, lambda i, lanes: interp.apply(f, arr.fn(i, lanes), lanes, span))
 
@@ -252,6 +258,7 @@ ARRAY = {
     "lengthPull": (1, lambda interp, t, span, ctx, arr: arr.length),
     "lengthPush": (1, lambda interp, t, span, ctx, arr: arr.length()),
     "generate": (2, _generate),
+    "take": (2, _take),
     "mapPull": (2, _map_pull),
     "mapPush": (2, lambda interp, t, span, ctx, f, arr: MapPush(f, arr, span)),
     "push": (1, lambda interp, t, span, ctx, arr: PushPull(

@@ -14,6 +14,9 @@ with it, never where the host copies memory back. So every read of device memory
 reads) is first made by a probe kernel, `fcl_read_K` for the K-th such read of the host program
 (see `read_sites`), one work-item per element, which copies the elements aside: Oclgrind reports
 each element that holds no written value, the work-item's global id being the element's index.
+A kernel's own use of an uninitialized value is located, through the line table, at the FCL
+code of the statement that uses it; the IL does not record where an array read came from, so
+the finding notes the arrays that OpenCL line reads, where they were made.
 """
 from __future__ import annotations
 
@@ -41,9 +44,9 @@ _PROBE = re.compile(r"fcl_read_(\d+)$")
 _ENTITY = re.compile(r"Entity: Global\((\d+),")
 _SUPPRESSED = "suppressing further errors"  # Oclgrind's note when it stops reporting
 C_TYPES = {DTYPES[t]: MEMORY_TYPES[t] for t in DTYPES}
-UNINITIALIZED = ("an uninitialized value comes from an array element that no work-item "
-                      "wrote, e.g. one past the elements an inner program gave to `concat`, "
-                      "which must produce as many as it declares")
+UNINITIALIZED = ("an uninitialized value is one no work-item wrote, or one computed from such a "
+                 "value: e.g. an element past those an inner program of `concat` made, when it "
+                 "made fewer than it declares")
 
 
 @dataclass
@@ -91,16 +94,16 @@ def parse_reports(stderr: str, located: Compiled | list[tuple[int, Span]]) -> li
                 unwritten[site].add(int(entity.group(1)))
             continue
         message = re.sub(r" (at|to|from) (global|local|private) memory address 0x[0-9a-f]+",
-                         r" \1 \2 memory", lines[0])
+                         lambda m: f" {'in' if m[1] == 'at' else m[1]} {m[2]} memory", lines[0])
         match = next((m for ln in lines if (m := _LINE.search(ln))), None)
         cl_line = int(match.group(1)) if match else None
         key = (message, kernel, cl_line)
         if key in findings:
             findings[key].count += 1
-        elif "ninitialized" in message:
-            code = source[cl_line - 1] if cl_line and cl_line <= len(source) else ""
+        elif "uninitialized" in message.lower() and cl_line and cl_line <= len(source):
+            notes = _read_arrays(source[cl_line - 1], cl_line, arrays)
             findings[key] = Finding(message, kernel, cl_line, nearest_span(line_table, cl_line),
-                                    hints=[UNINITIALIZED], notes=_read_arrays(code, arrays))
+                                    hints=[UNINITIALIZED], notes=notes)
         else:
             findings[key] = Finding(message, kernel, cl_line, nearest_span(line_table, cl_line))
     for site, indices in unwritten.items():
@@ -117,19 +120,22 @@ def _array_spans(compiled: Compiled) -> dict[str, Span]:
     return spans
 
 
-def _read_arrays(code: str, arrays: dict[str, Span]) -> list[tuple[Span, str]]:
-    """Notes on the arrays a line of OpenCL reads (an array it stores to is left out)."""
-    store = re.match(r"\s*(\w+)\[.*?\] = ", code)
+def _read_arrays(code: str, cl_line: int, arrays: dict[str, Span]) -> list[tuple[Span, str]]:
+    """Notes on the arrays a line of OpenCL reads (an array it stores to is left out): Oclgrind
+    reports where an uninitialized value is used, not where it was read from memory."""
+    store = re.match(r"\s*\w+\[.*?\] = ", code)
     names = re.findall(r"\b(\w+)\[", code[store.end():] if store else code)
-    return [(arrays[name], "the line reads an array made here: an uninitialized value may "
-             "come from it") for name in dict.fromkeys(names) if name in arrays]
+    return [(arrays[name], f"the uninitialized value may come from this array, which OpenCL "
+             f"line {cl_line} reads") for name in dict.fromkeys(names) if name in arrays]
 
 
 def _read_message(indices: set[int], suppressed: bool) -> str:
     # Past Oclgrind's limit on reports (1000 a process) the count is only a lower bound.
+    if len(indices) == 1 and not suppressed:
+        return f"reads an uninitialized array element, at index {min(indices)}"
     count = f"{'at least ' if suppressed else ''}{len(indices)}"
-    first = f" (the first at index {min(indices)})" if indices else ""
-    return f"reads {count} uninitialized array element{'s' * (len(indices) != 1)}{first}"
+    first = f", the first at index {min(indices)}" if indices else ""
+    return f"reads {count} uninitialized array elements{first}"
 
 
 def _report_blocks(stderr: str) -> list[list[str]]:
@@ -197,13 +203,15 @@ class ReadProbes:
         """Have a kernel read elements [offset, offset + count) of `buffer`, for the host read
         `node`, before the host does."""
         site = self.sites.get(id(node))
-        if site is None or count <= 0:
+        itemsize = np.dtype(dtype).itemsize
+        count = min(count, buffer.size // itemsize - offset)  # past the end the copy fails
+        if site is None or offset < 0 or count <= 0:
             return
         name, ctype = f"fcl_read_{site}", C_TYPES[dtype]
         source = (FP64 if ctype == "double" else "") + (
             f"__kernel void {name}(__global const {ctype}* array, __global {ctype}* copy) {{\n"
             f"    copy[get_global_id(0) - get_global_offset(0)] = array[get_global_id(0)];\n}}\n")
-        nbytes = count * np.dtype(dtype).itemsize
+        nbytes = count * itemsize
         if self.copy is None or self.copy.size < nbytes:
             self.copy = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
             self.buffers.append(self.copy)

@@ -133,7 +133,12 @@ def _describe_expected(expected: set[str]) -> str | None:
 
 
 def _eof_span(source: Source, tokens: list[Token]) -> Span:
-    end = len(source.text.rstrip()) if source.text.strip() else 0
+    # The last token's end, not the text's: a cell's declarations end where its expression starts.
+    if tokens:
+        end = tokens[-1].end_pos
+        assert end is not None  # the lexer sets it
+    else:
+        end = 0
     return Span(source, max(0, end - 1), max(1, end)) if end else Span(source, 0, 0)
 
 
@@ -153,10 +158,15 @@ def _syntax_error(source: Source, tokens: list[Token], err: UnexpectedToken) -> 
                 if not ((e in _CLOSER_OF and _CLOSER_OF[e] not in open_types)
                         or (e == "SEMI" and "LBRACE" not in open_types))}
     described = _describe_expected(expected)
+    signature = _signature_before(tokens, tok) if "FUN" in expected else None
+    if signature is not None:
+        described = f"a definition (`fun` or `val`) after the signature of `{signature.value}`"
     message = f"unexpected {_describe_token(tok)}"
     if described:
         message += f"; expected {described}"
     error = FCLError(message, span)
+    if signature is not None and signature.line != span.line:
+        error.notes.append((_tok_span(source, signature), "the signature is here"))
     never_closed = {id(o) for o in _open_brackets(tokens)}
     unclosed = [o for o in open_before if id(o) in never_closed]
     if unclosed:
@@ -175,12 +185,25 @@ def _syntax_error(source: Source, tokens: list[Token], err: UnexpectedToken) -> 
     return error
 
 
+def _signature_before(tokens: list[Token], upto: Token) -> Token | None:
+    """The name in `sig name : ...` if that is the last declaration started before `upto`."""
+    last = None
+    for i, t in enumerate(tokens):
+        if t is upto:
+            break
+        if t.type in DECL_KEYWORDS:
+            last = i
+    if last is None or tokens[last].type != "SIG" or last + 1 == len(tokens):
+        return None
+    return tokens[last + 1]
+
+
 def _level_list_error(source: Source, tokens: list[Token], opener: Token) -> FCLError:
     """Where a level list was due, a `<` that the lexer did not take for one (see
     lexer.mark_level_brackets): what in the list is wrong."""
     i = next(k for k, t in enumerate(tokens) if t is opener) + 1
     while True:
-        while (i + 1 < len(tokens) and tokens[i].type == "INT" and tokens[i + 1].type == "PLUS"):
+        while i + 1 < len(tokens) and tokens[i].type == "INT" and tokens[i + 1].type == "PLUS":
             if tokens[i].value != 1:
                 return FCLError("only `1+` can be added to a level (levels are thread, block, "
                                 "grid)", _tok_span(source, tokens[i]))

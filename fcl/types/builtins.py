@@ -61,6 +61,9 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
     "index": ("forall 'a. ['a] -> int -> 'a", {"a": GT},
               "element i of a pull array (bounds-checked)"),
     "lengthPull": ("forall 'a. ['a] -> int", {"a": GT}, "length of a pull array"),
+    "take": ("forall 'a. int -> ['a] -> ['a]", {"a": GT},
+             "`take n xs`: the first n elements of xs, which must have at least n (checked once, "
+             "not at every element)"),
     "length": ("forall 'a. ['a] -> int", {"a": GT}, "length of a pull array (= lengthPull)"),
     "lengthPush": ("forall <l> 'a. ['a]<l> -> int", {"a": BT}, "length of a push array"),
     "generate": ("forall 'a. int -> (int -> 'a) -> ['a]", {"a": GT},

@@ -8,12 +8,15 @@ of the inferred type (as in ML); every error is located and explained.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypeVar
 
 from fcl.errors import FCLError, Source, Span
 from fcl.syntax import ast
 from fcl.syntax.parser import parse_scheme
 from fcl.types.builtins import BUILTINS, PUSH_FORMS
+from fcl.types.names import Chain, Names
 from fcl.types.types import (
     BOOL,
     BT,
@@ -53,6 +56,7 @@ from fcl.types.unify import (
     unify_fresh,
 )
 
+_T = TypeVar("_T")
 CONCRETE_LEVELS = {"thread": 0, "block": 1, "grid": 2, "Z": 0}
 LEVEL_NAMES = ["thread", "block", "grid"]
 # Why a builtin's type variable is restricted to a kind: what it is, in the builtin's type.
@@ -69,6 +73,9 @@ class Binding:
     span: Span | None = None         # where it is defined
     doc: str | None = None
     push_form: Scheme | None = None  # a builtin's type where its first argument is a push array
+    # In a definition: its `x-1`s (`x` applied to -1) whose `x` is a parameter, which make it
+    # take a function where a number may have been meant.
+    misread: list[ast.App] = field(default_factory=list)
 
 
 @dataclass
@@ -91,15 +98,14 @@ class Overload:
 
 @dataclass
 class Scope:
-    names: dict[str, Binding]
-    open_types: tuple[Type, ...] = ()  # of the enclosing lambda/let variables (not generalized)
+    names: Names[Binding]
+    # of the enclosing lambda/let variables (not generalized)
+    open_types: Chain[Type] = field(default_factory=Chain)
     levels: dict[str, LVar] = field(default_factory=dict)
 
     def bind(self, name: str, binding: Binding, open_type: Type | None = None) -> Scope:
-        names = dict(self.names)
-        names[name] = binding
-        opens = self.open_types + ((open_type,) if open_type is not None else ())
-        return Scope(names, opens, self.levels)
+        opens = self.open_types if open_type is None else self.open_types.push(open_type)
+        return Scope(self.names.bind(name, binding), opens, self.levels)
 
     def with_levels(self, levels: dict[str, LVar]) -> Scope:
         return Scope(self.names, self.open_types, {**self.levels, **levels})
@@ -146,22 +152,52 @@ class Checker:
         return Scheme(list(lvars.values()), list(tvars.values()), body, declared=len(lvars))
 
     def initial_scope(self) -> Scope:
-        return Scope(dict(self.builtins))
+        return Scope(Names(self.builtins))
 
     # ---- declarations
     def check_decl(self, scope: Scope, decl: ast.Decl) -> Scope:
         """Type-check one top-level declaration; return the scope extended with it."""
-        self.overloads = []
-        scheme = self.infer_binding(scope, decl.name, decl.level_params, decl.sig, decl.value,
-                                    decl.name_span)
+        def check(value: ast.Expr) -> Scheme:
+            self.overloads = []
+            return self.infer_binding(scope, decl.name, decl.level_params, decl.sig, value,
+                                      decl.name_span)
+
+        scheme = self.hinting_minus(check, decl.value)
         decl.scheme = scheme
-        return scope.bind(decl.name, Binding(scheme, "top", decl.name_span))
+        misread = [app for app in _misread_minuses(decl.value)
+                   if isinstance(app.fn, ast.Var) and app.fn.inst.binding.origin == "local"]
+        return scope.bind(decl.name, Binding(scheme, "top", decl.name_span, misread=misread))
 
     def check_expr(self, scope: Scope, e: ast.Expr) -> Type:
-        self.overloads = []
-        t = self.infer(scope, e)
-        self.settle_overloads(scope=scope)
-        return t
+        def check(e: ast.Expr) -> Type:
+            self.overloads = []
+            t = self.infer(scope, e)
+            self.settle_overloads(scope=scope)
+            return t
+
+        return self.hinting_minus(check, e)
+
+    def hinting_minus(self, check: Callable[[ast.Expr], _T], e: ast.Expr) -> _T:
+        """check(e). If that fails where e has an `x-1` (`x` applied to the number -1), and
+        reading each as `x - 1` gets past the error, the error says so."""
+        try:
+            return check(e)
+        except FCLError as err:
+            misread = [app for app in _misread_minuses(e)
+                       if isinstance(app.arg, ast.Lit) and isinstance(app.arg.value, int)]
+            if misread and err.span is not None and not any(
+                    hint.startswith("did you mean") for hint in err.hints):
+                try:
+                    check(_as_subtractions(e, {id(app) for app in misread}))
+                    fixed = True
+                except FCLError as again:
+                    fixed = (again.span is not None and again.span.source is err.span.source
+                             and again.span.start > err.span.start)
+                except RecursionError:
+                    fixed = False
+                if fixed:
+                    _explain_minus(err, misread[0])
+            raise
 
     def infer_binding(self, scope: Scope, name: str, level_params: list[str],
                       sig: ast.SchemeSyntax | None, value: ast.Expr, name_span: Span) -> Scheme:
@@ -340,8 +376,7 @@ class Checker:
                     unify(t_fn, TArrow(t_arg, result))
             except UnifyError as err:
                 raise self.application_error(e, t_fn, t_arg, err) from None
-            if self.overloads:
-                self.settle_overloads(app=e)
+            self.settle_overloads(app=e)
             return result
         if isinstance(e, ast.Pair):
             return TPair(self.infer(scope, e.fst), self.infer(scope, e.snd))
@@ -435,6 +470,8 @@ class Checker:
         push form for a push array, else the first form. One whose argument's type is still
         open waits, unless it is about to be generalized (at a binding's `scope`): nothing else
         can decide it then, and it takes the first form."""
+        if not self.overloads:
+            return
         open_tvs: dict[int, TVar] | None = None
         if scope is not None:
             open_tvs = {}
@@ -504,6 +541,10 @@ class Checker:
                 return self.do_binding_error(e, fn, t_arg, err)
             error = FCLError(f"{who} expects its {what} to have type `{expected_s}`, but this has "
                              f"type `{actual_s}`", e.arg.span, _hints_for(err))
+            if (isinstance(head, ast.Var) and head.inst is not None and head.inst.binding.misread
+                    and isinstance(chase(fn.arg), TArrow)
+                    and not isinstance(chase(t_arg), TArrow | TVar)):
+                _explain_minus(error, head.inst.binding.misread[0], head.name)
             return error
         if err.detail == "occurs":
             var_s, type_s = show_types(err.left, err.right)
@@ -512,16 +553,59 @@ class Checker:
         shown = show_types(t_fn)[0]
         error = FCLError(f"this is not a function, so it cannot be applied to an argument: it has "
                          f"type `{shown}`", e.fn.span)
-        arg = e.arg
-        if (isinstance(arg, ast.Lit) and isinstance(arg.value, int | float) and arg.value < 0
-                and arg.span.start == e.fn.span.end):
-            left = e.fn.span.text.split()[-1] if e.fn.span.text.split() else e.fn.span.text
-            error.hints.append(f"did you mean `{left} - {arg.span.text[1:]}`? `{left}"
-                               f"{arg.span.text}` applies `{left}` to the number "
-                               f"`{arg.span.text}`")
+        if _is_misread_minus(e):
+            _explain_minus(error, e)
         elif isinstance(head, ast.Var) and position > 1:
             error.hints.append(f"`{head.name}` may be applied to too many arguments")
         return error
+
+
+def _is_misread_minus(e: ast.App) -> bool:
+    """`x-1`, which is `x` applied to the number -1 (no space after the `x`), not a subtraction."""
+    arg = e.arg
+    return (isinstance(arg, ast.Lit) and isinstance(arg.value, int | float) and arg.value < 0
+            and arg.span.start == e.fn.span.end)
+
+
+def _misread_minuses(e: ast.Expr) -> list[ast.App]:
+    found, todo = [], [e]
+    while todo:
+        e = todo.pop()
+        if isinstance(e, ast.App) and _is_misread_minus(e):
+            found.append(e)
+        todo.extend(reversed(ast.children(e)))
+    return found
+
+
+def _as_subtractions(e: ast.Expr, misread: set[int]) -> ast.Expr:
+    """A copy of e in which the applications `x-1` whose ids are in `misread` are `x - 1`."""
+    if id(e) in misread:
+        assert isinstance(e, ast.App) and isinstance(e.arg, ast.Lit)
+        value, number = e.arg.value, e.arg.span
+        assert isinstance(value, int)  # only int literals are read as subtractions
+        minus = ast.Var(Span(number.source, number.start, number.start + 1), "subi", builtin=True)
+        fn = _as_subtractions(e.fn, misread)
+        return ast.App(e.span, ast.App(fn.span, minus, fn),
+                       ast.Lit(Span(number.source, number.start + 1, number.end), -value, "int"))
+    children: dict[str, Any] = {
+        f.name: _as_subtractions(getattr(e, f.name), misread)
+        for f in fields(e) if f.init and isinstance(getattr(e, f.name), ast.Expr)}
+    copy = replace(e, **children)  # with none of the annotations the failed check left
+    copy.do_levels = e.do_levels
+    return copy
+
+
+def _explain_minus(error: FCLError, e: ast.App, definition: str | None = None) -> None:
+    """Add to error that `x-1` at e applies x to -1 (in `definition`, if not where error is)."""
+    number = e.arg.span.text
+    words = e.fn.span.text.split()
+    left = words[-1] if words else e.fn.span.text
+    where = f" in the definition of `{definition}`" if definition else ""
+    error.hints.append(f"did you mean `{left} - {number[1:]}`{where}? `{left}{number}` applies "
+                       f"`{left}` to the number `{number}`")
+    span = error.span
+    if span is None or not span.start <= e.span.start < span.end:
+        error.notes.append((e.span, f"`{left}` is applied to the number `{number}` here"))
 
 
 def substitute(t: Type, tmap: dict, lmap: dict) -> Type:

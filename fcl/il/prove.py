@@ -1,0 +1,160 @@
+"""Symbolic bounds: deciding comparisons that intervals alone cannot, so that run-time checks
+which cannot fail are not emitted.
+
+An index into an array whose length is only known at run time (`generate (len / 2) ...`, a
+CSV file's length) has no useful interval, but the loop around it bounds it by an expression:
+inside `for i < min(len / 2, len - len / 2)`, `i + len / 2 < len` holds whatever `len` is. Both
+sides become linear forms over atoms (variables and other sub-expressions), and atoms are
+replaced by their bounds, symbolic ones first so that they can cancel: a loop variable by its
+loop's limit minus one (each side of a `min` in turn), a variable defined once by its value,
+`x / c` and `x >> k` by `x / c` in rational arithmetic (for x >= 0, c > 0), then any atom by its
+interval (`x % c` by [0, c - 1] where x >= 0 can be shown), or by the range of an int.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+from fcl.il import ir
+from fcl.il.ranges import INT_MAX, INT_MIN, Ranges, interval
+
+# What is known of a variable: ("<", limit) for a loop variable, ("=", value) for one defined
+# once and never assigned.
+Bounds = dict[str, tuple[str, ir.Expr]]
+DEPTH = 4  # symbolic substitutions tried one inside another
+
+
+class Form:
+    """sum(coefficient * atom) + constant, atoms keyed by their text."""
+
+    def __init__(self, terms: dict[str, Fraction] | None = None, constant: Fraction = Fraction(0),
+                 atoms: dict[str, ir.Expr] | None = None):
+        self.terms = {k: c for k, c in (terms or {}).items() if c != 0}
+        self.constant = constant
+        self.atoms = atoms or {}
+
+    def plus(self, other: Form, scale: Fraction = Fraction(1)) -> Form:
+        terms = dict(self.terms)
+        for key, c in other.terms.items():
+            terms[key] = terms.get(key, Fraction(0)) + scale * c
+        return Form(terms, self.constant + scale * other.constant, {**self.atoms, **other.atoms})
+
+    def without(self, key: str) -> Form:
+        return Form({k: c for k, c in self.terms.items() if k != key}, self.constant, self.atoms)
+
+
+def linear(e: ir.Expr) -> Form:
+    if isinstance(e, ir.Const) and e.type == ir.INT:
+        return Form(constant=Fraction(int(e.value)))
+    if isinstance(e, ir.Bin) and e.type == ir.INT:
+        if e.op in ("+", "-"):
+            return linear(e.left).plus(linear(e.right), Fraction(1 if e.op == "+" else -1))
+        if e.op == "*" and isinstance(e.right, ir.Const):
+            return Form().plus(linear(e.left), Fraction(int(e.right.value)))
+        if e.op == "*" and isinstance(e.left, ir.Const):
+            return Form().plus(linear(e.right), Fraction(int(e.left.value)))
+    key = e.name if isinstance(e, ir.Var) else ir.show_expr(e)
+    return Form({key: Fraction(1)}, atoms={key: e})
+
+
+def decide(op: str, left: ir.Expr, right: ir.Expr, ranges: Ranges, bounds: Bounds
+           ) -> bool | None:
+    """The outcome of `left op right` if it is always the same, else None."""
+    if op not in ("<", "<=", ">", ">="):
+        return None
+    if op in (">", ">="):  # a > b is b < a
+        left, right, op = right, left, "<" if op == ">" else "<="
+    difference = linear(left).plus(linear(right), Fraction(-1))  # left - right
+    # +, - and * wrap around modulo 2^32 in C, so the exact values of both sides must fit in an
+    # int: then C computes them, whatever their parts did on the way. When left < right, that
+    # is left >= INT_MIN and right <= INT_MAX; when left >= right, the other way round.
+    most = _largest(difference, ranges, bounds, DEPTH)
+    if most is not None and (most < 0 if op == "<" else most <= 0) \
+            and _fits(left, INT_MIN, ranges, bounds) and _fits(right, INT_MAX, ranges, bounds):
+        return True
+    least = _largest(Form().plus(difference, Fraction(-1)), ranges, bounds, DEPTH)
+    if least is not None and (-least >= 0 if op == "<" else -least > 0) \
+            and _fits(right, INT_MIN, ranges, bounds) and _fits(left, INT_MAX, ranges, bounds):
+        return False
+    return None
+
+
+def _fits(e: ir.Expr, limit: int, ranges: Ranges, bounds: Bounds) -> bool:
+    """Whether e's exact value is at most INT_MAX (limit INT_MAX) or at least INT_MIN; a lone
+    variable or other atom holds an int by definition."""
+    form = linear(e)
+    if (not form.constant and list(form.terms.values()) == [1]) or interval(e, ranges):
+        return True
+    if limit == INT_MAX:
+        most = _largest(form, ranges, bounds, DEPTH)
+        return most is not None and most <= INT_MAX
+    least = _largest(Form().plus(form, Fraction(-1)), ranges, bounds, DEPTH)
+    return least is not None and -least >= INT_MIN
+
+
+def _largest(form: Form, ranges: Ranges, bounds: Bounds, depth: int) -> Fraction | None:
+    """An upper bound on the form's value, or None."""
+    if depth > 0:
+        for key, c in form.terms.items():
+            atom = form.atoms[key]
+            options = _symbolic(atom, c > 0, ranges, bounds)
+            if options:
+                plain = interval(atom, ranges)  # the atom's own range may be the better bound
+                if plain is not None:
+                    options.append(Form(constant=Fraction(plain[1] if c > 0 else plain[0])))
+                tried = [_largest(form.without(key).plus(option, c), ranges, bounds, depth - 1)
+                         for option in options]
+                known = [f for f in tried if f is not None]
+                return min(known) if known else None
+    total = form.constant
+    for key, c in form.terms.items():
+        # Whatever else is known, an atom holds an int.
+        found = interval(form.atoms[key], ranges) or ranges.get(key) or \
+            _remainder(form.atoms[key], ranges, bounds, depth) or (INT_MIN, INT_MAX)
+        total += c * (found[1] if c > 0 else found[0])
+    return total
+
+
+def _remainder(atom: ir.Expr, ranges: Ranges, bounds: Bounds, depth: int
+               ) -> tuple[int, int] | None:
+    """The range of `x % c`: C's remainder has the dividend's sign."""
+    if not (isinstance(atom, ir.Bin) and atom.op == "%" and isinstance(atom.right, ir.Const)
+            and int(atom.right.value) > 0):
+        return None
+    c = int(atom.right.value)
+    least = _largest(Form().plus(linear(atom.left), Fraction(-1)), ranges, bounds, depth)
+    return (0, c - 1) if least is not None and least <= 0 else (1 - c, c - 1)
+
+
+def _divisor(atom: ir.Expr) -> int:
+    """c where atom is x / c or x >> k (c = 2^k), c > 0; else 0."""
+    if isinstance(atom, ir.Bin) and isinstance(atom.right, ir.Const):
+        amount = int(atom.right.value)
+        if atom.op == "/" and amount > 0:
+            return amount
+        if atom.op == ">>" and 0 <= amount < 31:
+            return 1 << amount
+    return 0
+
+
+def _symbolic(atom: ir.Expr, upper: bool, ranges: Ranges, bounds: Bounds) -> list[Form]:
+    """Linear bounds on an atom (upper or lower), each enough on its own."""
+    if isinstance(atom, ir.Var) and atom.name in bounds:
+        # Only expressions that cannot wrap around: their exact value is the one C computes.
+        relation, limit = bounds[atom.name]
+        if relation == "=":
+            return [linear(limit)] if interval(limit, ranges) is not None else []
+        if not upper:
+            return []
+        sides = [limit.left, limit.right] if isinstance(limit, ir.Bin) and limit.op == "min" \
+            else [limit]
+        return [linear(side).plus(Form(constant=Fraction(-1))) for side in sides
+                if interval(side, ranges) is not None]
+    divisor = _divisor(atom)
+    if divisor and isinstance(atom, ir.Bin):
+        dividend = interval(atom.left, ranges)
+        if dividend is None or dividend[0] < 0:
+            return []
+        c = Fraction(divisor)
+        exact = Form().plus(linear(atom.left), 1 / c)  # x / c rounds down from this...
+        return [exact if upper else exact.plus(Form(constant=-(c - 1) / c))]  # ...by < 1
+    return []

@@ -5,6 +5,7 @@
     mono           fcl.mono: one copy of each definition per type it is used at
     lower          fcl.il.lower + fcl.il.builtins: compile-time evaluation into the IL
     passes         fcl.il.passes: optimisation to a fixed point
+    unnest         fcl.il.unnest: no expression nested too deeply for C
     in place       fcl.opencl.inplace: kernels that may write over their input
     kernelize      fcl.opencl.kernelize: host statements and kernels
     shape          fcl.opencl.shape: work-groups, memory and index decisions per kernel
@@ -28,6 +29,7 @@ from fcl.il import ir
 from fcl.il.builtins import make_primitive
 from fcl.il.lower import Lowerer
 from fcl.il.passes import optimize
+from fcl.il.unnest import unnest
 from fcl.il.verify import verify
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.mono import MonoProgram, level_number, monomorphize
@@ -93,7 +95,10 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
     with _depth_guard(root, "to compile"):
         lowerer = Lowerer(make_primitive, options.block_size, options.checks)
         il = lowerer.lower(mono_program(session, root), options.keep_result)
-        return optimize(il, check=verify if options.verify_il else None)
+        il = unnest(optimize(il, check=verify if options.verify_il else None))
+        if options.verify_il:
+            verify("unnest", il)
+        return il
 
 
 @on_big_stack

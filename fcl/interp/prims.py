@@ -61,7 +61,7 @@ UNARY = {
 ALIASES = {"length": "lengthPull", "map": "mapPull", "poweri": "power"}
 # Their failures point at the builtin's name, not the whole application, as on OpenCL: in
 # `programs |> interleave n f` the application starts at `programs`.
-LOCATED_AT_NAME = {"interleave", "interleaveSeq"}
+LOCATED_AT_NAME = {"interleave", "interleaveSeq", "seqfor"}
 
 
 def make_primitive(name: str, t: Type, span, interp):

@@ -1,0 +1,203 @@
+"""Run-time checks, on by default: every faulty program stops with the same error on both back
+ends (message, values, work-group/work-item, location) and prints nothing after it; checks the
+compiler can prove never fail are not emitted; `--unsafe` and `%config checks=off` turn them off.
+"""
+import io
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fcl import pipeline
+from fcl.cli import main as cli_main
+from fcl.errors import FCLError, Source
+from fcl.interp.eval import RunConfig
+from fcl.session import Session
+from fcl.types.types import TProgram, chase
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from test_verify import _bench_module, _fcl_cells  # noqa: E402
+
+
+def run(text: str, backend: str, checks: bool = True) -> tuple[str, FCLError | None]:
+    """What the program prints on a back end, and the error it stops with (None if none)."""
+    session = Session.new()
+    session.add_file(Source("t.fcl", text))
+    out = io.StringIO()
+    try:
+        root = pipeline.main_root(session)
+        if backend == "interp":
+            pipeline.run_interpreter(session, root, RunConfig(out=out, err=io.StringIO()))
+        else:
+            pipeline.run_opencl(session, root, pipeline.CompileOptions(checks=checks), out=out,
+                                err=io.StringIO())
+    except FCLError as err:
+        return out.getvalue(), err
+    return out.getvalue(), None
+
+
+def grid(body: str, n: int = 4) -> str:
+    return f"val main = forceAndPrint {n} (push<grid> (generate {n} (fn i => {body})))\n"
+
+
+CASES = {
+    "index": (grid("index (iota 10) (i + 8)"),
+              "index 10 is out of bounds for an array of length 10 (in work-item 2)"),
+    "negative index": (grid("index (iota 10) (i - 1)"),
+                       "index -1 is out of bounds for an array of length 10 (in work-item 0)"),
+    "division": (grid("1000 / (i % 3)", 6), "division by zero: 1000 / 0 (in work-item 0)"),
+    "remainder": (grid("(i + 5) % (i - 2)"),
+                  "remainder of a division by zero: 7 % 0 (in work-item 2)"),
+    "constant divisor": ("val z = 0\n" + grid("7 / z", 1),
+                         "division by zero: 7 / 0 (in work-item 0)"),
+    "inner length": ("val main = do<grid> { a <- concat<block> 4 (generate 4 (fn b => "
+                     "pushM<block> (generate 1 (fn i => b)))) ; forceAndPrint 16 a }\n",
+                     "an inner array has length 1, but 4 was declared (in work-group 0)"),
+    "block index": ("val main = do<grid> { a <- concat<block> 4 (generate 3 (fn b => "
+                    "pushM<block> (generate 4 (fn t => index (iota 5) (b + t))))) ; "
+                    "forceAndPrint 12 a }\n",
+                    "index 5 is out of bounds for an array of length 5 (in work-group 2, "
+                    "work-item 3)"),
+    "placed": ("val main = do<grid> {\n"
+               "  ys <- generate 2 (fn b => pushM<block> (generate 32 (fn i => i + b)))\n"
+               "        |> interleave<block> 32 (fn ij => fst ij * 32 + snd ij * 100000000) ;\n"
+               "  forceAndPrint 32 ys }\n",
+               "an element was placed at index 100000000, outside the array of length 64 "
+               "(in work-group 0, work-item 1)"),
+    "seqfor": ("val main = do<grid> { a <- concat<block> 3 (generate 2 (fn b => concat<thread> 3 "
+               "(generate 1 (fn t => return<thread> (seqfor 3 (3 + b) (fn read => fn k => "
+               "(k, k))))))) ; forceAndPrint 6 a }\n",
+               "seqfor step wrote to index 3, outside its array of length 3 (in work-group 1, "
+               "work-item 0)"),
+    "negative generate": ("val n = 0 - 3\n" + grid("index (generate n (fn k => k)) 0", 1),
+                          "generate was given the negative length -3 (in work-item 0)"),
+    "take": ("val main = forceAndPrint 3 (push<grid> (take 12 (iota 10)))\n",
+             "cannot take 12 elements of an array of length 10"),
+    "powi": (grid("powi 2 (i - 2)"), "powi needs a non-negative exponent, not -2 (in work-item 0)"),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_failed_check_is_the_same_error_on_both_back_ends(name):
+    text, message = CASES[name]
+    results = {backend: run(text, backend) for backend in ("interp", "opencl")}
+    for backend, (out, err) in results.items():
+        assert err is not None, f"{backend} printed {out!r}"
+        assert err.message == message, backend
+    (out_i, err_i), (out_c, err_c) = results.values()
+    assert out_i == out_c == ""  # nothing printed: the run stops at the failure
+    # The same location and caret (the interpreter may add a note on the prelude line).
+    assert err_i.render().splitlines()[:3] == err_c.render().splitlines()[:3]
+    assert err_i.hints == err_c.hints
+
+
+def test_the_run_stops_at_the_failing_kernel_and_keeps_what_was_printed_before():
+    text = ("val main = do<grid> {\n  a <- forceAndPrint 2 (push<grid> (iota 2)) ;\n"
+            "  b <- forcePull<grid> (generate 4 (fn i => index a (i + 1))) ;\n"
+            "  forceAndPrint 4 (push<grid> b) }\n")
+    for backend in ("interp", "opencl"):
+        out, err = run(text, backend)
+        assert out == "[0,1]\n" and err is not None
+        assert err.message == "index 2 is out of bounds for an array of length 2 (in work-item 1)"
+        assert (err.span.line, err.span.col) == (3, 45)
+
+
+def test_the_lowest_failing_work_item_is_reported_whatever_the_order_they_ran_in():
+    # Every element from 100 on fails, in 8 work-groups: the record keeps work-item 100's values.
+    text = grid("index (iota 100) (i * 1)", 2048)
+    for _ in range(3):
+        _, err = run(text, "opencl")
+        assert err.message == "index 100 is out of bounds for an array of length 100 " \
+                              "(in work-item 100)"
+
+
+def test_unsafe_compiles_no_check_and_the_cli_flag_turns_them_off(tmp_path, capsys):
+    text, _ = CASES["division"]
+    session = Session.new()
+    session.add_file(Source("t.fcl", text))
+    root = pipeline.main_root(session)
+    checked = pipeline.compile_program(session, root, pipeline.CompileOptions())
+    unchecked = pipeline.compile_program(session, root, pipeline.CompileOptions(checks=False))
+    assert any(k.fails for k in checked.kernels) and "fcl_report" in checked.source
+    assert not any(k.fails for k in unchecked.kernels) and "fcl_report" not in unchecked.source
+    path = tmp_path / "t.fcl"
+    path.write_text(CASES["index"][0])
+    assert cli_main(["run", "--backend", "opencl", str(path)]) == 1
+    assert "index 10 is out of bounds" in capsys.readouterr().err
+    cli_main(["run", "--backend", "opencl", "--unsafe", str(path)])
+    assert "out of bounds" not in capsys.readouterr().err
+
+
+def kernel_checks(compiled) -> list[str]:
+    return [f"{k.name}: {check.message}" for k in compiled.kernels for check in k.fails]
+
+
+def test_no_check_is_left_in_the_kernels_of_the_benchmarks():
+    bench = _bench_module()
+    for task in bench.tasks(bench.FULL, np.random.default_rng(0)):
+        compiled = bench.compile_task(task, bench.FULL.block)
+        assert kernel_checks(compiled) == [], task.name
+        # The checks `take` makes of the inputs' lengths run once, on the host.
+        assert any(isinstance(s, pipeline.ir.Fail) for s in pipeline.ir.walk(compiled.host))
+
+
+@pytest.mark.parametrize("notebook", sorted((ROOT / "notebooks").glob("*.ipynb")),
+                         ids=lambda p: p.name)
+def test_no_check_is_left_in_the_kernels_of_the_course_notebooks(notebook):
+    session = Session.new()
+    compiled = 0
+    for n, code in enumerate(_fcl_cells(notebook)):
+        snapshot = session.snapshot()
+        try:
+            decls, root = session.add_cell(Source(f"{notebook.name} cell {n}", code))
+            if root is None and any(d.name == "main" for d in decls):
+                root = pipeline.main_root(session)
+            if root is None or not isinstance(chase(root.type), TProgram):
+                continue
+            program = pipeline.compile_program(session, root,
+                                               pipeline.CompileOptions(keep_result=True))
+        except FCLError:
+            session.restore(snapshot)
+            continue
+        assert kernel_checks(program) == [], f"cell {n}"
+        compiled += 1
+    assert compiled > 0 or not json.loads(notebook.read_text())["cells"]
+
+
+# ---- adversarial programs that once crashed the compiler --------------------------------------
+
+REPRODUCERS = {
+    # A thread-level `while` (its state a thread array) in a block that also forces a local
+    # array: registers.py unpacked an empty alias set.
+    "thread while beside a local array": (
+        "val main = do<grid> { r <- concat<block> 2 (generate 1 (fn b => do<block> { xs <- "
+        "forcePull<block> (generate 2 (fn t => t)); concat<thread> 1 (generate 2 (fn t => "
+        "liftM<thread> push<thread> (while<thread> (fn s => index s 0 > 1) (fn s => "
+        "return<thread> (push<thread> (generate 1 (fn k => index s 0 / 2)))) (return<thread> "
+        "(push<thread> (generate 1 (fn k => t + 5))))))) })) ; forceAndPrint 2 r }\n", "[1,1]\n"),
+    # A checked block-level `power` whose step indexes the previous array: a check's code was
+    # looked up by the identity of a statement a rewrite had replaced.
+    "checked block power": (
+        "val main = do<grid> { r <- concat<block> 2 (generate 1 (fn b => do<block> { a <- "
+        "power<block> 1 (fn it => fn a => return<block> (push<block> (generate 2 (fn i => "
+        "if i >= 1 then index a (i - 1) else 0)))) (return<block> (push<block> (generate 2 "
+        "(fn i => i + 1)))) ; return<block> (push<block> a) })) ; forceAndPrint 2 r }\n",
+        "[0,1]\n"),
+    "block scan of 257": (
+        "fun steps lg xs = power<block> lg (fn k => fn ys => return<block> (push<block> "
+        "(generate (length ys) (fn i => if i >= (1 << k) then index ys (i - (1 << k)) + "
+        "index ys i else index ys i)))) (return<block> (push<block> xs))\n"
+        "val main = do<grid> { r <- concat<block> 257 (generate 1 (fn b => do<block> { a <- "
+        "steps 9 (generate 257 (fn i => i)) ; return<block> (push<block> a) })) ; "
+        "forceAndPrint 4 r }\n", "[0,1,3,6]\n"),
+}
+
+
+@pytest.mark.parametrize("name", REPRODUCERS)
+def test_adversarial_reproducers_run_on_both_back_ends(name):
+    text, expected = REPRODUCERS[name]
+    for backend in ("interp", "opencl"):
+        assert run(text, backend) == (expected, None), backend

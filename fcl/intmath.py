@@ -1,12 +1,20 @@
-"""32-bit C integer arithmetic on numpy values (scalars or arrays), shared by the interpreter and
-the OpenCL back end's host code, so both compute exactly what the kernels compute."""
+"""32-bit integer arithmetic on numpy values (scalars or arrays), shared by the interpreter and
+the OpenCL back end's host code, so both compute exactly what the kernels compute: FCL's
+semantics (docs/language.md), C's where C defines the result. numpy's int32 operations already
+wrap around; these add C's division and remainder."""
 from __future__ import annotations
 
 import numpy as np
 
 
 def c_div(a, b):
-    """Integer division truncating toward zero, as in C."""
+    """Integer division truncating toward zero, as in C; INT_MIN / -1 wraps around to INT_MIN.
+    b must not be 0."""
+    with np.errstate(over="ignore"):  # numpy wraps INT_MIN // -1 too, but warns
+        return _div(a, b)
+
+
+def _div(a, b):
     if isinstance(b, np.integer) and b > 0 and b & (b - 1) == 0:
         # A power of two: shift, first adding b-1 to negative numbers so they round up.
         shift = int(b).bit_length() - 1
@@ -18,9 +26,9 @@ def c_div(a, b):
 
 
 def c_mod(a, b):
-    """Remainder with the sign of the dividend, as in C."""
+    """Remainder with the sign of the dividend, as in C; INT_MIN % -1 is 0. b must not be 0."""
     if isinstance(b, np.integer) and b > 0 and b & (b - 1) == 0:
-        return a - (c_div(a, b) << (int(b).bit_length() - 1))
+        return a - (_div(a, b) << (int(b).bit_length() - 1))
     if isinstance(b, np.integer) and b > 0 and np.min(a, initial=0) >= 0:
         return np.remainder(a, b)
     return np.fmod(a, b)

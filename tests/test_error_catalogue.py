@@ -247,7 +247,7 @@ def test_an_opencl_build_failure_is_shown_at_the_fcl_line_with_the_build_log():
     compiled = pipeline.compile_program(session, pipeline.main_root(session))
     # Break the store of line 3's kernel with an undeclared name, as a compiler bug would.
     lines = compiled.source.splitlines()
-    (cl_line,) = [n for n, line in enumerate(lines, 1) if "+ 1)" in line]
+    (cl_line,) = [n for n, line in enumerate(lines, 1) if "+ 1" in line]
     lines[cl_line - 1] = lines[cl_line - 1].replace(";", " + notDeclared;")
     compiled.source = "\n".join(lines) + "\n"
     with pytest.raises(FCLError) as info:

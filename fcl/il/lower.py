@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from fcl import checks
 from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.ranges import INT_MAX
-from fcl.il.simplify import is_atomic, mk_bin
+from fcl.il.simplify import is_atomic, mk_bin, mk_un
 from fcl.il.values import (
     ZERO,
     Closure,
@@ -198,7 +198,14 @@ class Lowerer:
         with self.capture() as else_stmts:
             else_value = self.eval(e.else_, env)
         t = il_type(e.type)
-        if not then_stmts and not else_stmts:
+        if all(isinstance(s, ir.Fail) for s in then_stmts + else_stmts):
+            # Only checks: each applies where its branch is taken, and the value is a
+            # conditional expression, as without checks (the range analysis then sees the
+            # condition next to what it guards: `if i >= 1 then index a (i - 1)`).
+            not_cond = mk_un("not", cond, ir.BOOL)
+            for guard, stmts in ((cond, then_stmts), (not_cond, else_stmts)):
+                for s in stmts:
+                    self.emit(replace(s, cond=mk_bin("&&", guard, s.cond, ir.BOOL)))
             return ir.Select(cond, then_value, else_value, t)
         # A branch needed statements: run only the chosen one, as the source says.
         result = self.fresh("branch", t)

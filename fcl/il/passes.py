@@ -130,7 +130,14 @@ def _ranged(e: ir.Expr, ranges: Ranges, limits: Bounds) -> ir.Expr:
     if isinstance(e, ir.Un):
         return mk_un(e.op, again(e.arg), e.type)
     if isinstance(e, ir.Select):
-        return mk_select(again(e.cond), again(e.then), again(e.else_), e.type)
+        cond = again(e.cond)
+        return mk_select(cond, _ranged(e.then, refine(cond, True, ranges, set()), limits),
+                         _ranged(e.else_, refine(cond, False, ranges, set()), limits), e.type)
+    if isinstance(e, ir.Bin) and e.op in ("&&", "||"):
+        # The right operand is only evaluated when the left one has decided nothing yet.
+        left = again(e.left)
+        return mk_bin(e.op, left, _ranged(e.right, refine(left, e.op == "&&", ranges, set()),
+                                          limits), e.type)
     if isinstance(e, ir.Var):
         known = ranges.get(e.name)
         return ir.Const(known[0], ir.INT) if known and known[0] == known[1] else e

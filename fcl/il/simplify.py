@@ -1,7 +1,9 @@
 """Smart constructors for IL expressions with sound constant folding.
 
-Folding follows 32-bit C semantics exactly (wrap-around, truncating division); only identities
-that hold for every value are used (no `(a/b)*c` rewrites, which the original got wrong).
+Folding follows FCL's 32-bit integer semantics exactly (docs/language.md: wrap-around, truncating
+division, INT_MIN / -1 = INT_MIN, shift amounts modulo 32), as the back ends compute at run time;
+only identities that hold for every value are used (no `(a/b)*c` rewrites, which the original
+got wrong).
 """
 from __future__ import annotations
 
@@ -23,9 +25,9 @@ def is_atomic(e: ir.Expr) -> bool:
 
 def _fold_int(op: str, a: int, b: int):
     if op in ("/", "%"):
-        if b == 0 or (a == INT_MIN and b == -1):
-            return None  # undefined in C: leave it to run time
-        q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+        if b == 0:
+            return None  # a run-time error, reported where it happens
+        q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)  # INT_MIN / -1 wraps
         return wrap32(q) if op == "/" else wrap32(a - q * b)
     if op in ("<<", ">>"):
         b &= 31
@@ -68,16 +70,28 @@ def _mk_bin(op: str, left: ir.Expr, right: ir.Expr, t: str) -> ir.Expr:
             return left
         if op == "*" and _is_const(left, 1):
             return right
+        if op == "/" and _is_const(right, -1):
+            return mk_un("neg", left, t)
+        if op == "%" and _is_const(right, -1):
+            return ir.Const(0, ir.INT)
+        if op in ("<<", ">>") and isinstance(right, ir.Const) and not 0 <= right.value < 32:
+            # Only the amount's low five bits count; C compilers warn about the others.
+            return _mk_bin(op, left, ir.Const(int(right.value) & 31, ir.INT), t)
+    # Expressions are pure: an operand that cannot change the outcome need not be evaluated.
     if op == "&&":
         if _is_const(left, True):
             return right
         if _is_const(right, True):
             return left
+        if _is_const(left, False) or _is_const(right, False):
+            return ir.Const(False, ir.BOOL)
     if op == "||":
         if _is_const(left, False):
             return right
         if _is_const(right, False):
             return left
+        if _is_const(left, True) or _is_const(right, True):
+            return ir.Const(True, ir.BOOL)
     return ir.Bin(op, left, right, t)
 
 
@@ -122,19 +136,24 @@ def _linear_sum(left: ir.Expr, right: ir.Expr, sign: int) -> ir.Expr:
         coef = wrap32(coef)
         if coef == 0:
             continue
-        if coef == 1 or coef == -1:
-            term = atom
-        else:
-            term = _mk_bin("*", atom, ir.Const(abs(coef), ir.INT), ir.INT)
+        size = _magnitude(coef)
+        term = atom if size == 1 else _mk_bin("*", atom, ir.Const(size, ir.INT), ir.INT)
         if result is None:
-            result = term if coef > 0 else _mk_bin("-", ir.Const(0, ir.INT), term, ir.INT)
+            result = term if size == coef else _mk_bin("-", ir.Const(0, ir.INT), term, ir.INT)
         else:
-            result = _mk_bin("+" if coef > 0 else "-", result, term, ir.INT)
+            result = _mk_bin("+" if size == coef else "-", result, term, ir.INT)
     if result is None:
         return ir.Const(const, ir.INT)
     if const:
-        result = _mk_bin("+" if const > 0 else "-", result, ir.Const(abs(const), ir.INT), ir.INT)
+        size = _magnitude(const)
+        result = _mk_bin("+" if size == const else "-", result, ir.Const(size, ir.INT), ir.INT)
     return result
+
+
+def _magnitude(value: int) -> int:
+    """|value| as an int: INT_MIN has no positive counterpart, but it is its own negation (mod
+    2^32), so it is added rather than subtracted."""
+    return value if value == INT_MIN else abs(value)
 
 
 def mk_un(op: str, arg: ir.Expr, t: str) -> ir.Expr:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,9 +116,10 @@ def build(device: Device, source: str, line_table: list | None = None) -> dict[s
     key = (device.context.int_ptr, source)
     if key not in _programs:
         try:
-            with warnings.catch_warnings():
-                # PoCL's informational build output is not a problem of the FCL program.
-                warnings.simplefilter("ignore", cl.CompilerWarning)
+            with warnings.catch_warnings(), _compiler_notes():
+                if not _show_compiler_output():
+                    # Compiler warnings about generated code are not the FCL program's problem.
+                    warnings.simplefilter("ignore", cl.CompilerWarning)
                 # Oclgrind interprets LLVM IR but not all of what LLVM's optimizer makes of it
                 # (closed forms of loops use odd-width integers): it gets the code unoptimized.
                 options = ["-cl-opt-disable"] if is_oclgrind(device.device) else []
@@ -125,6 +129,43 @@ def build(device: Device, source: str, line_table: list | None = None) -> dict[s
             raise build_error(str(err), line_table or []) from None
         build_count += 1
     return _programs[key]
+
+
+def _show_compiler_output() -> bool:
+    """Whether the user asked to see build logs (PyOpenCL's variable and its true values)."""
+    return os.environ.get("PYOPENCL_COMPILER_OUTPUT", "").lower() in \
+        ("y", "yes", "t", "true", "on", "1")
+
+
+# What clang, inside PoCL and others, writes to the process's stderr at the end of a build that
+# had diagnostics (the diagnostics themselves go to the build log).
+_NOTE = re.compile(r"\d+ (warnings?|errors?)( and \d+ errors?)? generated\.")
+
+
+@contextmanager
+def _compiler_notes() -> Iterator[None]:
+    """Keep the compiler's "1 warning generated." notes off the user's stderr unless
+    PYOPENCL_COMPILER_OUTPUT is set. C++ code in this process writes them to file descriptor 2,
+    past Python: while it runs, that is a file, and what else went there is passed on."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all
+        yield
+        return
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            written = capture.read().decode(errors="replace")
+            if not _show_compiler_output():
+                written = "".join(line for line in written.splitlines(keepends=True)
+                                  if not _NOTE.fullmatch(line.strip()))
+            if written:
+                os.write(2, written.encode())
 
 
 # A diagnostic in a build log: PoCL writes `error: /path/x.cl:3:10: msg`, clang-based compilers

@@ -1,7 +1,8 @@
 """Print shaped kernels as readable OpenCL C, with a table from generated lines to FCL spans.
 
 A printer only: every decision (work-group shape, local memory, size_t indices, check codes)
-was recorded on the kernel by `shape`.
+was recorded on the kernel by `shape`. Only the C spelling of int arithmetic is chosen here, so
+that it wraps around as FCL's does (see WRAPPING).
 
 With `trace=True` every global and local memory access and every barrier also records
 (site, index) in a per-work-item log, for one chosen work-group: the access analysis
@@ -11,12 +12,22 @@ untouched.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fcl.errors import Span
 from fcl.il import ir
-from fcl.opencl.kernel import LOCAL_IDS, FailFlag, Kernel, Special, StridedFor, WideInt
-from fcl.opencl.widen import is_ring, plain
+from fcl.il.ranges import INT_MAX, INT_MIN, Ranges, interval
+from fcl.il.traverse import map_exprs, stmt_exprs, sub_exprs
+from fcl.opencl.kernel import (
+    LOCAL_IDS,
+    FailFlag,
+    Kernel,
+    Special,
+    StridedFor,
+    WideInt,
+    inline_ints,
+)
+from fcl.opencl.widen import is_ring, kernel_ranges, plain
 
 C_TYPES = {ir.INT: "int", ir.DOUBLE: "double", ir.BOOL: "int"}
 # Bools are stored in memory as one byte; kernel arguments cannot be bool at all.
@@ -65,63 +76,168 @@ class Site:
     index_expr: ir.Expr | None = field(default=None, compare=False)  # ... and as IL
 
 
-def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None) -> str:
-    """C text of `e`; `on_index` may rewrite each array read (given its plain text)."""
-    return _c_expr(e, on_index or (lambda _, text: text))
+def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None,
+           subscript: bool = False, ranges: Ranges | None = None) -> str:
+    """C text of `e`; `on_index` may rewrite each array read (given its plain text).
+    `subscript`: e is only used as an array index; `ranges` bound variables (see WRAPPING)."""
+    return _CExpr(on_index or (lambda _, text: text), ranges or {}).text(e, not subscript)
 
 
-def _c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str]) -> str:
-    def sub(part: ir.Expr) -> str:
-        return _c_expr(part, on_index)
+# ---- int arithmetic ------------------------------------------------------------------------------
+# FCL's int + - * and negation wrap around (docs/language.md). In C a signed overflow is undefined,
+# and compilers rely on it: `x + 1 > x` becomes 1, and even a stored `x + INT_MIN` may become
+# `x | INT_MIN`. Such arithmetic is computed in uint, which wraps, unless the ranges of its
+# operands show that it cannot overflow. Not in array subscripts: an index whose arithmetic
+# overflows is out of bounds in all but contrived cases, and there plain int arithmetic leaves
+# the C compiler free to widen and step indices (see widen).
+WRAPPING = frozenset(("+", "-", "*"))
+# Int operations whose result's bits depend only on their operands' bits (and choices between
+# values): the operands of a subscript's arithmetic are subscript arithmetic too.
+TRANSPARENT = WRAPPING | {"&", "|", "^", "<<"}
+# Int operations C leaves undefined for some operands, as functions defined for all: INT_MIN / -1
+# overflows (a trap on x86); OpenCL's abs(INT_MIN) is 2^31 as a uint, but PoCL takes the result
+# to be non-negative. The kernels' source starts with those it calls.
+INT_FUNCTIONS = {
+    "fcl_div": "int fcl_div(int a, int b) { return b == -1 ? (int)(-(uint)a) : a / b; }",
+    "fcl_mod": "int fcl_mod(int a, int b) { return b == -1 ? 0 : a % b; }",
+    "fcl_abs": "int fcl_abs(int a) { return a < 0 ? (int)(-(uint)a) : a; }",
+}
 
-    if isinstance(e, ir.Const):
-        if e.type == ir.BOOL:
-            return "1" if e.value else "0"
-        if e.type == ir.DOUBLE:
-            text = repr(float(e.value))
-            if text in ("inf", "-inf", "nan"):
-                return {"inf": "INFINITY", "-inf": "(-INFINITY)", "nan": "NAN"}[text]
-            return text if any(c in text for c in ".e") else text + ".0"
-        value = int(e.value)
-        if value == -2**31:
-            return "(-2147483647 - 1)"
-        return str(value) if value >= 0 else f"({value})"
-    if isinstance(e, ir.Var):
-        return e.name
-    if isinstance(e, Special):
-        return f"((int){SPECIALS[e.name]})"
-    if isinstance(e, ir.Index):
-        return on_index(e, f"{e.array.name}[{sub(e.index)}]")
-    if isinstance(e, WideInt):
-        wide = _wide(e.wide, on_index)
-        return f"((int){wide})" if e.truncate else wide
+
+def _transparent(e: ir.Expr) -> bool:
     if isinstance(e, ir.Bin):
-        left, right = sub(e.left), sub(e.right)
-        if e.op in ("min", "max"):
-            fn = ("f" + e.op) if e.type == ir.DOUBLE else e.op
-            return f"{fn}({left}, {right})"
-        return f"({left} {e.op} {right})"
-    if isinstance(e, ir.Un):
-        arg = sub(e.arg)
-        return {
-            "neg": f"(-{arg})", "not": f"(!{arg})",
-            "abs": f"fabs({arg})" if e.type == ir.DOUBLE else f"((int)abs({arg}))",
-            "sign": f"(({arg} > 0) - ({arg} < 0))", "clz": f"clz({arg})",
-            "i2d": f"((double){arg})", "d2i": f"((int){arg})", "b2i": f"((int){arg})",
-            "sqrt": f"sqrt({arg})",
-        }[e.op]
-    if isinstance(e, ir.Select):
-        return f"({sub(e.cond)} ? {sub(e.then)} : {sub(e.else_)})"
-    raise TypeError(e)
+        return e.type == ir.INT and e.op in TRANSPARENT
+    return isinstance(e, (ir.Un, ir.Select)) and e.type == ir.INT and \
+        (isinstance(e, ir.Select) or e.op == "neg")
 
 
-def _wide(e: ir.Expr, on_index: Callable[[ir.Index, str], str]) -> str:
-    """The size_t part of a WideInt: local ids as size_t, ring operations over them."""
-    if isinstance(e, Special) and e.name in LOCAL_IDS:
-        return SPECIALS[e.name]
-    if isinstance(e, ir.Bin) and is_ring(e):
-        return f"({_wide(e.left, on_index)} {e.op} {_wide(e.right, on_index)})"
-    return _c_expr(e, on_index)
+def index_variables(body: list[ir.Stmt]) -> set[str]:
+    """The int variables of a kernel used only in array subscripts (see WRAPPING): their
+    definitions need not wrap."""
+    found: set[str] = set()  # those used elsewhere
+
+    def visit(e: ir.Expr, wrap: bool) -> None:
+        if isinstance(e, ir.Var):
+            if wrap and e.type == ir.INT:
+                found.add(e.name)
+        elif isinstance(e, ir.Index):
+            visit(e.index, False)
+        elif isinstance(e, WideInt):
+            visit(e.wide, False)  # computed in size_t, which wraps
+        else:
+            for part in sub_exprs(e):
+                visit(part, wrap or not _transparent(e))
+
+    while True:
+        known = len(found)
+        for s in ir.walk(body):
+            if isinstance(s, (ir.Declare, ir.Assign)):
+                visit(s.init if isinstance(s, ir.Declare) else s.value, s.var.name in found)
+            elif isinstance(s, ir.Store):
+                visit(s.index, False)
+                visit(s.value, True)
+            else:
+                for e in stmt_exprs(s):
+                    visit(e, True)
+        if len(found) == known:
+            break
+    return {s.var.name for s in ir.walk(body) if isinstance(s, (ir.Declare, ir.Assign))
+            and s.var.type == ir.INT and s.var.name not in found}
+
+
+@dataclass
+class _CExpr:
+    on_index: Callable[[ir.Index, str], str]
+    ranges: Ranges
+
+    def text(self, e: ir.Expr, wrap: bool) -> str:
+        """`wrap`: int arithmetic must wrap around (not a subscript, see WRAPPING)."""
+        if wrap and self._may_overflow(e):
+            return f"((int){self._unsigned(e)})"
+        return self._plain(e, wrap)
+
+    def _may_overflow(self, e: ir.Expr) -> bool:
+        if isinstance(e, ir.Bin) and e.op in WRAPPING and e.type == ir.INT:
+            return interval(inline_ints(e, {}), self.ranges) is None
+        return isinstance(e, ir.Un) and e.op == "neg" and e.type == ir.INT and \
+            self._may_be_int_min(e.arg)
+
+    def _unsigned(self, e: ir.Expr) -> str:
+        """e in uint: wrapping arithmetic over its operands' bits."""
+        if isinstance(e, ir.Bin) and e.op in WRAPPING and e.type == ir.INT:
+            return f"({self._unsigned(e.left)} {e.op} {self._unsigned(e.right)})"
+        if isinstance(e, ir.Un) and e.op == "neg" and e.type == ir.INT:
+            return f"(-{self._unsigned(e.arg)})"
+        if isinstance(e, ir.Const):
+            return f"{int(e.value) % 2**32}u"
+        return f"(uint){self._plain(e, True)}"
+
+    def _plain(self, e: ir.Expr, wrap: bool) -> str:
+        def sub(part: ir.Expr) -> str:
+            return self.text(part, wrap or not _transparent(e))
+
+        if isinstance(e, ir.Const):
+            if e.type == ir.BOOL:
+                return "1" if e.value else "0"
+            if e.type == ir.DOUBLE:
+                text = repr(float(e.value))
+                if text in ("inf", "-inf", "nan"):
+                    return {"inf": "INFINITY", "-inf": "(-INFINITY)", "nan": "NAN"}[text]
+                return text if any(c in text for c in ".e") else text + ".0"
+            value = int(e.value)
+            if value == INT_MIN:
+                return "(-2147483647 - 1)"
+            return str(value) if value >= 0 else f"({value})"
+        if isinstance(e, ir.Var):
+            return e.name
+        if isinstance(e, Special):
+            return f"((int){SPECIALS[e.name]})"
+        if isinstance(e, ir.Index):
+            return self.on_index(e, f"{e.array.name}[{self.text(e.index, False)}]")
+        if isinstance(e, WideInt):
+            wide = self._wide(e.wide)
+            return f"((int){wide})" if e.truncate else wide
+        if isinstance(e, ir.Bin):
+            left, right = sub(e.left), sub(e.right)
+            if e.op in ("min", "max"):
+                fn = ("f" + e.op) if e.type == ir.DOUBLE else e.op
+                return f"{fn}({left}, {right})"
+            if e.op in ("/", "%") and e.type == ir.INT and self._may_trap(e):
+                return f"fcl_{'div' if e.op == '/' else 'mod'}({left}, {right})"
+            return f"({left} {e.op} {right})"
+        if isinstance(e, ir.Un):
+            arg = sub(e.arg)
+            if e.op == "abs" and e.type == ir.INT and self._may_be_int_min(e.arg):
+                return f"fcl_abs({arg})"
+            return {
+                "neg": f"(-{arg})", "not": f"(!{arg})",
+                "abs": f"fabs({arg})" if e.type == ir.DOUBLE else f"((int)abs({arg}))",
+                "sign": f"(({arg} > 0) - ({arg} < 0))", "clz": f"clz({arg})",
+                "i2d": f"((double){arg})", "d2i": f"((int){arg})", "b2i": f"((int){arg})",
+                "sqrt": f"sqrt({arg})",
+            }[e.op]
+        if isinstance(e, ir.Select):
+            return f"({sub(e.cond)} ? {sub(e.then)} : {sub(e.else_)})"
+        raise TypeError(e)
+
+    def _bounds(self, e: ir.Expr) -> tuple[int, int]:
+        return interval(inline_ints(e, {}), self.ranges) or (INT_MIN, INT_MAX)
+
+    def _may_be_int_min(self, e: ir.Expr) -> bool:
+        return self._bounds(e)[0] == INT_MIN
+
+    def _may_trap(self, e: ir.Bin) -> bool:
+        """Whether an int division might be INT_MIN / -1."""
+        low, high = self._bounds(e.right)
+        return low <= -1 <= high and self._may_be_int_min(e.left)
+
+    def _wide(self, e: ir.Expr) -> str:
+        """The size_t part of a WideInt: local ids as size_t, ring operations over them."""
+        if isinstance(e, Special) and e.name in LOCAL_IDS:
+            return SPECIALS[e.name]
+        if isinstance(e, ir.Bin) and is_ring(e):
+            return f"({self._wide(e.left)} {e.op} {self._wide(e.right)})"
+        return self.text(e, False)
 
 
 class KernelPrinter:
@@ -134,9 +250,11 @@ class KernelPrinter:
         self.sites: list[Site] = []
         self.roots: dict[str, str] = {}        # array aliases -> the memory they point into
         self.per_item: dict[str, str] = {}     # per-work-item local slices -> their size
+        self.ranges: Ranges = {}               # bounds on the kernel's int variables
+        self.indices: set[str] = set()         # its int variables only used as indices
 
-    def expr(self, e: ir.Expr) -> str:
-        return c_expr(e, self._traced_load if self.trace else None)
+    def expr(self, e: ir.Expr, subscript: bool = False) -> str:
+        return c_expr(e, self._traced_load if self.trace else None, subscript, self.ranges)
 
     def _record(self, kind: str, array: ir.Var | None, index: ir.Expr | None,
                 span: Span | None) -> str:
@@ -145,7 +263,7 @@ class KernelPrinter:
         space = {"__global": "global", "__local": "local"}.get(self.spaces.get(name, "")) \
             if name else None
         index = plain(index) if index is not None else None  # as the program computes it
-        index_text = c_expr(index) if index is not None else None
+        index_text = c_expr(index, subscript=True) if index is not None else None
         site = Site(len(self.sites), self.kernel_name, kind, name, space,
                     array.type.elem if array is not None else None, index_text, span, index)
         self.sites.append(site)
@@ -167,6 +285,8 @@ class KernelPrinter:
 
     def kernel(self, k: Kernel) -> None:
         self.kernel_name, self.span = k.name, k.span
+        self.ranges = kernel_ranges(replace(k, body=map_exprs(k.body, plain)))
+        self.indices = index_variables(k.body)
         params = []
         for p in k.params:
             if isinstance(p.type, ir.ArrayType):
@@ -242,15 +362,16 @@ class KernelPrinter:
                 self.line(f"{prefix}{MEMORY_TYPES[s.var.type.elem]}* {s.var.name} = "
                           f"{self.expr(s.init)};", indent, span)
             else:
-                self.line(f"{C_TYPES[s.var.type]} {s.var.name} = {self.expr(s.init)};", indent,
-                          span)
+                init = self.expr(s.init, s.var.name in self.indices)
+                self.line(f"{C_TYPES[s.var.type]} {s.var.name} = {init};", indent, span)
         elif isinstance(s, ir.Assign):
-            self.line(f"{s.var.name} = {self.expr(s.value)};", indent, span)
+            self.line(f"{s.var.name} = {self.expr(s.value, s.var.name in self.indices)};",
+                      indent, span)
         elif isinstance(s, ir.Store):
             value = self.expr(s.value)
             if s.array.type.elem == ir.BOOL:
                 value = f"(uchar){value}"
-            self.line(f"{s.array.name}[{self.expr(s.index)}] = {value};", indent, span)
+            self.line(f"{s.array.name}[{self.expr(s.index, True)}] = {value};", indent, span)
             name = self.roots.get(s.array.name, s.array.name)
             if self.trace and self.spaces.get(name) in ("__global", "__local"):
                 self.line(self._record("store", s.array, s.index, span) + ";", indent, None)
@@ -317,8 +438,10 @@ def opencl_source(kernels: list[Kernel]) -> tuple[str, list[tuple[int, Span]]]:
 
 
 def _header(text: str, kernels: list[Kernel]) -> str:
-    """What the kernels' source needs before them: doubles, the failure reporter."""
-    return (FP64 if "double" in text else "") + \
+    """What the kernels' source needs before them: doubles, int functions, the failure
+    reporter."""
+    functions = "".join(f"{code}\n" for name, code in INT_FUNCTIONS.items() if f"{name}(" in text)
+    return (FP64 if "double" in text else "") + (functions + "\n" if functions else "") + \
         (FAIL_REPORTER + "\n" if any(k.fails for k in kernels) else "")
 
 

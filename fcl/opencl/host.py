@@ -96,13 +96,16 @@ class HostRun:
                 if b == 0:
                     return np.int32(0)  # undefined in C; kernels do not trap either
                 return np.int32(c_div(a, b) if e.op == "/" else c_mod(a, b))
-            return BINARY[e.op](a, b)
+            with np.errstate(over="ignore"):  # int arithmetic wraps around, as numpy's does
+                return BINARY[e.op](a, b)
         if isinstance(e, ir.Un):
             a = self.eval(e.arg)
-            return {"neg": lambda: -a, "not": lambda: np.bool_(not a), "abs": lambda: abs(a),
-                    "sign": lambda: np.int32((a > 0) - (a < 0)), "clz": lambda: clz(np.int32(a)),
-                    "i2d": lambda: np.float64(a), "d2i": lambda: np.int32(np.trunc(a)),
-                    "b2i": lambda: np.int32(a), "sqrt": lambda: np.sqrt(a)}[e.op]()
+            with np.errstate(over="ignore"):  # -INT_MIN and abs(INT_MIN) are INT_MIN
+                return {"neg": lambda: -a, "not": lambda: np.bool_(not a), "abs": lambda: abs(a),
+                        "sign": lambda: np.int32(np.sign(a)),
+                        "clz": lambda: clz(np.int32(a)), "i2d": lambda: np.float64(a),
+                        "d2i": lambda: np.int32(np.trunc(a)), "b2i": lambda: np.int32(a),
+                        "sqrt": lambda: np.sqrt(a)}[e.op]()
         if isinstance(e, ir.Select):
             return self.eval(e.then) if self.eval(e.cond) else self.eval(e.else_)
         raise TypeError(e)
@@ -116,15 +119,16 @@ class HostRun:
                 b = np.where(b == 0, 1, b)  # undefined in C; only sizes are computed here
                 return c_div(a, b) if e.op == "/" else c_mod(a, b)
             if e.op in BINARY:
-                return BINARY[e.op](a, b)
+                with np.errstate(over="ignore"):  # as in eval
+                    return BINARY[e.op](a, b)
             return (np.divide if e.op == "/" else np.fmod)(a, b)
         if isinstance(e, ir.Un):
             a = self.eval(e.arg, True)
-            return {"neg": np.negative, "not": np.logical_not, "abs": np.abs, "sign": np.sign,
-                    "clz": clz, "i2d": lambda x: np.asarray(x, np.float64),
-                    "d2i": lambda x: np.trunc(x).astype(np.int32),
-                    "b2i": lambda x: np.asarray(x, np.int32),
-                    "sqrt": np.sqrt}[e.op](a)
+            with np.errstate(over="ignore"):
+                return {"neg": np.negative, "not": np.logical_not, "abs": np.abs,
+                        "sign": np.sign, "clz": clz, "i2d": lambda x: np.asarray(x, np.float64),
+                        "d2i": lambda x: np.trunc(x).astype(np.int32),
+                        "b2i": lambda x: np.asarray(x, np.int32), "sqrt": np.sqrt}[e.op](a)
         if isinstance(e, ir.Select):
             return np.where(self.eval(e.cond, True), self.eval(e.then, True),
                             self.eval(e.else_, True))

@@ -100,11 +100,16 @@ def test_non_utf8_file(tmp_path):
     assert_clean_failure(result, "error: cannot read `bad.fcl`: it is not UTF-8 text")
 
 
-def test_deeply_nested_input_is_an_error_not_a_crash(tmp_path):
+def test_deeply_nested_input_checks_and_runs(tmp_path):
     path = write(tmp_path / "t.fcl", "val deep = " + "fn a => " * 3000 + "1\n")
     result = fcl("check", path, cwd=tmp_path)
-    assert_clean_failure(result, f"{path}:1:5: error: the definition of `deep` is nested too "
-                                 "deeply to type-check")
+    assert (result.returncode, result.stderr) == (0, "")
+    chain = "val x0 = 1\n" + "".join(f"val x{k} = x{k - 1} + 1\n" for k in range(1, 10001))
+    path = write(tmp_path / "chain.fcl", chain + "val main = forceAndPrint 2 (push<grid> "
+                 "(generate 2 (fn i => x10000 + i)))\n")
+    for backend in ("interp", "opencl"):
+        result = fcl("run", "--backend", backend, path, cwd=tmp_path)
+        assert (result.returncode, result.stdout) == (0, "[10001,10002]\n"), result.stderr
 
 
 def test_signature_name_mismatch_is_a_warning(tmp_path):

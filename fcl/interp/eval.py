@@ -13,7 +13,7 @@ from typing import TextIO
 import numpy as np
 
 from fcl import checks
-from fcl.deep import depth_guard, on_big_stack
+from fcl.deep import depth_guard
 from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.interp.lanes import (
@@ -63,7 +63,6 @@ class Interpreter:
         self.user_calls: list[Span] = []
 
     # ---- programs
-    @on_big_stack  # eval recurses as deep as the program nests
     def run(self, program: MonoProgram):
         """Evaluate the definitions, then the root; run it if it is a Program."""
         with np.errstate(all="ignore"), depth_guard(program.root.span,

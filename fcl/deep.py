@@ -6,8 +6,10 @@ using the previous one) needs a Python stack some 100,000 frames deep, far beyon
 default limit of 1,000 and, for frames that recurse through C, beyond the main thread's C stack.
 `on_big_stack` runs its function on a thread with a large stack, under a recursion limit that
 stack can hold, so that a deeper program fails with a RecursionError, which the callers turn into
-an FCL error, and never with a crash. The session, the pipeline and the interpreter use it, so
-the CLI, the notebook workspace and the Jupyter kernel all do.
+an FCL error, and never with a crash. The session (type checking) and the pipeline (compiling,
+and interpreting for `fcl run`) use it, so the CLI, the notebook workspace and the Jupyter kernel
+all do. A notebook's interpreter runs on the kernel's own thread: on a new thread per run, each
+run's arrays came from a new malloc arena and the kernel grew with every run.
 
 Ctrl-C (a notebook's interrupt) raises KeyboardInterrupt in the main thread only; while the work
 runs on its own thread, the main thread waits for it and passes an interrupt on to it.

@@ -11,9 +11,10 @@ just before the statement that reads them:
   declared as it is;
 * a conditional (`c ? a : b`, or `a && b` and `a || b`, whose right side is evaluated only
   sometimes) becomes statements that evaluate only the branch taken. A chain of them, followed
-  along its deeper branch (`c1 ? a1 : c2 ? a2 : ... : d`), becomes a flat sequence of `if`s,
-  each run only while a flag says no earlier condition has chosen its branch: `if`s nested as
-  deep as the chain would take C as many braces.
+  along its deeper branch (`c1 ? a1 : c2 ? a2 : ... : d`), becomes `if`s nested in each other's
+  `else` in groups of LIMIT, each group run only while a flag says that no earlier condition has
+  chosen its branch: nested all the way, they would take C as many braces as the chain is
+  long; a flag for every link makes LLVM (PoCL) take time and memory quadratic in its length.
 
 Statements whose expressions nest no deeper than LIMIT, so those of all ordinary programs, are
 left as they are.
@@ -115,24 +116,34 @@ class _Unnest:
         t = ir.type_of(e)
         assert isinstance(t, str)  # conditionals choose between scalars
         result = self.fresh(t)
-        more = self.fresh(ir.BOOL)  # no condition so far has chosen its branch
-        before += [ir.Declare(result, ir.Const(ZERO[t], t), span=self.span),
-                   ir.Declare(more, ir.Const(True, ir.BOOL), span=self.span)]
-        here = before  # where the next condition is evaluated: only while `more`
+        before.append(ir.Declare(result, ir.Const(ZERO[t], t), span=self.span))
+        flag_at = len(before)
+        more: ir.Var | None = None  # no condition so far has chosen its branch; for groups
+        chosen_blocks: list[list[ir.Stmt]] = []
+        here = before  # where the next condition is evaluated
+        links = 0
         link = _as_select(e)
         while link is not None and self.depth(e) > LIMIT:
+            if links == LIMIT:  # the `else`s nest no deeper: go on in a new `if (more)`
+                more = more or self.fresh(ir.BOOL)
+                here, links = [], 0
+                before.append(ir.If(more, here, [], span=self.span))
             cond, then, else_ = link
             if self.depth(then) > self.depth(else_):  # go on along the deeper branch
                 cond, then, else_ = ir.Un("not", cond, ir.BOOL), else_, then
             cond, _ = self.strict(cond, here)
             chosen: list[ir.Stmt] = []
             self.assign(result, then, chosen)
-            chosen.append(ir.Assign(more, ir.Const(False, ir.BOOL), span=self.span))
-            here.append(ir.If(cond, chosen, [], span=self.span))
-            here = []
-            before.append(ir.If(more, here, [], span=self.span))
+            chosen_blocks.append(chosen)
+            otherwise: list[ir.Stmt] = []
+            here.append(ir.If(cond, chosen, otherwise, span=self.span))
+            here, links = otherwise, links + 1
             e, link = else_, _as_select(else_)
         self.assign(result, e, here)
+        if more is not None:
+            before.insert(flag_at, ir.Declare(more, ir.Const(True, ir.BOOL), span=self.span))
+            for chosen in chosen_blocks:
+                chosen.append(ir.Assign(more, ir.Const(False, ir.BOOL), span=self.span))
         return result
 
     def assign(self, var: ir.Var, e: ir.Expr, stmts: list[ir.Stmt]) -> None:

@@ -128,9 +128,12 @@ def index_variables(body: list[ir.Stmt]) -> set[str]:
             for part in sub_exprs(e):
                 visit(part, wrap or not _transparent(e))
 
+    # Last statement first: a variable's uses come after its definition, so a chain of n lets
+    # settles in one pass rather than n.
+    stmts = list(ir.walk(body))[::-1]
     while True:
         known = len(found)
-        for s in ir.walk(body):
+        for s in stmts:
             if isinstance(s, (ir.Declare, ir.Assign)):
                 visit(s.init if isinstance(s, ir.Declare) else s.value, s.var.name in found)
             elif isinstance(s, ir.Store):

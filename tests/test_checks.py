@@ -15,11 +15,10 @@ from fcl.cli import main as cli_main
 from fcl.errors import FCLError, Source
 from fcl.interp.eval import RunConfig
 from fcl.session import Session
-from fcl.types.types import TProgram, chase
 
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from test_verify import _bench_module, _fcl_cells  # noqa: E402
+from test_verify import _bench_module, notebook_programs  # noqa: E402
 
 
 def run(text: str, backend: str, checks: bool = True) -> tuple[str, FCLError | None]:
@@ -147,21 +146,13 @@ def test_no_check_is_left_in_the_kernels_of_the_benchmarks():
 @pytest.mark.parametrize("notebook", sorted((ROOT / "notebooks").glob("*.ipynb")),
                          ids=lambda p: p.name)
 def test_no_check_is_left_in_the_kernels_of_the_course_notebooks(notebook):
-    session = Session.new()
     compiled = 0
-    for n, code in enumerate(_fcl_cells(notebook)):
-        snapshot = session.snapshot()
+    for n, session, root in notebook_programs(notebook):
         try:
-            decls, root = session.add_cell(Source(f"{notebook.name} cell {n}", code))
-            if root is None and any(d.name == "main" for d in decls):
-                root = pipeline.main_root(session)
-            if root is None or not isinstance(chase(root.type), TProgram):
-                continue
             program = pipeline.compile_program(session, root,
                                                pipeline.CompileOptions(keep_result=True))
         except FCLError:
-            session.restore(snapshot)
-            continue
+            continue  # a deliberate error, as in test_verify
         assert kernel_checks(program) == [], f"cell {n}"
         compiled += 1
     assert compiled > 0 or not json.loads(notebook.read_text())["cells"]

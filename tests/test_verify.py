@@ -95,11 +95,10 @@ def _fcl_cells(notebook: Path) -> list[str]:
     return cells
 
 
-@pytest.mark.parametrize("notebook", sorted((ROOT / "notebooks").glob("*.ipynb")),
-                         ids=lambda p: p.name)
-def test_every_notebook_program_verifies(notebook):
+def notebook_programs(notebook: Path):
+    """(cell number, session, root) for each cell of the notebook that runs a program, the
+    session holding the cells before it that type-check."""
     session = Session.new()
-    compiled = 0
     for n, code in enumerate(_fcl_cells(notebook)):
         snapshot = session.snapshot()
         try:
@@ -110,9 +109,17 @@ def test_every_notebook_program_verifies(notebook):
             session.restore(snapshot)  # an exercise left for the reader, or a deliberate error
             continue
         if root is not None and isinstance(chase(root.type), TProgram):
-            # One configuration a cell, taking turns: the notebooks are many programs.
-            block, checks = CONFIGS[n % len(CONFIGS)]
-            compiled += compile_verified(session, root, block, checks, keep=True) is not None
+            yield n, session, root
+
+
+@pytest.mark.parametrize("notebook", sorted((ROOT / "notebooks").glob("*.ipynb")),
+                         ids=lambda p: p.name)
+def test_every_notebook_program_verifies(notebook):
+    compiled = 0
+    for n, session, root in notebook_programs(notebook):
+        # One configuration a cell, taking turns: the notebooks are many programs.
+        block, checks = CONFIGS[n % len(CONFIGS)]
+        compiled += compile_verified(session, root, block, checks, keep=True) is not None
     assert compiled > 0
 
 

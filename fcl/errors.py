@@ -102,13 +102,30 @@ def _headline(span: Span | None, text: str) -> str:
     return f"{span}: {text}" if span is not None else text
 
 
+# A generated one-line program can be thousands of columns wide: a line longer than EXCERPT_MAX
+# is shown as a window of EXCERPT_WIDTH columns around the span.
+EXCERPT_MAX = 160
+EXCERPT_WIDTH = 100
+EXCERPT_LEAD = 30
+
+
 def _excerpt(span: Span) -> list[str]:
-    """The span's first source line with a caret line under the span."""
+    """The span's first source line with a caret line under the span, clipped to a window of
+    EXCERPT_WIDTH columns ("..." marks what is cut) when the line is longer."""
     line = span.line
     text = span.source.line_text(line).replace("\t", " ")
     start = span.col
     stop = span.end_col if span.end_line == line else len(text) + 1
     width = max(1, stop - start)
+    if len(text) > EXCERPT_MAX:
+        left = min(start - 1 - EXCERPT_LEAD, len(text) - EXCERPT_WIDTH)
+        left = max(0, min(max(left, stop - 1 - EXCERPT_WIDTH), start - 1))
+        shown = text[left:left + EXCERPT_WIDTH]
+        prefix = "..." if left else ""
+        suffix = "..." if left + EXCERPT_WIDTH < len(text) else ""
+        text = prefix + shown + suffix
+        start = start - left + len(prefix)
+        width = min(width, EXCERPT_WIDTH + len(prefix) - start + 1)
     gutter = f"{line:>5} | "
     caret = " " * (len(gutter) - 2) + "| " + " " * (start - 1) + "^" + "~" * (width - 1)
     return [gutter + text, caret]

@@ -563,3 +563,19 @@ def test_read_int_csv_of_a_value_over_32_bits(tmp_path):
         assert _run_to_output(_csv_program(path)) == "[1,1215752191,3]\n"
     except FCLError as err:
         assert str(path) in err.message
+
+
+# ---- long lines -------------------------------------------------------------------------------
+
+def test_a_long_line_is_shown_as_a_window_around_the_caret():
+    """A generated one-line program thousands of columns wide shows ~100 columns around the error,
+    with "..." where the line is cut, and the caret still under the offending text."""
+    sums = " + ".join(str(k) for k in range(2000))
+    err = check_error(f"val x = {sums} + true + 5")
+    shown = err.render().splitlines()[1]
+    assert len(shown) < 120
+    assert shown.count("...") == 1 and shown.endswith(" + 5")
+    assert underlined(err) == "true"
+    err = check_error(f"val x = {sums} + true + {sums}")
+    assert err.render().splitlines()[1].count("...") == 2
+    assert underlined(err) == "true"

@@ -97,22 +97,30 @@ __kernel void scan_add(__global int* out, __global const int* scanned_sums, int 
 
 // C = A B for A of hA x wA and B of wA x wB, row-major, all dimensions multiples of TILE_DIM:
 // each work-group computes one TILE_DIM x TILE_DIM tile of C, walking tiles of A and B through
-// local memory; each work-item keeps its element's sum in a register.
-__kernel void matmul(__global const int* A, __global const int* B, __global int* C, int wA,
-                     int wB) {
-    __local int As[TILE_DIM][TILE_DIM];
-    __local int Bs[TILE_DIM][TILE_DIM];
-    int tx = get_local_id(0), ty = get_local_id(1);
-    int aBegin = wA * TILE_DIM * get_group_id(1);
-    int bBegin = TILE_DIM * get_group_id(0);
-    int sum = 0;
-    for (int a = aBegin, b = bBegin; a < aBegin + wA; a += TILE_DIM, b += TILE_DIM * wB) {
-        As[ty][tx] = A[a + wA * ty + tx];
-        Bs[ty][tx] = B[b + wB * ty + tx];
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int k = 0; k < TILE_DIM; k++)
-            sum += As[ty][k] * Bs[k][tx];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    C[(get_group_id(1) * TILE_DIM + ty) * wB + get_group_id(0) * TILE_DIM + tx] = sum;
+// local memory; each work-item keeps its element's sum in a register. For ints (bench/matmul.fcl)
+// and doubles (the original repository's matmul.fcl).
+#define MATMUL(name, T) \
+__kernel void name(__global const T* A, __global const T* B, __global T* C, int wA, int wB) { \
+    __local T As[TILE_DIM][TILE_DIM]; \
+    __local T Bs[TILE_DIM][TILE_DIM]; \
+    int tx = get_local_id(0), ty = get_local_id(1); \
+    int aBegin = wA * TILE_DIM * get_group_id(1); \
+    int bBegin = TILE_DIM * get_group_id(0); \
+    T sum = 0; \
+    for (int a = aBegin, b = bBegin; a < aBegin + wA; a += TILE_DIM, b += TILE_DIM * wB) { \
+        As[ty][tx] = A[a + wA * ty + tx]; \
+        Bs[ty][tx] = B[b + wB * ty + tx]; \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+        for (int k = 0; k < TILE_DIM; k++) \
+            sum += As[ty][k] * Bs[k][tx]; \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+    } \
+    C[(get_group_id(1) * TILE_DIM + ty) * wB + get_group_id(0) * TILE_DIM + tx] = sum; \
 }
+
+MATMUL(matmul, int)
+
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+MATMUL(matmul_double, double)
+#endif

@@ -7,10 +7,14 @@ divided by its time, as a fraction of what the copy kernel achieves. Compile spe
 too (FCL source to OpenCL source for the matmul program), and the Jupyter kernel against its
 goals: start-up, the interrupt of an endless loop, a warm kernel cell.
 
-    python bench/run.py [--runs N] [--tiny] [--device D] [--only WHAT] [--no-record] [--no-cell]
+It also runs the original repository's benchmark programs unchanged against reference.cl doing
+the same work (see "the original repository's benchmark programs" below).
 
-`--only` (repeatable) names a task, or compile, startup, interrupt, cell, or jupyter (the last
-three): `make bench BENCH_ARGS="--only jupyter"` measures only the kernel.
+    python bench/run.py [--runs N] [--tiny] [--device D] [--only WHAT] [--original PATH]
+                        [--no-record] [--no-cell]
+
+`--only` (repeatable) names a task, or originals, compile, startup, interrupt, cell, or jupyter
+(the last three): `make bench BENCH_ARGS="--only jupyter"` measures only the kernel.
 """
 from __future__ import annotations
 
@@ -18,8 +22,10 @@ import argparse
 import datetime
 import io
 import json
+import os
 import re
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -32,11 +38,14 @@ import pyopencl as cl
 
 from fcl.errors import Source
 from fcl.opencl.device import Device, build, open_device
-from fcl.opencl.host import DeviceArray, HostRun
+from fcl.opencl.host import DeviceArray, HostRun, prepare_run
+from fcl.opencl.timing import Summary, compare, measuring
 from fcl.pipeline import CompileOptions, compile_program, main_root
 from fcl.session import Session
 
 HERE = Path(__file__).parent
+
+Measured = tuple[float, object, int]  # one run of a side: kernel ms, result, kernel launches
 
 
 @dataclass
@@ -122,11 +131,11 @@ class Reference:
         self.kernels = {k.function_name: k for k in program.all_kernels()}
         self.buffers: dict[tuple, cl.Buffer] = {}
 
-    def out(self, key: str, count: int) -> cl.Buffer:
-        """An output buffer kept from run to run, as the FCL side keeps its own."""
+    def out(self, key: str, count: int, itemsize: int = 4) -> cl.Buffer:
+        """An output buffer kept from run to run, as the FCL side's come back from its pool."""
         if (key, count) not in self.buffers:
             self.buffers[key, count] = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE,
-                                                 max(count, 1) * 4)
+                                                 max(count, 1) * itemsize)
         return self.buffers[key, count]
 
     def launch(self, name: str, global_size, local_size, *args) -> cl.Event:
@@ -178,59 +187,56 @@ class Reference:
                 return events, (source, 1)
 
     def scan(self, inputs):
+        """Chunks scanned, their totals scanned in chunks too, each chunk adjusted by the total
+        before it: a whole scan when there is one chunk of totals (the bench task), else the
+        original repository's scan.fcl, which scans the totals only within chunks."""
         x, s = inputs["input"], self.s
         chunk = s.block * s.per_item
         chunks = self.groups_of(x.length, chunk)
-        assert chunks <= chunk, "the chunks' totals are scanned in one work-group"
         out, sums, scanned = self.out("scan", x.length), self.out("sums", chunks), \
             self.out("scanned", chunks)
         events = [
             self.launch("scan_chunks", (chunks * s.block,), (s.block,), x.buffer, out, sums,
                         np.int32(x.length), np.int32(1)),
-            self.launch("scan_chunks", (s.block,), (s.block,), sums, scanned, sums,
-                        np.int32(chunks), np.int32(0)),
+            self.launch("scan_chunks", (self.groups_of(chunks, chunk) * s.block,), (s.block,),
+                        sums, scanned, sums, np.int32(chunks), np.int32(0)),
             self.launch("scan_add", (chunks * s.block,), (s.block,), out, scanned,
                         np.int32(x.length)),
         ]
         return events, (out, x.length)
 
-    def matmul(self, inputs):
+    def matmul(self, inputs, kernel: str = "matmul"):
         (hA, wA, wB), tile = self.s.matmul, self.s.tile
-        out = self.out("matmul", hA * wB)
-        event = self.launch("matmul", (wB, hA), (tile, tile), inputs["a"].buffer,
+        out = self.out(kernel, hA * wB, np.dtype(inputs["a"].dtype).itemsize)
+        event = self.launch(kernel, (wB, hA), (tile, tile), inputs["a"].buffer,
                             inputs["b"].buffer, out, np.int32(wA), np.int32(wB))
         return [event], (out, hA * wB)
+
+    def matmul_double(self, inputs):
+        return self.matmul(inputs, "matmul_double")
 
 
 # ---- the FCL side --------------------------------------------------------------------------------
 
 class BenchRun(HostRun):
-    """A host run whose readIntCSV reads the benchmark's device buffers, and whose allocations are
-    kept from run to run: fresh memory would add page faults to the kernel times."""
+    """A host run whose readIntCSV reads the benchmark's device buffers. Its arrays go back to
+    the device's memory pool after each run, and the next run gets the same memory."""
 
     def __init__(self, device: Device, kernels, block_size: int, inputs: dict[str, DeviceArray]):
         super().__init__(device, kernels, block_size, io.StringIO(), io.StringIO())
         self.inputs = inputs
-        self.kept: list[DeviceArray] = []
-        self.allocations = 0
 
     def read_csv(self, s) -> None:
         array = self.inputs[s.path]
         self.env[s.array.name] = array
         self.env[s.length.name] = np.int32(array.length)
 
-    def allocate(self, s) -> DeviceArray:
-        if self.allocations == len(self.kept):
-            self.kept.append(super().allocate(s))
-        array = self.kept[self.allocations]
-        assert array.length == int(self.eval(s.size)), "runs allocate the same arrays"
-        self.allocations += 1
-        return array
-
-    def once(self, host) -> tuple[list[cl.Event], object]:
-        self.allocations, self.events = 0, []
-        self.run(host)
-        return self.events, self.result
+    def once(self, host) -> Measured:
+        with measuring() as clock:
+            self.run(host)
+            self.device.queue.finish()
+        self.release_arrays_since(0)
+        return clock.total(), self.result, clock.launches
 
 
 def fcl_source(task: Task) -> str:
@@ -257,21 +263,25 @@ def kernel_ms(events: list[cl.Event]) -> float:
     return sum(e.profile.end - e.profile.start for e in events) / 1e6
 
 
-def timed(sides: list[Callable[[], tuple[list[cl.Event], object]]], runs: int):
+def measured(enqueue: Callable[[], tuple[list[cl.Event], object]]) -> Callable[[], Measured]:
+    """A reference side as a run to time: its kernel ms, result and launches."""
+    def once() -> Measured:
+        events, result = enqueue()
+        return kernel_ms(events), result, len(events)
+    return once
+
+
+def timed(sides: list[Callable[[], Measured]], runs: int):
     """For each side: the median kernel time of `runs` runs after a warm-up, the times, the
     warm-up's result and its number of kernel launches. The sides take turns run by run, so
     that a change in the machine's load affects both alike."""
     warm = [run_once() for run_once in sides]
-    launches = [len(events) for events, _ in warm]
-    for events, _ in warm:
-        kernel_ms(events)
     times: list[list[float]] = [[] for _ in sides]
     for _ in range(runs):
         for run_once, side_times in zip(sides, times):
-            events, _ = run_once()
-            side_times.append(kernel_ms(events))
-    return [(statistics.median(t), t, result, n)
-            for t, (_, result), n in zip(times, warm, launches)]
+            side_times.append(run_once()[0])
+    return [(statistics.median(t), t, result, launches)
+            for t, (_, result, launches) in zip(times, warm)]
 
 
 def to_host(device: Device, value) -> np.ndarray:
@@ -286,7 +296,7 @@ def to_host(device: Device, value) -> np.ndarray:
 def upload(device: Device, inputs: dict[str, np.ndarray]) -> dict[str, DeviceArray]:
     return {name: DeviceArray(cl.Buffer(device.context,
                                         cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
-                                        hostbuf=values), np.int32, len(values))
+                                        hostbuf=values), values.dtype.type, len(values))
             for name, values in inputs.items()}
 
 
@@ -313,7 +323,8 @@ def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None) -
         run = BenchRun(device, build(device, compiled.source), s.block, inputs)
         bare = BenchRun(device, build(device, unchecked.source), s.block, inputs)
         try:
-            sides = [partial(task.reference, reference, inputs), partial(run.once, compiled.host)]
+            sides = [measured(partial(task.reference, reference, inputs)),
+                     partial(run.once, compiled.host)]
             sides += [] if same else [partial(bare.once, unchecked.host)]
             (ref_ms, ref_times, ref_out, ref_launches), (fcl_ms, fcl_times, fcl_out,
                                                          fcl_launches), *rest = timed(sides, runs)
@@ -339,6 +350,199 @@ def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None) -
             copy_rate = copy["bytes"] / copy["reference_ms"]
             row["reference_bandwidth"] = row["bytes"] / row["reference_ms"] / copy_rate
             row["fcl_bandwidth"] = row["bytes"] / row["fcl_ms"] / copy_rate
+    return rows
+
+
+# ---- the original repository's benchmark programs ----------------------------------------------
+#
+# tests/benchmarks of github.com/dybber/fcl (copy, reverse, transpose, reduce, scan, matmul), read
+# from a copy of that repository (a checkout or a bare git directory; never copied here) and run
+# unchanged as `fcl run common.fcl X.fcl` runs them: their own `benchmark 100` calls time them and
+# print the original's lines. Then reference.cl does the same work on the same device under the
+# same protocol (a warm-up, then as many runs, each run's kernel time from profiling events).
+# --tiny scales their sizes and repetitions down by substituting numbers in their text: a check
+# of the harness, not a measurement.
+
+ORIGINAL_REPO = Path(os.environ.get("FCL_ORIGINAL_REPO", "/work/.mirror/dybber+fcl/repo"))
+ORIGINAL_FULL = Sizes(block=256, n=4096 * 4096, side=4096, tile=16, per_item=1,
+                      scan_n=4096 * 4096, matmul=(1600, 800, 800))
+ORIGINAL_TINY = Sizes(block=256, n=256 * 256, side=256, tile=16, per_item=1, scan_n=256 * 256,
+                      matmul=(160, 16, 64))
+ORIGINAL_REPETITIONS = 100  # the programs' own `benchmark 100`
+TINY_REPETITIONS = 2
+GOAL_RATIO = 1.05  # the original programs' `benchmark` times within 5% of the reference's
+
+# `benchmark N: X ms per run`, then this harness's line of min, median and spread.
+BENCHMARK_LINES = re.compile(r"Benchmark \((\d+) repetitions\): (\d+\.\d{6}) ms per run\n"
+                             r"  min \d+\.\d{6} ms, median \d+\.\d{6} ms, spread [\d.]+% "
+                             r"\(kernel time\)[^\n]*\n")
+
+
+def chunked_scan(values: np.ndarray, chunk: int) -> np.ndarray:
+    """What the original scan.fcl computes: inclusive scans of chunks, each chunk plus the total
+    of the chunks before it as a scan of the chunks' totals within chunks of totals gives it
+    (a whole scan only up to chunk * (chunk + 1) elements)."""
+    scans = np.cumsum(values.reshape(-1, chunk), axis=1, dtype=np.int32)
+    totals = scans[:, -1]
+    scanned = np.cumsum(_pad(totals, chunk).reshape(-1, chunk), axis=1,
+                        dtype=np.int32).flatten()[:len(totals)]
+    before = np.concatenate([np.zeros(1, np.int32), scanned[:-1]])
+    return (scans + before[:, None]).flatten()
+
+
+@dataclass
+class Original:
+    name: str      # tests/benchmarks/<name>.fcl
+    printed: int   # elements its forceAndPrint shows (of its first benchmark's result)
+    # Each `benchmark` call of the program, in order: what it times, the reference run doing the
+    # same work, and that work's result (numpy).
+    benchmarks: list[tuple[str, Callable[[Reference, dict[str, DeviceArray]],
+                                         tuple[list[cl.Event], object]],
+                           Callable[[dict[str, np.ndarray]], np.ndarray]]]
+
+
+def originals(s: Sizes) -> list[Original]:
+    side, (n, p, m) = s.side, s.matmul
+    group = 2 * s.block  # the reduction's `workPerBlock = 2 * 256`
+    return [
+        Original("copy", 100, [("copy", Reference.copy, lambda i: i["input"])]),
+        Original("reverse", 100, [("reverse", Reference.reverse, lambda i: i["input"][::-1])]),
+        Original("transpose", 100, [("transpose", Reference.transpose,
+                                     lambda i: i["input"].reshape(side, side).T.flatten())]),
+        Original("reduce", 100, [
+            ("partial reduction", Reference.reduce_partial,
+             lambda i: _pad(i["input"], group).reshape(-1, group).sum(axis=1, dtype=np.int32)),
+            ("full reduction", Reference.reduce_full,
+             lambda i: np.array([i["input"].sum(dtype=np.int32)]))]),
+        Original("scan", 128, [("scan", Reference.scan,
+                                lambda i: chunked_scan(i["input"], s.block * s.per_item))]),
+        Original("matmul", 8000, [("matmul (doubles)", Reference.matmul_double,
+                                   lambda i: (i["a"].reshape(n, p) @ i["b"].reshape(p, m))
+                                   .flatten())]),
+    ]
+
+
+def original_inputs(original: Original, s: Sizes) -> dict[str, np.ndarray]:
+    """What the program's generateIntVec or generateDoubleVec calls (common.fcl) make."""
+    if original.name == "matmul":
+        n, p, m = s.matmul
+        return {"a": np.arange(n * p) / (n * p), "b": np.arange(p * m) / (p * m)}
+    return {"input": np.arange(s.n, dtype=np.int32)}
+
+
+def original_source(repo: Path, name: str) -> str:
+    """tests/benchmarks/<name> of the original repository: a checkout or a bare git directory."""
+    checkout = repo / "tests" / "benchmarks" / name
+    if checkout.is_file():
+        return checkout.read_text()
+    return subprocess.run(["git", "-C", str(repo), "show", f"HEAD:tests/benchmarks/{name}"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def scaled(source: str, s: Sizes, repetitions: int) -> str:
+    """A program's text with the sizes and repetitions of `s` instead of the original's."""
+    n, p, m = s.matmul
+    replacements = {r"\b4096\b": str(s.side), r"\bbenchmark 100\b": f"benchmark {repetitions}",
+                    r"\blet n = 1600\b": f"let n = {n}", r"\blet p = 800\b": f"let p = {p}",
+                    r"\blet m = 800\b": f"let m = {m}"}
+    for pattern, value in replacements.items():
+        source = re.sub(pattern, value, source)
+    return source
+
+
+def printed_values(text: str) -> np.ndarray:
+    """The values of the first line forceAndPrint printed: `[a,b,c]`."""
+    line = text.splitlines()[0]
+    return np.array([float(v) for v in line.strip("[]").split(",") if v])
+
+
+def run_original(original: Original, repo: Path, s: Sizes, repetitions: int,
+                 device: str | None) -> tuple[str, str, list[list[float]]]:
+    """(stdout, stderr, each `benchmark`'s kernel ms per repetition) of the program run as
+    `fcl run common.fcl <name>.fcl` runs it."""
+    common, source = original_source(repo, "common.fcl"), original_source(repo,
+                                                                           f"{original.name}.fcl")
+    if s != ORIGINAL_FULL:
+        source = scaled(source, s, repetitions)
+    session = Session.new()
+    session.add_file(Source("common.fcl", common))
+    session.add_file(Source(f"{original.name}.fcl", source))
+    compiled = compile_program(session, main_root(session), CompileOptions(s.block))
+    out, err = io.StringIO(), io.StringIO()
+    run = prepare_run(compiled, device, s.block, out, err)
+    try:
+        run.run(compiled.host)
+        run.device.queue.finish()
+        run.check_failures()
+        return out.getvalue(), err.getvalue(), run.benchmarks
+    finally:
+        run.release()
+
+
+def reference_benchmark(enqueue: Callable[[], tuple[list[cl.Event], object]],
+                        repetitions: int) -> tuple[list[float], object]:
+    """The `benchmark` protocol for a reference run: a warm-up (its result returned), then
+    `repetitions` runs, each one's kernel ms."""
+    events, result = enqueue()
+    kernel_ms(events)
+    return [kernel_ms(enqueue()[0]) for _ in range(repetitions)], result
+
+
+def check_original(original: Original, inputs: dict[str, np.ndarray], out: str, err: str,
+                   repetitions: int) -> None:
+    """The program printed what numpy computes, and its `benchmark` calls the original's line
+    with this harness's line of min, median and spread after it."""
+    reports = BENCHMARK_LINES.findall(err)
+    if [int(count) for count, _ in reports] != [repetitions] * len(original.benchmarks):
+        raise AssertionError(f"{original.name}: expected {len(original.benchmarks)} `benchmark` "
+                             f"reports of the original's shape, got:\n{err}")
+    expected = original.benchmarks[0][2](inputs)[:original.printed]
+    printed = printed_values(out)
+    if printed.shape != expected.shape or not np.allclose(printed, expected, rtol=0, atol=1e-5):
+        raise AssertionError(f"{original.name}: FCL printed something other than numpy's result")
+
+
+def measure_originals(repo: Path, s: Sizes, repetitions: int, device: Device,
+                      choice: str | None) -> list[dict]:
+    """A row per `benchmark` call of each original program: its times and the reference's."""
+    reference = Reference(device, s)
+    rows = []
+    for original in originals(s):
+        host_inputs = original_inputs(original, s)
+        inputs = upload(device, host_inputs)
+        try:
+            enqueues = [partial(enqueue, reference, inputs)
+                        for _, enqueue, _ in original.benchmarks]
+            # Half the reference's runs before the program and half after it, so that a change
+            # in the machine's load while the program runs affects both sides alike.
+            before = [reference_benchmark(e, repetitions - repetitions // 2) for e in enqueues]
+            out, err, fcl_times = run_original(original, repo, s, repetitions, choice)
+            after = [reference_benchmark(e, repetitions // 2)[0] for e in enqueues]
+            check_original(original, host_inputs, out, err, repetitions)
+            for (what, _, expected), times, (first_half, result), second_half in zip(
+                    original.benchmarks, fcl_times, before, after):
+                want = expected(host_inputs)
+                buffer, length = result
+                got = np.empty(length, want.dtype)
+                cl.enqueue_copy(device.queue, got, buffer)
+                if not np.allclose(got, want, rtol=1e-9, atol=0):
+                    raise AssertionError(f"{original.name}: the reference's {what} differs "
+                                         "from numpy's")
+                ref_times = first_half + second_half
+                fcl, ref = Summary.of(times), Summary.of(ref_times)
+                ranking = compare(fcl, ref, ("FCL", "reference"))
+                rows.append({"program": original.name, "benchmark": what,
+                             "repetitions": repetitions, "fcl_mean_ms": fcl.mean,
+                             "fcl_median_ms": fcl.median, "fcl_spread": fcl.spread,
+                             "reference_mean_ms": ref.mean, "reference_median_ms": ref.median,
+                             "reference_spread": ref.spread, "ratio": fcl.mean / ref.mean,
+                             "median_ratio": fcl.median / ref.median,
+                             "ranking": ["FCL faster", "reference faster"][ranking.faster]
+                             if ranking.faster is not None else "within the spreads",
+                             "fcl_times_ms": times, "reference_times_ms": ref_times})
+        finally:
+            for array in inputs.values():
+                array.buffer.release()
     return rows
 
 
@@ -520,7 +724,20 @@ def _ms(value: float) -> str:
     return f"{value / 1e3:.2f} s" if value >= 1000 else f"{value:.1f} ms"
 
 
-def table(rows: list[dict], compile_ms: float | None, kernel: dict | None = None) -> str:
+def originals_table(rows: list[dict]) -> str:
+    lines = ["| original program | `benchmark` of | runs | FCL ms per run | reference ms per run | "
+             "FCL / reference | medians: FCL / reference | spreads: FCL, reference | ranked |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['program']} | {r['benchmark']} | {r['repetitions']} | "
+                     f"{r['fcl_mean_ms']:.3f} | {r['reference_mean_ms']:.3f} | {r['ratio']:.2f} | "
+                     f"{r['median_ratio']:.2f} | {r['fcl_spread']:.1%}, "
+                     f"{r['reference_spread']:.1%} | {r['ranking']} |")
+    return "\n".join(lines)
+
+
+def table(rows: list[dict], compile_ms: float | None, kernel: dict | None = None,
+          original_rows: list[dict] | None = None) -> str:
     lines = []
     if rows:
         lines += ["| task | reference ms | FCL ms | FCL / reference | reference bandwidth | "
@@ -532,6 +749,9 @@ def table(rows: list[dict], compile_ms: float | None, kernel: dict | None = None
                          f"{r.get('fcl_bandwidth', 0):.2f} | {r['checked_ratio']:.3f}"
                          f"{' (same kernels)' if r['same_kernels'] else ''} | "
                          f"{r['kernel_checks']} |")
+    if original_rows:
+        lines += [""] if lines else []
+        lines.append(originals_table(original_rows))
     if compile_ms is not None:
         lines += [""] if lines else []
         lines.append(f"FCL source to OpenCL source (matmul): {compile_ms:.1f} ms")
@@ -547,7 +767,8 @@ def table(rows: list[dict], compile_ms: float | None, kernel: dict | None = None
     return "\n".join(lines)
 
 
-SECTIONS = ("compile", "startup", "interrupt", "cell")
+SECTIONS = ("originals", "compile", "startup", "interrupt", "cell")
+JUPYTER = ("startup", "interrupt", "cell")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -560,6 +781,10 @@ def main(argv: list[str] | None = None) -> int:
                              f"{', '.join(SECTIONS)}, or jupyter (startup, interrupt and cell)")
     parser.add_argument("--no-record", action="store_true",
                         help="print only: leave results.json and README.md alone")
+    parser.add_argument("--original", type=Path, default=ORIGINAL_REPO,
+                        help="the original FCL repository (a checkout or a bare git directory), "
+                             "for its benchmark programs (default: $FCL_ORIGINAL_REPO, else "
+                             f"{ORIGINAL_REPO})")
     parser.add_argument("--no-cell", action="store_true",
                         help="skip the Jupyter kernel's measurements (where no FCL kernel is "
                              "installed)")
@@ -568,22 +793,33 @@ def main(argv: list[str] | None = None) -> int:
     names = {t.name for t in tasks(sizes, np.random.default_rng(0))}
     only = set(args.only or ())
     if "jupyter" in only:
-        only = (only - {"jupyter"}) | {"startup", "interrupt", "cell"}
+        only = (only - {"jupyter"}) | set(JUPYTER)
     if only - names - set(SECTIONS):
         parser.error(f"--only: unknown {', '.join(sorted(only - names - set(SECTIONS)))}")
     wanted = (lambda name: name in only) if only else (lambda name: True)
     device = open_device(args.device)
     chosen = {name for name in names if wanted(name)}
     rows = measure(sizes, args.runs, device, chosen) if chosen else []
+    original_rows = None
+    if wanted("originals"):
+        if args.original.exists():
+            original_rows = measure_originals(
+                args.original, ORIGINAL_TINY if args.tiny else ORIGINAL_FULL,
+                TINY_REPETITIONS if args.tiny else ORIGINAL_REPETITIONS, device, args.device)
+        else:
+            print(f"note: no copy of the original FCL repository at {args.original} (set "
+                  "FCL_ORIGINAL_REPO or --original): its benchmark programs are left out\n")
     compile_ms = compile_speed(sizes) if wanted("compile") else None
-    sections = set() if args.tiny or args.no_cell else {s for s in SECTIONS[1:] if wanted(s)}
+    sections = set() if args.tiny or args.no_cell else {s for s in JUPYTER if wanted(s)}
     kernel = jupyter(sections) if sections else None
-    report = table(rows, compile_ms, kernel)
+    report = table(rows, compile_ms, kernel, original_rows)
     date = datetime.date.today().isoformat()
     print(f"{device.name}, {date}\n\n{report}")
     missed = [entry["what"] for entry in (kernel or {}).values() if not entry["met"]]
     missed += [f"{r['task']}: checked / unchecked {r['checked_ratio']:.3f} > {CHECKED_GOAL}"
                for r in rows if r["checked_ratio"] > CHECKED_GOAL]
+    missed += [f"original {r['program']} ({r['benchmark']}): FCL / reference {r['ratio']:.2f} > "
+               f"{GOAL_RATIO}" for r in original_rows or [] if r["ratio"] > GOAL_RATIO]
     if missed:
         print(f"\ngoals missed: {'; '.join(missed)}")
     if not args.no_record:
@@ -597,6 +833,8 @@ def main(argv: list[str] | None = None) -> int:
             entry.update(sizes=vars(sizes), runs=args.runs)
             measured = {r["task"] for r in rows}
             entry["tasks"] = [r for r in entry.get("tasks", []) if r["task"] not in measured] + rows
+        if original_rows:
+            entry["originals"] = original_rows
         if compile_ms is not None:
             entry["compile_ms"] = compile_ms
         if kernel:

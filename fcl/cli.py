@@ -4,8 +4,9 @@
     fcl run [--backend opencl|interp] [--device D] [--block-size N] [--unsafe] FILE...
     fcl compile [-o out.cl] [--dump-il] FILE...
     fcl devices
-    fcl costs [--group G] [--warp W] FILE...         # memory traffic per kernel, per access
-    fcl memory [--kernel K] [--array A] [--group G] [--warp W] [--pitch P] [--svg OUT] FILE...
+    fcl costs [--group G] [--warp W] [--gpu NAME] FILE...  # memory traffic, occupancy, time
+    fcl memory [--kernel K] [--array A] [--group G] [--warp W] [--pitch P] [--svg OUT]
+               [--gpu NAME] FILE...
     fcl graph [--kernels | --kernel K] [--svg OUT] FILE...   # Graphviz DOT, or SVG with --svg
     fcl lmad EXPR [--points] [--svg FILE] [--pitch N]
 
@@ -18,6 +19,7 @@ import argparse
 import sys
 
 from fcl import pipeline
+from fcl.analysis.gpu import DEFAULT_GPU, gpu_names
 from fcl.errors import FCLError, Source
 from fcl.explain import explain
 from fcl.il.ir import show_stmts
@@ -64,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("devices", help="list the OpenCL devices")
 
     costs = commands.add_parser("costs", help="count each kernel's memory traffic (one traced "
-                                "work-group): loads, stores, transactions, bank conflicts")
+                                "work-group): loads, stores, sectors, bank conflicts; and predict "
+                                "its occupancy and time on a GPU")
     _explain_options(costs)
     costs.add_argument("--warp", type=int, default=0, metavar="W",
                        help="the warp whose accesses are described as an LMAD (default 0)")
@@ -112,6 +115,9 @@ def _explain_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--device", metavar="D", help="OpenCL device (see `fcl devices`)")
     cmd.add_argument("--group", type=int, default=0, metavar="G",
                      help="the work-group to trace (default 0)")
+    cmd.add_argument("--gpu", default=DEFAULT_GPU, metavar="NAME",
+                     help=f"the GPU whose figures occupancy and predicted times use, one of "
+                          f"{', '.join(gpu_names())} (default {DEFAULT_GPU}; see fcl/gpus/)")
     _common(cmd)
 
 
@@ -192,7 +198,7 @@ def _run_or_compile(args, session: Session) -> int:
 
 def _explain(args, session: Session) -> int:
     explanation = explain(session, pipeline.main_root(session), _compile_options_of(args),
-                          getattr(args, "device", None))
+                          getattr(args, "device", None), getattr(args, "gpu", DEFAULT_GPU))
     if args.command == "costs":
         print(explanation.costs_bundle(args.group, args.warp)["text/plain"])
         return 0

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from fcl import pipeline
 from fcl.analysis.access import check_warp
 from fcl.analysis.costs import KernelCosts, costs_html, costs_text, program_costs
+from fcl.analysis.gpu import DEFAULT_GPU, GPU, load_gpu
+from fcl.analysis.occupancy import estimate_registers
+from fcl.analysis.predict import ProgramPrediction, kernel_work, predict_program
 from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
 from fcl.errors import FCLError
@@ -27,6 +30,7 @@ class Explanation:
     compiled: Compiled
     block_size: int
     device: str | None
+    gpu: GPU  # the GPU whose occupancy and time are predicted
     _traces: dict[int, Trace] = field(default_factory=dict)
 
     # ---- traces and counters
@@ -36,7 +40,16 @@ class Explanation:
         return self._traces[group]
 
     def costs(self, group: int = 0) -> list[KernelCosts]:
-        return program_costs(self.trace(group))
+        """Each kernel's counts, with its occupancy and predicted time on the chosen GPU."""
+        costs = program_costs(self.trace(group))
+        for kernel, predicted in zip(costs, self.predict(costs).kernels):
+            kernel.predicted = predicted
+        return costs
+
+    def predict(self, costs: list[KernelCosts]) -> ProgramPrediction:
+        """Occupancy and predicted time of these kernels, and the program's, on the GPU."""
+        registers = {k.name: estimate_registers(k) for k in self.compiled.kernels}
+        return predict_program(self.gpu, [kernel_work(c, registers[c.kernel]) for c in costs])
 
     def sites(self, group: int = 0, warp: int = 0) -> list[SiteRow]:
         check_warp(warp, self.block_size)
@@ -101,7 +114,8 @@ class Explanation:
 
 
 def explain(session: Session, root: ast.Expr, options: pipeline.CompileOptions,
-            device: str | None = None) -> Explanation:
+            device: str | None = None, gpu: str = DEFAULT_GPU) -> Explanation:
     """Compile `root` for explaining (its result is not fetched); traces come on demand."""
+    chosen = load_gpu(gpu)  # an unknown GPU is an error before anything is compiled
     return Explanation(pipeline.compile_program(session, root, options), options.block_size,
-                       device)
+                       device, chosen)

@@ -6,6 +6,7 @@ import re
 import numpy as np
 
 from fcl.errors import FCLError, Span
+from fcl.opencl.timing import Summary, verdict
 
 _LEADING_INT = re.compile(rb"[+-]?\d+")
 
@@ -36,8 +37,11 @@ def format_array(values: np.ndarray) -> str:
     return "[" + ",".join(fmt % v for v in values.tolist()) + "]\n"
 
 
-def benchmark_report(times_ms: list[float]) -> str:
-    """The original's line (the mean per run), then min and median."""
-    mean = sum(times_ms) / len(times_ms)
-    return (f"Benchmark ({len(times_ms)} repetitions): {mean:f} ms per run\n"
-            f"  min {min(times_ms):f} ms, median {float(np.median(times_ms)):f} ms\n")
+def benchmark_report(times_ms: list[float], what: str) -> str:
+    """The original's line (the mean per run), then min, median and spread, saying what was
+    timed (`what`) and, when the runs are too spread to rank two variants, that too."""
+    summary = Summary.of(times_ms)
+    noisy = f"; {verdict(summary)}" if summary.noisy else ""
+    return (f"Benchmark ({summary.runs} repetitions): {summary.mean:f} ms per run\n"
+            f"  min {summary.minimum:f} ms, median {summary.median:f} ms, spread "
+            f"{summary.spread:.1%} ({what}){noisy}\n")

@@ -15,6 +15,7 @@ from typing import TextIO
 import numpy as np
 
 from fcl import pipeline
+from fcl.analysis.gpu import DEFAULT_GPU
 from fcl.errors import FCLError, Source
 from fcl.explain import explain
 from fcl.interp.eval import Interpreter, RunConfig
@@ -43,6 +44,7 @@ class Settings:
     block_size: int = 256
     checks: bool = True
     device: str | None = None
+    gpu: str = DEFAULT_GPU  # whose occupancy and time %%costs predicts (a file in fcl/gpus/)
 
     def options(self, keep_result: bool = True) -> pipeline.CompileOptions:
         return pipeline.CompileOptions(self.block_size, self.checks, keep_result)
@@ -138,7 +140,7 @@ class Workspace:
         """An fcl.explain.Explanation of the cell's program (cost tables, diagrams, graphs)."""
         with self.scratch(code) as root:
             return explain(self.session, root, self.settings.options(keep_result=False),
-                           self.settings.device)
+                           self.settings.device, self.settings.gpu)
 
     def define(self, source: Source) -> list[ast.Decl]:
         """Add a file's declarations (for %load)."""

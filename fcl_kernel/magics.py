@@ -9,18 +9,22 @@ import argparse
 import html
 import re
 import shlex
-import statistics
 import time
 import uuid
 from pathlib import Path
 
 from fcl import pipeline
+from fcl.analysis.gpu import gpu_names, load_gpu
 from fcl.errors import FCLError, Source
 from fcl.il.ir import show_stmts
 from fcl.lmad import LMADError, render_svg
 from fcl.lmad.report import report
+from fcl.mono import level_number
 from fcl.notebook import BACKENDS, render
-from fcl.opencl.device import describe_devices, pick_device
+from fcl.opencl.device import describe_devices, open_device, pick_device
+from fcl.opencl.host import time_compiled
+from fcl.opencl.timing import Policy, Sample, Timing, measuring, repeat, single_run_report
+from fcl.types.types import TProgram, chase
 from fcl_kernel.codeview import side_by_side
 from fcl_kernel.expect import compare, evaluate_expected
 
@@ -96,10 +100,17 @@ class Magics:
         self._text(f"{args} : {self.workspace.type_of_expression(args)}")
 
     def line_time(self, args: str) -> None:
-        """`%time EXPR`: evaluate an expression (or run a grid program) and report the wall time."""
+        """`%time EXPR`: evaluate an expression (or run a grid program) once and report the wall
+        time; on OpenCL also the kernel time (profiling events) and the host overhead (compiling,
+        transfers, host code) apart. `%%bench` times repeated runs."""
+        clock = None
         start = time.perf_counter()
-        self.kernel.run_fcl(args)
-        self._text(f"Wall time: {(time.perf_counter() - start) * 1000:.1f} ms")
+        if self.workspace.settings.backend == "opencl":
+            with measuring() as clock:
+                self.kernel.run_fcl(args)
+        else:
+            self.kernel.run_fcl(args)
+        self._text(single_run_report((time.perf_counter() - start) * 1000, clock))
 
     def line_device(self, args: str) -> None:
         """`%device` lists the OpenCL devices; `%device ID` (`1:0`, or part of a name) uses one."""
@@ -113,8 +124,9 @@ class Magics:
         self._text("\n".join(lines))
 
     def line_config(self, args: str) -> None:
-        """`%config` shows the settings; `%config block_size=128 backend=interp checks=off`
-        changes them (backend: opencl or interp)."""
+        """`%config` shows the settings; `%config block_size=128 backend=interp checks=off
+        gpu=h100` changes them (backend: opencl or interp; gpu: the GPU whose occupancy and
+        time %%costs predicts, one of the profiles in fcl/gpus/)."""
         settings = self.workspace.settings
         for item in shlex.split(args):
             key, _, value = item.partition("=")
@@ -124,12 +136,14 @@ class Magics:
                 settings.backend = value
             elif key == "checks" and value in ("on", "off", "true", "false"):
                 settings.checks = value in ("on", "true")
+            elif key == "gpu" and value:
+                settings.gpu = load_gpu(value).key  # an unknown GPU: an error naming the known
             else:
-                raise FCLError(f"cannot set `{item}`: use block_size=N, backend=opencl|interp or "
-                               "checks=on|off")
+                raise FCLError(f"cannot set `{item}`: use block_size=N, backend=opencl|interp, "
+                               f"checks=on|off or gpu={'|'.join(gpu_names())}")
         self._text(f"backend={settings.backend} block_size={settings.block_size} "
                    f"checks={'on' if settings.checks else 'off'} "
-                   f"device={settings.device or 'default'}")
+                   f"device={settings.device or 'default'} gpu={settings.gpu}")
         if not args:
             from fcl_kernel.widgets import settings_panel  # ipywidgets: 0.16 s, when first shown
             self.kernel.display(settings_panel(settings)._repr_mimebundle_())
@@ -199,10 +213,13 @@ class Magics:
     def cell_costs(self, args: str, body: str) -> None:
         """`%%costs [--group G] [--warp W]`: a table of what each kernel of the cell does to
         memory, counted in one traced work-group (default 0): global loads and stores per
-        work-item, 128-byte transactions per warp access (and the ideal), local loads and stores,
-        bank conflicts, barriers, local memory, work-groups launched. Below it, each load and
-        store: its index as a formula in group, item and loop counters, the LMAD of the
-        work-group's and of warp W's accesses (when affine), and its cost."""
+        work-item, 32-byte sectors and 128-byte lines per warp request (and the ideal), local
+        loads and stores, bank conflicts, barriers, SIMT efficiency, local memory, work-groups
+        launched; then, predicted on the GPU that `%config gpu=NAME` chose (default generic):
+        occupancy and what limits it, estimated registers, and the time of each kernel and of
+        the program (docs/costs.md explains the model). Below it, each load and store: its
+        index as a formula in group, item and loop counters, the LMAD of the work-group's and of
+        warp W's accesses (when affine), and its cost."""
         options = _options("costs", args, group=int, warp=int)
         explanation = self.workspace.explain_cell(body)
         self.kernel.display(explanation.costs_bundle(options.group or 0, options.warp or 0))
@@ -244,33 +261,69 @@ class Magics:
                 self.kernel.display(_svg_bundle(drawing.svg, drawing.dot))
 
     def cell_time(self, args: str, body: str) -> None:
-        """`%%time`: run the cell and report the wall time."""
+        """`%%time`: run the cell once and report the wall time; on OpenCL also the kernel time
+        and the host overhead apart."""
         self.line_time(body)
 
     def cell_bench(self, args: str, body: str) -> None:
-        """`%%bench [N]`: run the cell's program N times (default 10), with a progress bar, and
-        report the mean, min and median time per run."""
-        count = int(args) if args.strip().isdigit() else 10
+        """`%%bench [--budget S] [--runs N]`: time the cell's program, with a progress bar. On
+        OpenCL its kernels are timed by profiling events after a warm-up run, until the spread
+        settles (the middle half of at least 5 runs within 3% of the median) or S seconds pass
+        (default 2), or exactly N runs; the report gives the kernel time's median, min and
+        spread, the host overhead apart, each kernel's median, and whether the spread is small
+        enough to rank two variants. On the interpreter (or for a pure expression), the wall
+        time per run. The cell's definitions are not kept. `%%bench N` is `%%bench --runs N`."""
+        words = shlex.split(args)
+        if len(words) == 1 and words[0].isdigit():
+            words = ["--runs", words[0]]
+        options = _options("bench", shlex.join(words), budget=float, runs=int)
+        if (options.runs is not None and options.runs < 1) or \
+                (options.budget is not None and options.budget <= 0):
+            raise FCLError("%bench: --runs needs at least 1 run and --budget a positive number "
+                           "of seconds")
+        policy = Policy(runs=options.runs) if options.budget is None else \
+            Policy(budget_s=options.budget, runs=options.runs)
         display_id = uuid.uuid4().hex
-        self._progress(0, count, display_id, new=True)
-        times = []
-        snapshot = self.workspace.session.snapshot()
-        try:
-            for k in range(count):
-                start = time.perf_counter()
-                self.kernel.workspace.execute(body, _Discard(), _Discard())
-                times.append((time.perf_counter() - start) * 1000)
-                self.workspace.session.restore(snapshot)
-                self._progress(k + 1, count, display_id)
-        finally:
-            self.workspace.session.restore(snapshot)
-        self._text(f"{count} runs: mean {statistics.mean(times):.2f} ms, min {min(times):.2f} ms, "
-                   f"median {statistics.median(times):.2f} ms ({self.workspace.settings.backend})")
+        self._progress(0.0, policy, display_id, new=True)
 
-    def _progress(self, done: int, total: int, display_id: str, new: bool = False) -> None:
-        bar = (f"<progress value='{done}' max='{total}' style='width:20em'></progress> "
-               f"{done}/{total}")
-        content = {"data": {"text/plain": f"{done}/{total}", "text/html": bar}, "metadata": {},
+        def progress(runs: int, elapsed_s: float) -> None:
+            self._progress(runs if policy.runs else elapsed_s, policy, display_id, runs)
+
+        settings = self.workspace.settings
+        if settings.backend == "opencl":
+            with self.workspace.scratch(body) as root:
+                t = chase(root.type)
+                if isinstance(t, TProgram) and level_number(t.level) == 2:
+                    compiled = pipeline.compile_program(self.workspace.session, root,
+                                                        settings.options(keep_result=False))
+                    timing = time_compiled(compiled, settings.device, settings.block_size,
+                                           policy, progress)
+                    device = open_device(settings.device)
+                    return self._text(f"timed on {device.name}\n{timing.report()}")
+        self._text(self._bench_cell(body, policy, progress).report())
+
+    def _bench_cell(self, body: str, policy: Policy, progress) -> Timing:
+        """The wall time of running the cell (after a warm-up run), for the interpreter."""
+        snapshot = self.workspace.session.snapshot()
+
+        def once() -> Sample:
+            start = time.perf_counter()
+            try:
+                self.workspace.execute(body, _Discard(), _Discard())
+            finally:
+                self.workspace.session.restore(snapshot)
+            return Sample((time.perf_counter() - start) * 1000)
+
+        once()
+        return repeat(once, policy, progress=progress)
+
+    def _progress(self, done: float, policy: Policy, display_id: str, runs: int = 0,
+                  new: bool = False) -> None:
+        total = policy.runs or policy.budget_s
+        text = f"{runs} runs" if policy.runs is None else f"{runs}/{policy.runs} runs"
+        bar = (f"<progress value='{min(done, total)}' max='{total}' style='width:20em'>"
+               f"</progress> {text}")
+        content = {"data": {"text/plain": text, "text/html": bar}, "metadata": {},
                    "transient": {"display_id": display_id}}
         self.kernel.send_response(self.kernel.iopub_socket,
                                   "display_data" if new else "update_display_data", content)

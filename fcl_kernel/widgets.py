@@ -10,6 +10,7 @@ import html
 import ipywidgets as widgets
 
 from fcl.analysis.access import WARP_SIZE
+from fcl.analysis.gpu import gpu_names
 from fcl.errors import FCLError
 from fcl.lmad import LMAD, LMADError, render_svg
 from fcl.lmad.report import describe
@@ -23,10 +24,13 @@ def settings_panel(settings):
     block = widgets.BoundedIntText(value=settings.block_size, min=1, max=1024,
                                    description="block size")
     checks = widgets.Checkbox(value=settings.checks, description="run-time checks")
+    gpu = widgets.Dropdown(options=gpu_names(), value=settings.gpu, description="GPU",
+                           tooltip="the GPU whose occupancy and time %%costs predicts")
     backend.observe(lambda change: setattr(settings, "backend", change["new"]), names="value")
     block.observe(lambda change: setattr(settings, "block_size", change["new"]), names="value")
     checks.observe(lambda change: setattr(settings, "checks", change["new"]), names="value")
-    return widgets.HBox([backend, block, checks])
+    gpu.observe(lambda change: setattr(settings, "gpu", change["new"]), names="value")
+    return widgets.HBox([backend, block, checks, gpu])
 
 
 def _problem(message: str) -> str:

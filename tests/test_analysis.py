@@ -1,9 +1,10 @@
 """fcl.analysis: traced accesses, cost counters, LMADs and index formulas, checked against
 numbers derived by hand from each program's structure.
 
-The machine model of the counters: work-groups of 256 work-items (unless a test says
-otherwise), warps of 32, global memory in 128-byte segments (32 ints), local memory in 32 banks
-of 4 bytes. An int is 4 bytes, a double 8. Each program is compiled and traced once per module.
+The machine model of the counters (NVIDIA GPUs since Volta): work-groups of 256 work-items
+(unless a test says otherwise), warps of 32, global memory in 32-byte sectors (8 ints) of
+128-byte lines (32 ints), local memory in 32 banks of 4 bytes, 8-byte accesses served by
+half-warps. An int is 4 bytes, a double 8. Each program is compiled and traced once per module.
 """
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ import numpy as np
 import pytest
 
 from fcl import pipeline
-from fcl.analysis.access import SiteAccesses, bank_conflicts, fit_lmad, split_by_site, transactions
+from fcl.analysis.access import (
+    SiteAccesses,
+    bank_conflicts,
+    fit_lmad,
+    sectors,
+    simt,
+    split_by_site,
+)
 from fcl.analysis.costs import KernelCosts, costs_html, costs_text, program_costs
 from fcl.analysis.symbolic import formula
 from fcl.analysis.trace import Trace, trace_program
@@ -153,42 +161,49 @@ def reduction_128():
 
 def assert_global_only(c: KernelCosts):
     assert (c.local_loads, c.local_stores, c.local_bytes, c.barriers) == (0, 0, 0, 0)
-    assert (c.bank_conflicts, c.worst_conflict) == (0, 1)
+    assert (c.bank_conflicts, c.worst_conflict, c.local_requests) == (0, 1, 0)
 
 
 # ---- reverse ----------------------------------------------------------------------------------
 
-def test_reverse_reads_one_segment_per_warp(reverse):
+def test_reverse_reads_four_sectors_of_one_line_per_warp(reverse):
     fill, rev = reverse.costs
     assert rev.kernel == reverse.compiled.kernels[1].name
     # 4096 elements, one per work-item: 4096 / 256 = 16 work-groups, each work-item one load and
-    # one store. Warp w of group 0 reads xs[4095 - 32w - 31 .. 4095 - 32w]: 32 ints starting at a
-    # multiple of 32, so one 128-byte segment, which is also the least; it writes 32w .. 32w + 31.
+    # one store. Warp w of group 0 reads xs[4095 - 32w - 31 .. 4095 - 32w]: 32 ints (128 bytes)
+    # starting at a multiple of 32, so 4 sectors of one line, which is also the least; it writes
+    # 32w .. 32w + 31, alike.
     assert (rev.launches, rev.groups, rev.group, rev.block_size) == (1, 16, 0, 256)
+    assert rev.groups_per_launch == [16]
     assert (rev.global_loads, rev.global_stores) == (1, 1)
-    assert (rev.load_transactions, rev.load_ideal) == (1, 1)
-    assert (rev.store_transactions, rev.store_ideal) == (1, 1)
+    assert (rev.load_sectors, rev.load_sectors_ideal, rev.load_lines) == (4, 4, 1)
+    assert (rev.store_sectors, rev.store_sectors_ideal, rev.store_lines) == (4, 4, 1)
+    # 8 warps, each one load request and one store request; no branch is divergent.
+    assert (rev.load_requests, rev.store_requests, rev.simt_efficiency) == (8, 8, 1)
     assert_global_only(rev)
     assert not rev.truncated
-    # Per site: 256 accesses = 8 warp accesses, one segment each.
+    # Per site: 256 accesses = 8 warp requests of 4 sectors in 1 line.
     (load,) = reverse.sites(1, "load", "global")
-    assert (load.accesses, load.warp_accesses, load.transactions, load.ideal_transactions) == \
-        (256, 8, 8, 8)
-    # iota's kernel only stores, 1 contiguous segment per warp.
-    assert (fill.global_loads, fill.global_stores, fill.store_transactions) == (0, 1, 1)
+    assert (load.accesses, load.requests, load.sectors, load.sectors_ideal, load.lines) == \
+        (256, 8, 32, 32, 8)
+    # iota's kernel only stores, 4 contiguous sectors per warp.
+    assert (fill.global_loads, fill.global_stores, fill.store_sectors, fill.store_lines) == \
+        (0, 1, 4, 1)
+    assert (fill.load_requests, fill.store_requests) == (0, 8)
     assert_global_only(fill)
 
 
-def test_reverse_of_a_length_off_the_segments_straddles_two(reverse_4100):
+def test_reverse_of_a_length_off_the_lines_straddles_two(reverse_4100):
     _, rev = reverse_4100.costs
     # 4100 = 16 * 256 + 4: 17 work-groups. Warp w of group 0 reads xs[4068 - 32w .. 4099 - 32w];
-    # 4068 = 127 * 32 + 4, so each warp's 32 ints run from 4 ints into one segment to 3 into the
-    # next: 2 transactions where 1 would do (128 bytes). The stores stay aligned: 1 (1).
+    # 4068 = 127 * 32 + 4, so each warp's 32 ints run from 4 ints into one line to 3 into the
+    # next: bytes 16 .. 143 of a 256-byte span, sectors 0 .. 4 of it: 5 sectors where 4 would
+    # do (128 bytes), in 2 lines. The stores stay aligned: 4 (4) in 1.
     assert rev.groups == 17
-    assert (rev.load_transactions, rev.load_ideal) == (2, 1)
-    assert (rev.store_transactions, rev.store_ideal) == (1, 1)
+    assert (rev.load_sectors, rev.load_sectors_ideal, rev.load_lines) == (5, 4, 2)
+    assert (rev.store_sectors, rev.store_sectors_ideal, rev.store_lines) == (4, 4, 1)
     (load,) = reverse_4100.sites(1, "load", "global")
-    assert (load.warp_accesses, load.transactions, load.ideal_transactions) == (8, 16, 8)
+    assert (load.requests, load.sectors, load.sectors_ideal, load.lines) == (8, 40, 32, 16)
 
 
 # ---- which work-group ---------------------------------------------------------------------------
@@ -206,7 +221,7 @@ def test_group_argument_picks_the_traced_work_group(reverse, reverse_group3):
         (summary,) = run.sites(1, "load", "global")
         assert summary.lmad_group == LMAD(4095 - 256 * g, ((256, -1),))
     # the same counts in both
-    assert reverse_group3.costs[1].load_transactions == reverse.costs[1].load_transactions == 1
+    assert reverse_group3.costs[1].load_sectors == reverse.costs[1].load_sectors == 4
 
 
 def test_group_past_the_end_is_clamped_to_the_last(reverse_4100_past_end):
@@ -218,8 +233,11 @@ def test_group_past_the_end_is_clamped_to_the_last(reverse_4100_past_end):
     (load,) = run.accesses(1, "load", "global")
     assert load.lane.tolist() == [0, 1, 2, 3] and load.index.tolist() == [3, 2, 1, 0]
     assert rev.global_loads == rev.global_stores == 4 / 256
-    # One warp access touching one segment.
-    assert (rev.load_transactions, rev.load_ideal) == (1, 1)
+    # One warp request of 4 ints, bytes 0 .. 15: one sector, of one line. Its 4 lanes are all
+    # the warp has active: the other 28 work-items have no element.
+    assert (rev.load_sectors, rev.load_sectors_ideal, rev.load_lines) == (1, 1, 1)
+    assert rev.load_requests == 1
+    assert rev.simt_efficiency == 4 / 32
     assert "Counted in work-group 16 of each kernel's first launch" in costs_text(run.costs)
 
 
@@ -239,17 +257,33 @@ def test_unknown_kernel_is_an_error(naive):
 
 # ---- transposes ---------------------------------------------------------------------------------
 
-def test_naive_transpose_reads_a_segment_per_work_item(naive):
+def test_naive_transpose_reads_a_sector_and_a_line_per_work_item(naive):
     _, t = naive.costs
     # ys[i] = xs[(i % 64) * 64 + i / 64]: a warp's 32 consecutive i read a column, 64 ints =
-    # 256 bytes apart, each in its own segment: 32 transactions where the 32 ints (128 bytes)
-    # would fit in 1. The writes ys[i] are contiguous: 1 (1). 4096 / 256 = 16 work-groups.
+    # 256 bytes apart, each in a sector and a line of its own: 32 sectors where the 32 ints
+    # (128 bytes) would fit in 4. The writes ys[i] are contiguous: 4 (4) in 1 line.
+    # 4096 / 256 = 16 work-groups.
     assert (t.groups, t.global_loads, t.global_stores) == (16, 1, 1)
-    assert (t.load_transactions, t.load_ideal) == (32, 1)
-    assert (t.store_transactions, t.store_ideal) == (1, 1)
+    assert (t.load_sectors, t.load_sectors_ideal, t.load_lines) == (32, 4, 32)
+    assert (t.store_sectors, t.store_sectors_ideal, t.store_lines) == (4, 4, 1)
+    assert (t.load_requests, t.store_requests, t.simt_efficiency) == (8, 8, 1)
     assert_global_only(t)
     (load,) = naive.sites(1, "load", "global")
-    assert (load.accesses, load.warp_accesses, load.transactions) == (256, 8, 8 * 32)
+    assert (load.accesses, load.requests, load.sectors, load.lines) == (256, 8, 8 * 32, 8 * 32)
+
+
+SHIFTED = "do<grid> {\n  xs <- forcePull<grid> (iota 4128);\n" \
+          "  forcePull<grid> (generate 4096 (fn i => index xs (i + 1)))\n}"
+
+
+def test_copy_shifted_by_one_int_takes_five_sectors_in_two_lines():
+    _, copy = traced(SHIFTED).costs
+    # Warp w reads xs[32w + 1 .. 32w + 32]: bytes 4 .. 131 past a line's start, the sectors
+    # starting at bytes 0, 32, 64, 96 and 128: 5 sectors (not twice 4) in 2 lines; its writes
+    # ys[32w .. 32w + 31] are aligned: 4 sectors in 1 line.
+    assert (copy.load_sectors, copy.load_sectors_ideal, copy.load_lines) == (5, 4, 2)
+    assert (copy.store_sectors, copy.store_sectors_ideal, copy.store_lines) == (4, 4, 1)
+    assert (copy.load_requests, copy.store_requests) == (8, 8)
 
 
 def test_tiled_transpose_through_local_memory(tiled):
@@ -257,11 +291,15 @@ def test_tiled_transpose_through_local_memory(tiled):
     # A 64 x 64 matrix in 32 x 32 tiles: 4 work-groups, one per tile; 1024 elements over 256
     # work-items: 4 per work-item, each loaded from global, stored to local, loaded back from
     # local and stored to global. A warp's global access is 32 consecutive ints of one tile row,
-    # starting at a multiple of 32: 1 transaction (1).
+    # starting at a multiple of 32: 4 sectors (4) of 1 line. 8 warps, 4 requests each, per
+    # access: 32 requests to global memory for loads, 32 for stores, and 64 to local memory.
     assert (t.groups, t.block_size) == (4, 256)
     assert (t.global_loads, t.global_stores, t.local_loads, t.local_stores) == (4, 4, 4, 4)
-    assert (t.load_transactions, t.load_ideal) == (1, 1)
-    assert (t.store_transactions, t.store_ideal) == (1, 1)
+    assert (t.load_sectors, t.load_sectors_ideal, t.load_lines) == (4, 4, 1)
+    assert (t.store_sectors, t.store_sectors_ideal, t.store_lines) == (4, 4, 1)
+    assert (t.load_requests, t.store_requests, t.local_requests) == (32, 32, 64)
+    # Every work-item runs both tile loops 4 times: no divergence.
+    assert t.simt_efficiency == 1
     # The tile is 32 * 32 ints = 4096 bytes, written then read after one barrier.
     assert t.local_bytes == 4096
     assert t.barriers >= 1
@@ -271,22 +309,40 @@ def test_tiled_transpose_through_local_memory(tiled):
     assert (t.bank_conflicts, t.worst_conflict) == (992, 32)
     (store,) = tiled.sites(1, "store", "local")
     (load,) = tiled.sites(1, "load", "local")
-    assert (store.warp_accesses, store.bank_conflicts, store.worst_conflict) == (32, 0, 1)
-    assert (load.warp_accesses, load.bank_conflicts, load.worst_conflict) == (32, 992, 32)
+    assert (store.requests, store.bank_conflicts, store.worst_conflict) == (32, 0, 1)
+    assert (load.requests, load.bank_conflicts, load.worst_conflict) == (32, 992, 32)
 
 
-def test_naive_transpose_reads_cost_at_least_8_times_the_tiled_ones(naive, tiled):
-    def read_transactions(run: Traced) -> tuple[int, int]:
-        """(elements read, transactions) over the whole matrix: every work-group does alike."""
+def test_tiled_transpose_of_doubles_conflicts_per_half_warp():
+    run = traced("do<grid> { xs <- forcePull<grid> (generate (64 * 64) i2d); "
+                 "forceM<grid> (tiledTranspose plainTile 32 64 64 xs) }", TILED_DEFS)
+    _, t = run.costs
+    # The tiled transpose of doubles: a warp's 32 doubles of a tile row are 256 bytes, 8 sectors
+    # in 2 lines, both ways.
+    assert (t.load_sectors, t.load_sectors_ideal, t.load_lines) == (8, 8, 2)
+    assert (t.store_sectors, t.store_sectors_ideal, t.store_lines) == (8, 8, 2)
+    (store,) = run.sites(1, "store", "local")
+    (load,) = run.sites(1, "load", "local")
+    # Stored row by row, each half-warp's 16 doubles fill the 32 banks once: no conflict.
+    assert (store.requests, store.bank_conflicts, store.worst_conflict) == (32, 0, 1)
+    # Read down a column, lane l reads double 32 l: words 64 l and 64 l + 1, banks 0 and 1 for
+    # every lane. Per half-warp, 16 words in each: 16-way, 15 extra; 2 half-warps per request,
+    # 32 requests (8 warps x 4): 32 x 2 x 15 = 960, where a whole warp at once would be 32-way.
+    assert (load.requests, load.bank_conflicts, load.worst_conflict) == (32, 960, 16)
+    assert (t.bank_conflicts, t.worst_conflict, t.local_bytes) == (960, 16, 8192)
+
+
+def test_naive_transpose_reads_cost_8_times_the_tiled_ones(naive, tiled):
+    def read_sectors(run: Traced) -> tuple[int, int]:
+        """(elements read, sectors) over the whole matrix: every work-group does alike."""
         (load,) = run.sites(1, "load", "global")
-        return load.accesses * run.costs[1].groups, load.transactions * run.costs[1].groups
+        return load.accesses * run.costs[1].groups, load.sectors * run.costs[1].groups
 
-    # Both read the 4096 elements once. Naive: 4096 / 32 = 128 warp accesses of 32 segments;
-    # tiled: 128 warp accesses of 1.
-    assert read_transactions(naive) == (4096, 4096)
-    assert read_transactions(tiled) == (4096, 128)
-    assert read_transactions(naive)[1] >= 8 * read_transactions(tiled)[1]
-    assert naive.costs[1].load_transactions >= 8 * tiled.costs[1].load_transactions
+    # Both read the 4096 elements once. Naive: 4096 / 32 = 128 warp requests of 32 sectors;
+    # tiled: 128 warp requests of 4.
+    assert read_sectors(naive) == (4096, 4096)
+    assert read_sectors(tiled) == (4096, 512)
+    assert naive.costs[1].load_sectors == 8 * tiled.costs[1].load_sectors
 
 
 # ---- block reduction ----------------------------------------------------------------------------
@@ -294,9 +350,9 @@ def test_naive_transpose_reads_cost_at_least_8_times_the_tiled_ones(naive, tiled
 def test_block_reduction(reduction):
     _, r = reduction.costs
     # 2048 elements, 2 * 256 = 512 per work-group: 4 work-groups. Each work-item loads 2 (the
-    # first addition while loading), both warp loads contiguous and aligned: 1 (1).
+    # first addition while loading), both warp loads contiguous and aligned: 4 (4) in 1 line.
     assert (r.groups, r.block_size) == (4, 256)
-    assert (r.global_loads, r.load_transactions, r.load_ideal) == (2, 1, 1)
+    assert (r.global_loads, r.load_sectors, r.load_sectors_ideal, r.load_lines) == (2, 4, 4, 1)
     # 512 = 2^9 elements are halved 9 times down to 1, each step written to local memory and
     # followed by a barrier.
     assert r.barriers == 9
@@ -307,13 +363,17 @@ def test_block_reduction(reduction):
     assert r.local_bytes == 2 * 256 * 4
     # Work-items read consecutive words: no conflicts.
     assert (r.bank_conflicts, r.worst_conflict) == (0, 1)
-    # One work-item writes the group's sum: 1 store, one warp access of one segment.
+    # One work-item writes the group's sum: 1 store, one warp request of one sector.
     assert r.global_stores == 1 / 256
-    assert (r.store_transactions, r.store_ideal) == (1, 1)
+    assert (r.store_sectors, r.store_sectors_ideal, r.store_lines) == (1, 1, 1)
     loads = reduction.sites(1, "load", "global")
-    assert [(s.accesses, s.warp_accesses, s.transactions) for s in loads] == [(256, 8, 8)] * 2
+    assert [(s.accesses, s.requests, s.sectors) for s in loads] == [(256, 8, 32)] * 2
     assert sum(s.accesses for s in reduction.sites(1, "store", "local")) == 511
     assert sum(s.accesses for s in reduction.sites(1, "load", "local")) == 511
+    # Warp requests: 8 warps x 2 global loads; to local memory, 8 stores while loading, then
+    # per step `if item < s` 2 loads and a store by each of the s / 32 warps (at least 1) with
+    # a lane in it: 3 x (4 + 2 + 1 + 1 + 1 + 1 + 1 + 1) = 36, and the final load: 45.
+    assert (r.load_requests, r.store_requests, r.local_requests) == (16, 1, 45)
 
 
 def test_block_reduction_with_work_groups_of_128(reduction_128):
@@ -326,6 +386,110 @@ def test_block_reduction_with_work_groups_of_128(reduction_128):
     # Group 9 was asked for: the iota kernel has 2048 / 128 = 16 groups, the reduction 8, so
     # its last one, 7, is traced.
     assert (fill.groups, fill.group, r.group) == (16, 9, 7)
+    assert (fill.groups_per_launch, r.groups_per_launch) == ([16], [8])
+
+
+# ---- SIMT efficiency ---------------------------------------------------------------------------
+
+def test_simt_efficiency_of_the_reduction_tree(reduction):
+    _, r = reduction.costs
+    # Each site a warp executes counts once, with the lanes of the warp active in it:
+    # - the 2 global loads, the store to local memory and the 9 barriers, by all 8 warps in
+    #   full: 12 x 8 = 96 executions of 32 lanes;
+    # - `if item < s` for s = 128, 64, 32: the branch, 2 local loads and a local store, by the
+    #   s / 32 warps in it, in full: 4 x (4 + 2 + 1) = 28 executions of 32 lanes;
+    # - s = 16, 8, 4, 2, 1: the same 4 sites by warp 0 with s lanes active: 5 x 4 executions,
+    #   4 x (16 + 8 + 4 + 2 + 1) = 124 lanes;
+    # - the last `if item < 1`: the branch, a local load and the global store, 1 lane each.
+    executions = 96 + 28 + 20 + 3
+    active = 96 * 32 + 28 * 32 + 124 + 3
+    assert r.simt_efficiency == active / (32 * executions)  # 4095 / 4704, about 0.87
+    # Branch sites are no memory accesses: the counts above (511 local loads, ...) are those
+    # of the loads and stores alone, and no summary is of a branch.
+    assert all(s.site.is_memory for s in r.sites)
+    branches = [s for s in reduction.trace.sites if s.kernel == r.kernel and s.kind == "branch"]
+    assert [s.branch for s in branches] == ["then"] * 9
+
+
+def test_simt_efficiency_of_each_branch(reduction):
+    from fcl.analysis.sites import site_rows, sites_text
+    name = reduction.costs[1].kernel
+    rows = [r for r in site_rows(reduction.trace) if r.kernel == name and r.branch]
+    assert all(r.access == "takes the if" for r in rows)
+    # The first three steps fill whole warps; then warp 0 runs with s of its 32 lanes.
+    assert [(r.index, r.cost) for r in rows] == [
+        ("item < 128", "SIMT efficiency 1: 128 of 128 lanes active in 4 warp executions"),
+        ("item < 64", "SIMT efficiency 1: 64 of 64 lanes active in 2 warp executions"),
+        ("item < 32", "SIMT efficiency 1: 32 of 32 lanes active in 1 warp execution"),
+        ("item < 16", "SIMT efficiency 0.5: 16 of 32 lanes active in 1 warp execution"),
+        ("item < 8", "SIMT efficiency 0.25: 8 of 32 lanes active in 1 warp execution"),
+        ("item < 4", "SIMT efficiency 0.125: 4 of 32 lanes active in 1 warp execution"),
+        ("item < 2", "SIMT efficiency 0.0625: 2 of 32 lanes active in 1 warp execution"),
+        ("item < 1", "SIMT efficiency 0.0312: 1 of 32 lanes active in 1 warp execution"),
+        ("item < 1", "SIMT efficiency 0.0312: 1 of 32 lanes active in 1 warp execution")]
+    assert f"{name}, line 10: takes the if (item < 16)\n    SIMT efficiency 0.5: 16 of 32 " \
+           "lanes active in 1 warp execution" in sites_text(rows)
+
+
+# Harris's interleaved addressing: in step s, the work-items i with i % (2 s) == 0 add element
+# i + s to element i. (The `let` gives the then-side a statement of its own, so the compiler
+# emits a branch rather than a select; the else-side copies the element to the other buffer.)
+INTERLEAVED_DEFS = """
+fun interleavedStep s arr =
+  return<block> (push<block> (generate (length arr) (fn i =>
+    if i % (2 * s) == 0 then (let right = index arr (i + s) in index arr i + right)
+    else index arr i)))
+
+fun interleavedTree chunk =
+  do<block> {
+    c <- forcePull<block> chunk;
+    a <- power 8 (fn k => interleavedStep (sll 1 k)) (return<block> (push<block> c));
+    return<block> (push<block> (generate 1 (fn i => index a 0)))
+  }
+"""
+INTERLEAVED = "do<grid> { xs <- forcePull<grid> (iota 1024); " \
+              "forceM<grid> (splitUp 256 xs |> map interleavedTree |> concat<block> 1) }"
+
+
+def test_simt_efficiency_of_interleaved_addressing():
+    run = traced(INTERLEAVED, INTERLEAVED_DEFS)
+    _, r = run.costs
+    # Before the tree: the global load, a barrier, the store of the chunk to local memory and
+    # a barrier, by the 8 warps in full: 32 executions of 32 lanes.
+    executions, active = 32, 32 * 32
+    for s in (1, 2, 4, 8, 16, 32, 64, 128):
+        adders = 256 // (2 * s)  # i % (2 s) == 0
+        warps_adding = min(8, adders)  # with a lane that adds
+        # the then-side (branch, 2 loads), the else-side (branch, 1 load), by every warp with
+        # a lane on that side; the store and the barrier, by all 8 warps
+        executions += 3 * warps_adding + 2 * 8 + 2 * 8
+        active += 3 * adders + 2 * (256 - adders) + 2 * 256
+    # the last `if item < 1`: the branch, a local load and the global store, 1 lane each
+    executions, active = executions + 3, active + 3
+    assert (executions, active) == (432, 9474)
+    assert r.simt_efficiency == active / (32 * executions)  # about 0.69
+    from fcl.analysis.sites import site_rows
+    rows = [row for row in site_rows(run.trace) if row.kernel == r.kernel and row.branch]
+    # s = 1: half of every warp's lanes add, the other half copy
+    assert [(row.access, row.index, row.cost) for row in rows[:2]] == [
+        ("takes the if", "(item & 1) == 0",
+         "SIMT efficiency 0.5: 128 of 256 lanes active in 8 warp executions"),
+        ("takes the else of the if", "(item & 1) == 0",
+         "SIMT efficiency 0.5: 128 of 256 lanes active in 8 warp executions")]
+
+
+def test_groups_of_every_launch(tmp_path, monkeypatch):
+    # A length known only at run time: the host loops, launching the step kernel again and
+    # again, each time on half the elements: 1024, 512, ..., 1, in ceil(n / 256) groups.
+    (tmp_path / "numbers.csv").write_text(",".join(map(str, range(4096))))
+    monkeypatch.chdir(tmp_path)
+    run = traced('do<grid> { xs <- readIntCSV "numbers.csv"; '
+                 "while<grid> (fn a => 1 != length a) (step<grid> addi) (step<grid> addi xs) }",
+                 REDUCE_DEFS)
+    first, again = run.costs
+    assert (first.groups_per_launch, first.launches) == ([8], 1)
+    assert again.groups_per_launch == [4, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+    assert (again.launches, again.groups) == (11, 4)
 
 
 def test_costs_text_and_html(naive, reduction_128):
@@ -336,13 +500,17 @@ def test_costs_text_and_html(naive, reduction_128):
     # cells are right-justified, two spaces or more apart
     cells = {label: values for label, *values in (re.split(r"\s{2,}", row) for row in rows)
              if values}
-    assert cells["transactions per warp load (ideal)"] == ["–", "32 (1)"]
-    assert cells["transactions per warp store (ideal)"] == ["1 (1)", "1 (1)"]
+    assert cells["sectors per warp load (ideal)"] == ["–", "32 (4)"]
+    assert cells["lines per warp load"] == ["–", "32"]
+    assert cells["sectors per warp store (ideal)"] == ["4 (4)", "4 (4)"]
+    assert cells["lines per warp store"] == ["1", "1"]
+    assert cells["SIMT efficiency"] == ["1", "1"]
     assert cells["work-groups (first launch)"] == ["16", "16"]
     assert "Counted in work-group 0 of each kernel's first launch" in text
+    assert "global memory in 32-byte sectors of 128-byte lines" in text
     html = costs_html(naive.costs)
     assert html.startswith("<table class='fcl-costs'>")
-    assert f"<th>{transpose}</th>" in html and "32 (1)" in html
+    assert f"<th>{transpose}</th>" in html and "32 (4)" in html
     assert costs_text([]) == "The program launches no kernels."
     # Kernels traced in different work-groups say so; a single store per group of 128 work-items
     # (1/128 per work-item) does not read as 0.
@@ -354,11 +522,12 @@ def test_costs_text_and_html(naive, reduction_128):
 
 
 def test_truncated_trace_is_flagged():
-    run = traced(reverse_cell(4096), cap=1)
+    run = traced(reverse_cell(4096), cap=2)
     fill, rev = run.costs
-    # iota's work-items do 1 access each; reverse's do 2 (a load and a store), 1 recorded.
+    # Each work-item enters its kernel's loop body once. Then iota's store: 2 log entries;
+    # reverse's load and store: 3, of which the loop and the load are recorded.
     assert not fill.truncated and rev.truncated
-    assert rev.global_loads + rev.global_stores == 1
+    assert (rev.global_loads, rev.global_stores) == (1, 0)
     assert "counts are lower bounds" in costs_text(run.costs)
 
 
@@ -500,46 +669,94 @@ def test_fit_lmad_of_synthetic_patterns():
     assert fit_lmad(synthetic([0, 10, 1, 12], [0, 0, 1, 1], [0, 1, 0, 1]), range(2)) is None
 
 
-def test_transactions_and_bank_conflicts_of_synthetic_warps():
-    lanes = np.arange(32)
-    # 32 ints, stride 1 from 0: one segment; from 8: two (bytes 32 .. 159)
-    assert transactions(synthetic(lanes)) == (1, 1)
-    assert transactions(synthetic(lanes + 8)) == (2, 1)
-    # stride 2: 256 bytes spanned, 128 needed
-    assert transactions(synthetic(2 * lanes)) == (2, 1)
-    # all lanes read one int: 1 segment
-    assert transactions(synthetic(np.full(32, 5))) == (1, 1)
-    # 32 doubles: 256 bytes, 2 segments at best
-    doubles = Site(0, "k", "load", "a", "global", ir.DOUBLE, "i", None)
-    assert transactions(synthetic(lanes, site=doubles)) == (2, 2)
-    # two warps, each 32 segments (stride 32 ints = 128 bytes)
-    assert transactions(synthetic(32 * np.arange(64))) == (64, 2)
+DOUBLES = Site(0, "k", "load", "a", "global", ir.DOUBLE, "i", None)
+BOOLS = Site(0, "k", "load", "a", "global", ir.BOOL, "i", None)
+LOCAL = Site(0, "k", "load", "a", "local", ir.INT, "i", None)
+LOCAL_DOUBLES = Site(0, "k", "load", "a", "local", ir.DOUBLE, "i", None)
+LOCAL_BOOLS = Site(0, "k", "load", "a", "local", ir.BOOL, "i", None)
 
-    local = Site(0, "k", "load", "a", "local", ir.INT, "i", None)
+
+def test_sectors_and_lines_of_synthetic_warps():
+    lanes = np.arange(32)
+    # (sectors, the least, lines). 32 ints from 0: 4 sectors of one line; from 1: bytes
+    # 4 .. 131, 5 sectors in 2 lines; from 8 (32 bytes in): 4 sectors, but in 2 lines
+    assert sectors(synthetic(lanes)) == (4, 4, 1)
+    assert sectors(synthetic(lanes + 1)) == (5, 4, 2)
+    assert sectors(synthetic(lanes + 8)) == (4, 4, 2)
+    # stride 2: 256 bytes spanned, all 8 sectors of 2 lines touched, 4 needed
+    assert sectors(synthetic(2 * lanes)) == (8, 4, 2)
+    # stride 8 ints = 32 bytes: a sector each, 4 of them per line
+    assert sectors(synthetic(8 * lanes)) == (32, 4, 8)
+    # all lanes read one int: 1 sector
+    assert sectors(synthetic(np.full(32, 5))) == (1, 1, 1)
+    # 32 doubles are 256 bytes: 8 sectors in 2 lines at best; 32 bools 32 bytes, one sector
+    assert sectors(synthetic(lanes, site=DOUBLES)) == (8, 8, 2)
+    assert sectors(synthetic(lanes, site=BOOLS)) == (1, 1, 1)
+    # two warps, each 32 sectors in 32 lines (stride 32 ints = 128 bytes)
+    assert sectors(synthetic(32 * np.arange(64))) == (64, 8, 64)
+
+
+def test_bank_conflicts_of_synthetic_warps():
+    lanes = np.arange(32)
     # (extra accesses, worst n-way): stride 1 and odd strides hit 32 different banks
-    assert bank_conflicts(synthetic(lanes, site=local)) == (0, 1)
-    assert bank_conflicts(synthetic(33 * lanes, site=local)) == (0, 1)
+    assert bank_conflicts(synthetic(lanes, site=LOCAL)) == (0, 1)
+    assert bank_conflicts(synthetic(33 * lanes, site=LOCAL)) == (0, 1)
     # one word for everybody is a broadcast
-    assert bank_conflicts(synthetic(np.full(32, 3), site=local)) == (0, 1)
+    assert bank_conflicts(synthetic(np.full(32, 3), site=LOCAL)) == (0, 1)
     # stride 2: 16 banks with 2 words each: 2-way, 1 extra access
-    assert bank_conflicts(synthetic(2 * lanes, site=local)) == (1, 2)
+    assert bank_conflicts(synthetic(2 * lanes, site=LOCAL)) == (1, 2)
     # stride 32: one bank, 32 words: 32-way, 31 extra, per warp (two warps: 62)
-    assert bank_conflicts(synthetic(32 * lanes, site=local)) == (31, 32)
-    assert bank_conflicts(synthetic(32 * np.arange(64), site=local)) == (62, 32)
+    assert bank_conflicts(synthetic(32 * lanes, site=LOCAL)) == (31, 32)
+    assert bank_conflicts(synthetic(32 * np.arange(64), site=LOCAL)) == (62, 32)
+    # bools: 4 lanes share a word, 8 words in 8 banks
+    assert bank_conflicts(synthetic(lanes, site=LOCAL_BOOLS)) == (0, 1)
+
+
+def test_bank_conflicts_of_synthetic_warps_of_doubles():
+    lanes = np.arange(32)
+    # A warp's 8-byte request is served by half-warps: 16 lanes, 32 words. Stride 1: lane l
+    # of a half-warp reads words 2l and 2l + 1, all 32 banks once: no conflict (a whole warp
+    # at once would put 2 words in every bank).
+    assert bank_conflicts(synthetic(lanes, site=LOCAL_DOUBLES)) == (0, 1)
+    # Stride 2 doubles: lane l reads words 4l and 4l + 1, and lane l + 8 words 4l + 32 and
+    # 4l + 33 of the same two banks: 16 banks with 2 words, 2-way, 1 extra per half-warp.
+    assert bank_conflicts(synthetic(2 * lanes, site=LOCAL_DOUBLES)) == (2, 2)
+    # All lanes read one double: its 2 words are broadcast.
+    assert bank_conflicts(synthetic(np.full(32, 3), site=LOCAL_DOUBLES)) == (0, 1)
+    # Stride 16 doubles (128 bytes): a half-warp's 16 lanes all in banks 0 and 1, 16-way.
+    assert bank_conflicts(synthetic(16 * lanes, site=LOCAL_DOUBLES)) == (30, 16)
+
+
+def test_simt_of_synthetic_sites():
+    # Lanes 0 .. 15 of warp 0 once, all of warp 1 twice: 3 warp executions, 16 + 2 x 32 lanes
+    # active of 3 x 32.
+    lane = np.r_[np.arange(16), np.repeat(np.arange(32, 64), 2)]
+    occurrence = np.r_[np.zeros(16, np.int64), np.tile([0, 1], 32)]
+    counts = simt(synthetic(np.zeros(len(lane)), lane, occurrence), block_size=64)
+    assert (counts.executions, counts.active, counts.lanes) == (3, 80, 96)
+    assert counts.efficiency == 80 / 96
+    # A work-group of 40 has a warp of 8 lanes: all of them active is no divergence.
+    counts = simt(synthetic(np.zeros(40)), block_size=40)
+    assert (counts.executions, counts.active, counts.lanes, counts.efficiency) == (2, 40, 40, 1)
 
 
 def test_each_access_is_described_by_formula_lmads_and_cost(tiled):
     from fcl.analysis.sites import site_rows, sites_html, sites_text
     rows = [r for r in site_rows(tiled.trace, warp=1)
             if r.kernel == tiled.trace.kernels[1].kernel.name]
-    assert [r.access for r in rows] == ["reads global arr_1", "writes local arr_5",
-                                        "reads local arr_5", "writes global arr_3"]
-    load, store_local, load_local, store = rows
+    assert [r.access for r in rows] == [
+        "runs the loop body while", "reads global arr_1", "writes local arr_5",
+        "runs the loop body while", "reads local arr_5", "writes global arr_3"]
+    copy_in, load, store_local, copy_out, load_local, store = rows
+    # Both loops over the tile: 4 iterations for each of the 256 work-items, in 8 warps.
+    for loop in copy_in, copy_out:
+        assert loop.branch and loop.index == f"{loop.loops[0].split()[0]} < 1024"
+        assert loop.cost == "SIMT efficiency 1: 1024 of 1024 lanes active in 32 warp executions"
     # Work-item i of 256 moves elements i, i + 256, ... of the tile, four of them: the group
     # reads four bands of 8 rows of 32 ints (rows 64 ints apart); warp 1 reads row 1 of each.
     assert load.lmad_group == "0 + {(4:512),(8:64),(32:1)}"
     assert load.lmad_warp == "64 + {(4:512),(32:1)}"
-    assert load.cost == "1 transaction per warp access (ideal 1)"
+    assert load.cost == "4 sectors per warp request (ideal 4) in 1 line"
     # The transposed read of the tile: work-item 32a + b reads b * 32 + a, down a column.
     assert load_local.lmad_warp == "1 + {(4:8),(32:32)}"
     assert load_local.cost == "32-way bank conflict, 992 extra accesses"

@@ -36,3 +36,44 @@ def test_fcl_program_is_clean_under_oclgrind(task, capfd):
     bench.measure(bench.TINY, runs=1, device=open_device("oclgrind"), only={task})
     findings = parse_reports(capfd.readouterr().err, [])
     assert not findings, "\n".join(f"{f.kernel}: {f.message}" for f in findings)
+
+
+# The original repository's benchmark programs (tests/benchmarks of github.com/dybber/fcl): read
+# from a copy of it, which a fresh clone does not have; without one the harness leaves their
+# table out, as the last test checks.
+needs_original = pytest.mark.skipif(not bench.ORIGINAL_REPO.exists(),
+                                    reason="no copy of the original FCL repository here "
+                                           "(FCL_ORIGINAL_REPO)")
+
+
+@needs_original
+def test_original_programs_run_unchanged_against_the_reference_kernels(capsys):
+    # --tiny: the programs' sizes scaled down; each must print numpy's result and its
+    # `benchmark` lines, and each reference kernel compute numpy's result (measure_originals
+    # raises otherwise).
+    assert bench.main(["--tiny", "--only", "originals", "--no-record"]) == 0
+    rows = [line.split(" | ")[:3] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ") and not line.startswith("| original")]
+    assert rows == [["| copy", "copy", "2"], ["| reverse", "reverse", "2"],
+                    ["| transpose", "transpose", "2"], ["| reduce", "partial reduction", "2"],
+                    ["| reduce", "full reduction", "2"], ["| scan", "scan", "2"],
+                    ["| matmul", "matmul (doubles)", "2"]]
+
+
+def test_without_the_original_repository_its_table_is_left_out(tmp_path, capsys):
+    missing = tmp_path / "no-such-repository"
+    assert bench.main(["--tiny", "--only", "originals", "--no-record",
+                       "--original", str(missing)]) == 0
+    out = capsys.readouterr().out
+    assert f"no copy of the original FCL repository at {missing}" in out
+    assert "| original program" not in out
+
+
+def test_chunked_scan_is_the_originals_scan():
+    values = np.arange(1, 33, dtype=np.int32)
+    scanned = bench.chunked_scan(values, 4)
+    # A whole scan while the totals before a chunk lie in the first chunk of 4 totals: up to
+    # 4 * (4 + 1) elements. Then, as in the original's scan.fcl, chunk 5 adds only the total of
+    # chunk 4, the first of the second chunk of totals.
+    assert np.array_equal(scanned[:20], np.cumsum(values[:20]))
+    assert np.array_equal(scanned[20:24], np.cumsum(values[16:24])[4:])

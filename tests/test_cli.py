@@ -1,4 +1,5 @@
 """The `fcl` command, run as a real process: output formats, options, exit status, stderr."""
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -208,17 +209,50 @@ def test_costs_prints_the_table(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["kernel0_line2", "kernel1_line3"]
-    assert "transactions per warp load (ideal)               –         32 (1)" in lines
+    # the transpose reads down columns: 32 sectors of 32 lines per warp, where 4 would do
+    cells = {label: values for label, *values in (re.split(r"\s{2,}", line) for line in lines)}
+    assert cells["sectors per warp load (ideal)"] == ["–", "32 (4)"]
+    assert cells["lines per warp load"] == ["–", "32"]
     assert "\nCounted in work-group 2 " in fcl("costs", "--group", "2", program,
                                                cwd=tmp_path).stdout
     assert "    warp 0:     0 + {(32:64)}" in result.stdout  # each access follows the table
+
+
+def test_costs_predicts_occupancy_and_time_on_the_gpu_named(tmp_path):
+    program = write(tmp_path / "t.fcl", "val main = do<grid> {\n"
+                    "  xs <- forcePull<grid> (iota (1024 * 1024));\n"
+                    "  forcePull<grid> (transpose 1024 1024 xs)\n}\n")
+
+    def cells(*args: str) -> dict[str, list[str]]:
+        result = fcl("costs", *args, program, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.split("\n\n")[0].splitlines()
+        return {label: values for label, *values in (re.split(r"\s{2,}", line) for line in lines)}
+
+    generic, h100 = cells(), cells("--gpu", "H100")
+    assert generic["occupancy on generic GPU"] == ["100% (threads)"] * 2
+    assert h100["occupancy on H100 SXM5"] == ["100% (threads)"] * 2
+    assert h100["registers per work-item (est.)"] == ["13", "13"]
+    # tests/test_gpu_model.py works these out: the fill's 4.19 MB at 64.6% of 3.35 TB/s and the
+    # transpose's 37.7 MB at all of it, 3 µs per launch on top.
+    assert h100["predicted on H100 SXM5"] == ["4.94 µs (launch)", "14.3 µs (DRAM)"]
+    assert generic["predicted on generic GPU"] != h100["predicted on H100 SXM5"]
+    t4 = fcl("costs", "--gpu", "t4", program, cwd=tmp_path).stdout
+    assert "\nPredicted on NVIDIA T4 16 GB (Turing, TU104), compute capability 7.5: the program " \
+           "takes 137 µs, 3 µs per launch included;" in t4
+    for command in ("costs", "memory"):
+        assert_clean_failure(fcl(command, "--gpu", "v100", program, cwd=tmp_path),
+                             "error: no GPU named `v100`; the known GPUs are: a100, generic, "
+                             "h100, l4, rtx4090, t4")
+    assert fcl("memory", "--gpu", "l4", "--kernel", "0", program, cwd=tmp_path).returncode == 0
 
 
 def test_memory_writes_svg_per_kernel_and_prints_text(tmp_path):
     program = write(tmp_path / "t.fcl", NAIVE_TRANSPOSE)
     result = fcl("memory", "--pitch", "64", "--svg", "m.svg", program, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "warp 0's first access: 32 work-items touch 32 segments" in result.stdout
+    assert "warp 0's first access: 32 work-items touch 32 sectors of 32 bytes (ideal 4) in 32 " \
+           "lines of 128 bytes" in result.stdout
     for kernel in ("kernel0_line2", "kernel1_line3"):
         assert (tmp_path / f"m-{kernel}.svg").read_text().startswith("<svg")
     one = fcl("memory", "--kernel", "1", "--warp", "7", "--svg", "one.svg", program, cwd=tmp_path)

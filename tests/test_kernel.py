@@ -179,11 +179,54 @@ def test_magics(kernel, tmp_path):
     assert "parfor<grid>" in il[-1]["content"]["data"]["text/plain"]
     bench = execute(kc, "%%bench 3\ngenerate 10 (fn i => i)")[1]
     assert any(m["msg_type"] == "update_display_data" for m in bench)
-    assert "3 runs: mean" in stdout(bench)
+    assert "wall time per run (interpreter" in stdout(bench) and "3 runs" in stdout(bench)
     timed = execute(kc, "%time 6 * 7")[1]
     assert result_text(timed) == "42" and "Wall time" in stdout(timed)
     execute(kc, "%reset")
     assert execute(kc, "cube 3")[0]["status"] == "error"
+
+
+def stderr_of(messages) -> str:
+    return "".join(m["content"]["text"] for m in messages
+                   if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+
+
+DOUBLED = "forcePull<grid> (mapPull (fn x => x * 2) (generate 4096 (fn i => i)))"
+
+
+def test_bench_times_kernels_and_host_overhead_apart_on_stdout(kernel):
+    _, kc = kernel
+    execute(kc, "%config backend=opencl")
+    reply, messages = execute(kc, f"%%bench --runs 3\n{DOUBLED}")
+    assert reply["status"] == "ok" and stderr_of(messages) == ""
+    lines = stdout(messages).splitlines()
+    assert lines[0].startswith("timed on ")
+    assert lines[1].startswith("kernel time per run: median ") and "3 runs" in lines[1]
+    assert lines[2].startswith("host overhead per run: median ")
+    assert lines[3].startswith("kernels (median per run): kernel")
+    assert lines[4].startswith("verdict: ")
+    # Without --runs, runs go on until they settle or the budget is spent.
+    reply, messages = execute(kc, f"%%bench --budget 0.5\n{DOUBLED}")
+    assert reply["status"] == "ok" and "kernel time per run" in stdout(messages)
+    reply, _ = execute(kc, f"%%bench --runs 0\n{DOUBLED}")
+    assert reply["ename"] == "FCLError" and "--runs" in reply["evalue"]
+    execute(kc, "%config backend=interp")
+    _, messages = execute(kc, f"%%bench 2\n{DOUBLED}")
+    assert stdout(messages).startswith("wall time per run (interpreter") and "2 runs" in \
+        stdout(messages)
+    execute(kc, "%config backend=opencl")
+
+
+def test_time_reports_kernel_time_and_host_overhead_on_stdout(kernel):
+    _, kc = kernel
+    execute(kc, "%config backend=opencl")
+    _, messages = execute(kc, f"%time {DOUBLED}")
+    lines = stdout(messages).splitlines()
+    assert result_text(messages).startswith("[0,2,4,") and stderr_of(messages) == ""
+    assert lines[0].startswith("Wall time: ") and lines[1].startswith("  kernel time: ")
+    assert lines[2].startswith("  host overhead: ")
+    _, messages = execute(kc, f"%%time\n{DOUBLED}")
+    assert "  kernel time: " in stdout(messages) and "  host overhead: " in stdout(messages)
 
 
 def test_opencl_view_colour_matches_lines(kernel):

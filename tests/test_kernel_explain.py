@@ -33,17 +33,24 @@ def test_costs_table_counts_the_naive_transpose(kc):
     assert reply["status"] == "ok"
     [table] = bundles(messages)
     counters = table["text/plain"].split("\n\n")[0].splitlines()
-    rows = {line[:36].strip(): line[36:].split() for line in counters}
+    rows = {label: values for label, *values in (re.split(r"\s{2,}", line) for line in counters)}
     assert rows[""] == ["kernel0_line2", "kernel1_line3"]
-    # 4096 elements over 16 groups of 256; the transpose reads down columns of 64 ints.
+    # 4096 elements over 16 groups of 256; the transpose reads down columns of 64 ints: 32
+    # sectors in 32 lines per warp where 4 sectors of 1 line would do, and writes 4 of 1.
     assert rows["work-groups (first launch)"] == ["16", "16"]
-    assert rows["transactions per warp load (ideal)"] == ["–", "32", "(1)"]
-    assert rows["transactions per warp store (ideal)"] == ["1", "(1)", "1", "(1)"]
+    assert rows["sectors per warp load (ideal)"] == ["–", "32 (4)"]
+    assert rows["lines per warp load"] == ["–", "32"]
+    assert rows["sectors per warp store (ideal)"] == ["4 (4)", "4 (4)"]
+    assert rows["SIMT efficiency"] == ["1", "1"]
     assert "<table class='fcl-costs'>" in table["text/html"]
-    # Each access below: warp 0 reads down column 0, 64 ints apart, in 32 segments.
+    # Each access below: warp 0 reads down column 0, 64 ints apart, in 32 sectors and lines.
     each = table["text/plain"].split("Each access:\n")[1]
     assert "kernel1_line3, line 3: reads global arr_1[" in each
-    assert "    warp 0:     0 + {(32:64)}\n    32 transactions per warp access (ideal 1)" in each
+    assert "    warp 0:     0 + {(32:64)}\n    32 sectors per warp request (ideal 4) in 32 " \
+           "lines" in each
+    # ... and each branch its SIMT efficiency: the copy loop runs once in all 256 work-items.
+    assert "kernel1_line3, line 3: runs the loop body while (" in each
+    assert "    SIMT efficiency 1: 256 of 256 lanes active in 8 warp executions" in each
     assert "<details><summary>each access" in table["text/html"]
     # Warp 2 is work-items 64..95: column 1 (i >> 6 = 1), rows 0..31.
     assert "warp 2:     1 + {(32:64)}" in bundles(execute(
@@ -61,7 +68,8 @@ def test_memory_diagrams_are_svg_with_a_text_fallback(kc):
     assert diagram["image/svg+xml"] in diagram["text/html"]
     text = diagram["text/plain"]
     assert text.startswith("kernel1_line3: work-group 0 of 16, 256 work-items, warp 1 outlined")
-    assert "warp 1's first access: 32 work-items touch 32 segments" in text
+    assert "warp 1's first access: 32 work-items touch 32 sectors of 32 bytes (ideal 4) in 32 " \
+           "lines of 128 bytes" in text
     # Warp 1 (work-items 32..63) reads column 0 of rows 32..63: `#` in the first column there.
     grid = dict(re.findall(r"^\s+(\d+) ([#o.]+)$", text, re.M))
     assert grid["2048"][0] == "#" and grid["0"][0] == "o"
@@ -77,6 +85,31 @@ def test_memory_and_costs_of_another_work_group(kc):
     assert text.startswith("kernel1_line3: work-group 3 of 16")
     table = bundles(execute(kc, NAIVE.format(magic="costs --group 3"))[1])[0]["text/plain"]
     assert "Counted in work-group 3" in table
+
+
+def test_costs_predict_on_the_gpu_that_config_chose(kc):
+    def predicted_rows() -> dict[str, list[str]]:
+        [table] = bundles(execute(kc, NAIVE.format(magic="costs"))[1])
+        lines = table["text/plain"].split("\n\n")[0].splitlines()
+        return {label: values for label, *values in (re.split(r"\s{2,}", line) for line in lines)}
+
+    assert predicted_rows()["occupancy on generic GPU"] == ["100% (threads)"] * 2
+    assert "gpu=h100" in stdout(execute(kc, "%config gpu=H100")[1])
+    try:
+        rows = predicted_rows()
+        # Launch-bound: 3 µs each, plus one round trip to memory (500 ns) for the fill and two
+        # for the transpose (each warp has 2 requests, and one at a time in flight).
+        assert rows["predicted on H100 SXM5"] == ["3.5 µs (launch)", "4 µs (launch)"]
+        assert rows["registers per work-item (est.)"] == ["13", "13"]
+        [table] = bundles(execute(kc, NAIVE.format(magic="costs"))[1])
+        assert "Predicted on NVIDIA H100 SXM5 80 GB (Hopper, GH100), compute capability 9.0: " \
+               "the program takes 7.5 µs" in table["text/plain"]
+        assert "<th style='text-align:left'>predicted on H100 SXM5</th>" in table["text/html"]
+        reply, _ = execute(kc, "%config gpu=v100")
+        assert "no GPU named `v100`; the known GPUs are: a100, generic, h100" in error_of(reply)
+        assert "gpu=h100" in stdout(execute(kc, "%config")[1])
+    finally:
+        execute(kc, "%config gpu=generic")
 
 
 @pytest.mark.parametrize("magic, message", [

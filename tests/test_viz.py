@@ -2,8 +2,8 @@
 and kernels.
 
 The transposes are those of test_analysis.py: a warp of the naive one reads a column (32
-segments of 128 bytes), the tiled one reads a row of a tile (1 segment) and then reads its tile
-in local memory transposed (all 32 lanes in one bank).
+sectors of 32 bytes in 32 lines of 128 bytes), the tiled one reads a row of a tile (4 sectors
+of 1 line) and then reads its tile in local memory transposed (all 32 lanes in one bank).
 """
 from __future__ import annotations
 
@@ -27,7 +27,14 @@ from fcl.viz.graphs import (
     structure_graph,
 )
 from fcl.viz.memory import memory_diagram
-from test_analysis import NAIVE, TILED, TILED_DEFS  # the programs whose costs are tested there
+from test_analysis import (  # the programs whose costs are tested there
+    NAIVE,
+    REDUCE,
+    REDUCE_DEFS,
+    SHIFTED,
+    TILED,
+    TILED_DEFS,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 SEQFOR = Path(__file__).parent / "programs" / "seqfor.fcl"
@@ -85,10 +92,9 @@ def svg_root(svg: str) -> ET.Element:
     return root
 
 
-def segment_rects(svg: str) -> int:
-    """The red dashed rectangles: the 128-byte segments (transactions) of the warp's access."""
-    return sum(1 for r in svg_root(svg).iter(f"{SVG}rect")
-               if r.get("stroke") == "#d00000" and r.get("stroke-dasharray"))
+def outlines(svg: str, unit: str) -> list[ET.Element]:
+    """The rectangles outlining the "sector"s or "line"s of memory the warp's access touches."""
+    return [r for r in svg_root(svg).iter(f"{SVG}rect") if r.get("class") == f"fcl-{unit}"]
 
 
 def grid_lines(text: str) -> list[str]:
@@ -114,17 +120,47 @@ def test_diagram_has_svg_and_text_panels_for_every_access(naive):
     assert d.text.rstrip().endswith("# the warp's first access, o other work-items, . untouched")
 
 
-def test_naive_read_touches_32_segments_tiled_one(naive, tiled):
+def test_naive_read_touches_32_sectors_tiled_four(naive, tiled):
     naive_read = naive.diagram(1, array=naive.array(1, "load", "global"))
     tiled_read = tiled.diagram(1, array=tiled.array(1, "load", "global"))
-    # warp 0 of the naive transpose reads a column: 32 elements 256 bytes apart, 32 segments
-    assert segment_rects(naive_read.svg) == 32
-    assert "32 work-items touch 32 segments of 128 bytes = transactions (ideal 1)" in \
+    # warp 0 of the naive transpose reads a column: 32 elements 256 bytes apart, each in a
+    # sector and a line of its own
+    assert len(outlines(naive_read.svg, "sector")) == len(outlines(naive_read.svg, "line")) == 32
+    assert "32 work-items touch 32 sectors of 32 bytes (ideal 4) in 32 lines of 128 bytes" in \
         naive_read.text
-    # the tiled one reads 32 consecutive ints of a tile row starting at 0: one segment
-    assert segment_rects(tiled_read.svg) == 1
-    assert "32 work-items touch 1 segment of 128 bytes = transactions (ideal 1)" in \
+    # the tiled one reads 32 consecutive ints of a tile row starting at 0: 4 sectors of 8 ints
+    # side by side, framed by their line of 32, drawn heavier
+    sectors, (line,) = outlines(tiled_read.svg, "sector"), outlines(tiled_read.svg, "line")
+    assert "32 work-items touch 4 sectors of 32 bytes (ideal 4) in 1 line of 128 bytes" in \
         tiled_read.text
+    cell = (float(sectors[1].get("x")) - float(sectors[0].get("x"))) / 8
+    assert [float(r.get("x")) - float(sectors[0].get("x")) for r in sectors] == \
+        [0, 8 * cell, 16 * cell, 24 * cell]
+    assert float(line.get("width")) - 32 * cell > float(sectors[0].get("width")) - 8 * cell > 0
+    assert float(line.get("stroke-width")) > float(sectors[0].get("stroke-width"))
+    assert sectors[0].get("stroke-dasharray") and not line.get("stroke-dasharray")
+
+
+def test_shifted_read_touches_five_sectors_in_two_lines():
+    program = Program(SHIFTED)
+    d = program.diagram(1, array=program.array(1, "load", "global"))
+    # warp 0 reads xs[1 .. 32]: elements 0 .. 39 in 5 sectors of 8, 0 .. 63 in 2 lines of 32
+    assert "32 work-items touch 5 sectors of 32 bytes (ideal 4) in 2 lines of 128 bytes" in d.text
+    assert (len(outlines(d.svg, "sector")), len(outlines(d.svg, "line"))) == (5, 2)
+
+
+def test_branches_are_not_drawn():
+    program = Program(REDUCE, REDUCE_DEFS)
+    d = program.diagram(1)
+    # The reduction's 9 `if`s are traced too, but only its loads and stores get a panel:
+    # 2 global loads and 1 global store; the store while loading, then 2 loads and a store in
+    # each of the 8 halving steps, and the final load: 17 local loads and 9 local stores.
+    name = program.kernel(1).kernel.name
+    memory = [s for s in program.trace.sites if s.kernel == name and s.is_memory]
+    assert len(memory) == 2 + 1 + 17 + 9
+    titles = [line for line in d.text.splitlines() if line.startswith(("reads ", "writes "))]
+    assert len(titles) == len(memory)
+    assert "if" not in " ".join(d.text.splitlines()[1:]).split()
 
 
 def test_text_grid_of_naive_read(naive):
@@ -164,7 +200,7 @@ def test_local_panel_marks_a_32_way_conflict(tiled):
            if r.get("stroke") == "#d00000" and not r.get("stroke-dasharray")]
     assert len(red) == 32
     assert len({r.get("x") for r in red}) == 1  # one column: one bank
-    assert segment_rects(d.svg) == 0  # no global segments in local memory
+    assert outlines(d.svg, "sector") == outlines(d.svg, "line") == []  # no global memory
 
 
 def test_other_warp_and_pitch(naive):
@@ -173,7 +209,7 @@ def test_other_warp_and_pitch(naive):
     d = naive.diagram(1, array=array, warp=1)
     assert "warp 1 outlined" in d.text.splitlines()[0]
     assert re.search(r"^ +2048 #ooo\.{60}$", d.text, re.M)
-    assert segment_rects(d.svg) == 32
+    assert len(outlines(d.svg, "sector")) == 32
     # 32 wide, element 64 b + a lies in row 2 b, the odd rows untouched
     d = naive.diagram(1, array=array, pitch=32)
     lines = grid_lines(d.text)

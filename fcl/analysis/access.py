@@ -1,10 +1,15 @@
-"""Group one work-group's traced accesses into warp accesses and describe each access site.
+"""Group one work-group's traced sites into warp requests and count what each costs.
 
-A warp access is what one instruction of a warp does: the k-th execution of a site by the
-work-items of one warp (lockstep, as SIMT hardware runs them). For global memory its cost is
-the number of distinct 128-byte segments it touches (memory transactions); for local memory,
-the number of distinct 4-byte words that fall into the same one of the 32 banks (the accesses
-a bank must serialize; the same word is broadcast for free).
+A warp request is what one instruction of a warp does: the k-th execution of a site by the
+work-items of one warp (lockstep, as SIMT hardware runs them). Its counters follow NVIDIA GPUs
+since Volta (compute capability 7.0 to 9.0):
+
+- global memory moves 32-byte sectors of 128-byte cache lines: a request costs the sectors its
+  bytes fall into (the least: its distinct bytes packed into sectors), and the lines they lie in;
+- local memory is 32 banks of 4-byte words: a request costs the most distinct words any bank
+  must deliver in one phase of it (the same word is broadcast for free), see PHASE_LANES;
+- SIMT efficiency: a warp executing a site has some of its lanes active, the others masked
+  (they took the other side of a branch, or finished their loop).
 """
 from __future__ import annotations
 
@@ -19,15 +24,25 @@ from fcl.lmad import LMAD
 from fcl.opencl.emit import Site
 
 WARP_SIZE = 32
-SEGMENT_BYTES = 128
+SECTOR_BYTES = 32
+LINE_BYTES = 128
 BANKS = 32
 BANK_BYTES = 4
 ELEM_BYTES = {ir.INT: 4, ir.DOUBLE: 8, ir.BOOL: 1}
+# The lanes of a warp whose local accesses the banks serve together, by element size. The CUDA
+# C++ Programming Guide (compute capability 5.x, "Shared Memory"; 6.x to 9.0 refer to it): 32
+# banks, successive 32-bit words in successive banks, each bank 32 bits per clock, and no
+# conflict between lanes accessing the same 32-bit word. That is 128 bytes per clock, half of a
+# warp's 8-byte request, which is served per half-warp: "For 64-bit accesses, a bank conflict
+# only occurs if two threads in either of the half-warps access different addresses belonging
+# to the same bank" (the guide's compute capability 2.x section, "64-Bit Accesses", the last to
+# spell it out). A conflict-free warp of doubles thus takes 2 phases, one per half-warp.
+PHASE_LANES = {1: WARP_SIZE, 4: WARP_SIZE, 8: WARP_SIZE // 2}
 
 
 @dataclass
 class SiteAccesses:
-    """The accesses of one site in the traced work-group."""
+    """The executions of one site in the traced work-group."""
 
     site: Site
     lane: np.ndarray
@@ -42,23 +57,44 @@ class SiteAccesses:
         return self.lane // WARP_SIZE
 
     def instances(self) -> np.ndarray:
-        """A number per warp access (site execution by one warp), dense from 0."""
+        """A number per warp request (site execution by one warp), dense from 0."""
         key = self.occurrence.astype(np.int64) * (int(self.lane.max(initial=0)) // WARP_SIZE + 1) \
             + self.warp_of()
         return np.unique(key, return_inverse=True)[1].reshape(-1)
 
+    def subset(self, chosen: np.ndarray) -> SiteAccesses:
+        return SiteAccesses(self.site, self.lane[chosen], self.occurrence[chosen],
+                            self.index[chosen])
+
 
 @dataclass
 class SiteSummary:
+    """A memory site's accesses in the traced work-group and what they cost."""
+
     site: Site
-    accesses: int            # in the traced work-group
-    warp_accesses: int
-    transactions: int        # global: 128-byte segments over all warp accesses
-    ideal_transactions: int  # if each warp access touched contiguous memory
-    bank_conflicts: int      # local: serialized extra accesses over all warp accesses
+    accesses: int            # by work-items
+    requests: int            # by warps
+    sectors: int             # global: 32-byte sectors, summed over the requests ...
+    sectors_ideal: int       # ... the least that their distinct bytes could take ...
+    lines: int               # ... and the 128-byte lines the sectors lie in
+    bank_conflicts: int      # local: serialized extra accesses over all requests
     worst_conflict: int      # local: the largest n of an n-way bank conflict (1: none)
     lmad_group: LMAD | None  # the whole work-group's accesses, when affine
     lmad_warp: LMAD | None   # the first warp's accesses, when affine
+
+
+@dataclass
+class SiteSimt:
+    """How many lanes of the warps were active when they executed a site (of any kind)."""
+
+    site: Site
+    executions: int  # by warps
+    active: int      # lanes active, summed over the executions ...
+    lanes: int       # ... and the lanes those warps have
+
+    @property
+    def efficiency(self) -> float:
+        return self.active / self.lanes if self.lanes else 1.0
 
 
 def check_warp(warp: int, block_size: int) -> None:
@@ -68,7 +104,7 @@ def check_warp(warp: int, block_size: int) -> None:
 
 
 def split_by_site(trace: KernelTrace, sites: list[Site]) -> list[SiteAccesses]:
-    """The traced accesses of each site of the kernel, with occurrence numbers."""
+    """The traced executions of each site of the kernel, with occurrence numbers."""
     result = []
     for site_id in np.unique(trace.site):
         chosen = np.flatnonzero(trace.site == site_id)  # lane-major, in log order
@@ -80,30 +116,54 @@ def split_by_site(trace: KernelTrace, sites: list[Site]) -> list[SiteAccesses]:
     return result
 
 
-def transactions(accesses: SiteAccesses) -> tuple[int, int]:
-    """(128-byte segments touched, summed over warp accesses; the least that could be)."""
+def sectors(accesses: SiteAccesses) -> tuple[int, int, int]:
+    """(32-byte sectors touched, the least that could be, 128-byte lines touched), summed over
+    warp requests. Elements are 1, 4 or 8 bytes, aligned, so each lies in a single sector."""
     instance = accesses.instances()
-    segment = accesses.index.astype(np.int64) * accesses.elem_bytes // SEGMENT_BYTES
-    touched = len(np.unique(np.stack([instance, segment]), axis=1).T)
+    byte = accesses.index.astype(np.int64) * accesses.elem_bytes
+
+    def touched(unit: int) -> int:
+        return np.unique(np.stack([instance, byte // unit]), axis=1).shape[1]
+
     distinct = np.unique(np.stack([instance, accesses.index.astype(np.int64)]), axis=1)
-    per_instance = np.bincount(distinct[0])
-    ideal = int(np.sum(-(-per_instance * accesses.elem_bytes // SEGMENT_BYTES)))
-    return touched, ideal
+    per_request = np.bincount(distinct[0])
+    ideal = int(np.sum(-(-per_request * accesses.elem_bytes // SECTOR_BYTES)))
+    return touched(SECTOR_BYTES), ideal, touched(LINE_BYTES)
+
+
+def bank_words(accesses: SiteAccesses) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(phase, bank, distinct words of the bank the phase accesses), one entry per bank a
+    phase of a warp request uses; phases are numbered densely from 0."""
+    phase_lanes = PHASE_LANES[accesses.elem_bytes]
+    phase = accesses.instances() * (WARP_SIZE // phase_lanes) \
+        + accesses.lane % WARP_SIZE // phase_lanes
+    first = accesses.index.astype(np.int64) * accesses.elem_bytes // BANK_BYTES
+    words_each = max(1, accesses.elem_bytes // BANK_BYTES)
+    words = np.concatenate([first + k for k in range(words_each)])
+    owners = np.unique(np.tile(phase, words_each), return_inverse=True)[1].reshape(-1)
+    distinct = np.unique(np.stack([owners, words]), axis=1)
+    (phases, banks), count = np.unique(np.stack([distinct[0], distinct[1] % BANKS]), axis=1,
+                                       return_counts=True)
+    return phases, banks, count
 
 
 def bank_conflicts(accesses: SiteAccesses) -> tuple[int, int]:
-    """(extra serialized accesses summed over warp accesses, the worst n-way conflict)."""
-    instance = accesses.instances()
-    first = accesses.index.astype(np.int64) * accesses.elem_bytes // BANK_BYTES
-    words_per_access = max(1, accesses.elem_bytes // BANK_BYTES)
-    words = np.concatenate([first + k for k in range(words_per_access)])
-    owners = np.tile(instance, words_per_access)
-    distinct = np.unique(np.stack([owners, words]), axis=1)
-    banks = np.unique(np.stack([distinct[0], distinct[1] % BANKS]), axis=1, return_counts=True)
-    per_bank = banks[1]  # distinct words per (warp access, bank)
-    degree = np.zeros(int(owners.max(initial=-1)) + 1, np.int64)
-    np.maximum.at(degree, banks[0][0], per_bank)
+    """(extra serialized accesses summed over warp requests, the worst n-way conflict)."""
+    phases, _, words = bank_words(accesses)
+    degree = np.zeros(int(phases.max(initial=-1)) + 1, np.int64)
+    np.maximum.at(degree, phases, words)
     return int(np.sum(degree - 1)), int(degree.max(initial=1))
+
+
+def simt(accesses: SiteAccesses, block_size: int) -> SiteSimt:
+    """The site's warp executions and their active lanes. A warp's lanes are those of its
+    work-items that exist: a work-group of 16 runs a warp of 16 without divergence."""
+    instance = accesses.instances()
+    executions = int(instance.max(initial=-1)) + 1
+    warp = np.zeros(executions, np.int64)
+    warp[instance] = accesses.warp_of()
+    lanes = np.minimum(WARP_SIZE, block_size - warp * WARP_SIZE)
+    return SiteSimt(accesses.site, executions, len(accesses.lane), int(lanes.sum()))
 
 
 def fit_lmad(accesses: SiteAccesses, lanes: range) -> LMAD | None:
@@ -150,20 +210,25 @@ def _fit_sequence(values: np.ndarray) -> list[tuple[int, int]] | None:
 
 
 def summarize(trace: KernelTrace, sites: list[Site], warp: int = 0) -> list[SiteSummary]:
-    """One summary per memory site of the kernel (barriers excluded), in site order."""
+    """One summary per memory site of the kernel (not barriers or branches), in site order."""
     summaries = []
     warp_lanes = range(warp * WARP_SIZE, min((warp + 1) * WARP_SIZE, trace.block_size))
     for accesses in split_by_site(trace, sites):
-        if accesses.site.kind == "barrier":
+        if not accesses.site.is_memory:
             continue
-        touched = ideal = conflicts = 0
+        touched = ideal = lines = conflicts = 0
         worst = 1
         if accesses.site.space == "global":
-            touched, ideal = transactions(accesses)
+            touched, ideal, lines = sectors(accesses)
         else:
             conflicts, worst = bank_conflicts(accesses)
         summaries.append(SiteSummary(
             accesses.site, len(accesses.lane), int(accesses.instances().max(initial=-1)) + 1,
-            touched, ideal, conflicts, worst,
+            touched, ideal, lines, conflicts, worst,
             fit_lmad(accesses, range(trace.block_size)), fit_lmad(accesses, warp_lanes)))
     return summaries
+
+
+def simt_by_site(trace: KernelTrace, sites: list[Site]) -> list[SiteSimt]:
+    """The SIMT counts of every traced site of the kernel (memory, barrier, branch)."""
+    return [simt(accesses, trace.block_size) for accesses in split_by_site(trace, sites)]

@@ -1,16 +1,18 @@
 """Cost counters per kernel, from one traced work-group, as a text or HTML table.
 
 Counts are for the traced work-group (its work-items averaged), so a kernel whose groups do
-different amounts of work is described by the one shown; the table says which.
+different amounts of work is described by the one shown; the table says which. When a GPU is
+chosen, the table ends with each kernel's occupancy and predicted time (fcl/analysis/predict.py).
 """
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from fcl.analysis.access import SiteSummary, summarize
+from fcl.analysis.access import SiteSummary, simt_by_site, summarize
+from fcl.analysis.predict import KernelPrediction, ProgramPrediction, time_text
 from fcl.analysis.trace import KernelTrace, Trace
 
 
@@ -25,17 +27,26 @@ class KernelCosts:
     local_bytes: int
     global_loads: float        # per work-item
     global_stores: float
-    load_transactions: float   # 128-byte segments per warp access to global memory ...
-    load_ideal: float          # ... and the least that the same accesses could take
-    store_transactions: float
-    store_ideal: float
+    load_sectors: float        # 32-byte sectors per warp load request (global) ...
+    load_sectors_ideal: float  # ... the least that the same bytes could take ...
+    load_lines: float          # ... and the 128-byte lines they lie in
+    store_sectors: float
+    store_sectors_ideal: float
+    store_lines: float
+    load_requests: int         # warp load requests to global memory in the traced work-group
+    store_requests: int
+    local_requests: int        # warp requests to local memory in the traced work-group
     local_loads: float         # per work-item
     local_stores: float
     bank_conflicts: int        # extra serialized local accesses in the work-group
-    worst_conflict: int        # the worst n-way conflict of one warp access (1: none)
+    worst_conflict: int        # the worst n-way conflict of one warp request (1: none)
     barriers: int              # per work-group
+    simt_efficiency: float     # the share of the warps' lanes active (1.0: no divergence)
+    groups_per_launch: list[int]  # work-groups of every launch of this kernel
     truncated: bool
     sites: list[SiteSummary]
+    # Occupancy and time on a GPU, when one is chosen (fcl.explain sets it).
+    predicted: KernelPrediction | None = field(default=None, kw_only=True)
 
 
 def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
@@ -46,23 +57,33 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         return sum(getattr(s, attribute) for s in summaries
                    if s.site.kind == kind and s.site.space == space)
 
-    def per_warp_access(kind: str, attribute: str) -> float:
-        accesses = total(kind, "global", "warp_accesses")
-        return total(kind, "global", attribute) / accesses if accesses else 0.0
+    def per_request(kind: str, attribute: str) -> float:
+        requests = total(kind, "global", "requests")
+        return total(kind, "global", attribute) / requests if requests else 0.0
 
     first_lane = trace.lane == int(trace.lane.min(initial=0))
     barrier_sites = [s.id for s in sites if s.kind == "barrier" and s.kernel == trace.kernel.name]
     barriers = int(np.isin(trace.site[first_lane], barrier_sites).sum())
     local = [s for s in summaries if s.site.space == "local"]
+    # Every site a warp executes (memory access, barrier, branch taken: the instructions the
+    # trace sees) counts as one instruction, weighted by the lanes of its warp, as profilers
+    # average the active lanes per instruction executed.
+    simts = simt_by_site(trace, sites)
+    lanes = sum(s.lanes for s in simts)
     return KernelCosts(
         trace.kernel.name, trace.kernel.span.line if trace.kernel.span else None, trace.launches,
         trace.groups, trace.group, items, trace.local_bytes,
         total("load", "global") / items, total("store", "global") / items,
-        per_warp_access("load", "transactions"), per_warp_access("load", "ideal_transactions"),
-        per_warp_access("store", "transactions"), per_warp_access("store", "ideal_transactions"),
+        per_request("load", "sectors"), per_request("load", "sectors_ideal"),
+        per_request("load", "lines"),
+        per_request("store", "sectors"), per_request("store", "sectors_ideal"),
+        per_request("store", "lines"),
+        total("load", "global", "requests"), total("store", "global", "requests"),
+        sum(s.requests for s in local),
         total("load", "local") / items, total("store", "local") / items,
         sum(s.bank_conflicts for s in local), max((s.worst_conflict for s in local), default=1),
-        barriers, trace.truncated, summaries)
+        barriers, sum(s.active for s in simts) / lanes if lanes else 1.0,
+        list(trace.groups_per_launch), trace.truncated, summaries)
 
 
 def program_costs(trace: Trace) -> list[KernelCosts]:
@@ -82,19 +103,56 @@ ROWS = [
     ("work-items per group", lambda c: str(c.block_size)),
     ("global loads per work-item", lambda c: _number(c.global_loads)),
     ("global stores per work-item", lambda c: _number(c.global_stores)),
-    ("transactions per warp load (ideal)",
-     lambda c: f"{_number(c.load_transactions)} ({_number(c.load_ideal)})" if c.global_loads
+    ("sectors per warp load (ideal)",
+     lambda c: f"{_number(c.load_sectors)} ({_number(c.load_sectors_ideal)})" if c.global_loads
      else "–"),
-    ("transactions per warp store (ideal)",
-     lambda c: f"{_number(c.store_transactions)} ({_number(c.store_ideal)})" if c.global_stores
-     else "–"),
+    ("lines per warp load", lambda c: _number(c.load_lines) if c.global_loads else "–"),
+    ("sectors per warp store (ideal)",
+     lambda c: f"{_number(c.store_sectors)} ({_number(c.store_sectors_ideal)})"
+     if c.global_stores else "–"),
+    ("lines per warp store", lambda c: _number(c.store_lines) if c.global_stores else "–"),
     ("local loads per work-item", lambda c: _number(c.local_loads)),
     ("local stores per work-item", lambda c: _number(c.local_stores)),
     ("bank conflicts per group (worst)",
      lambda c: f"{c.bank_conflicts} ({c.worst_conflict}-way)" if c.bank_conflicts else "0"),
     ("barriers per group", lambda c: str(c.barriers)),
+    ("SIMT efficiency", lambda c: _number(c.simt_efficiency)),
     ("local memory per group", lambda c: f"{c.local_bytes} B"),
 ]
+
+
+def _predicted_rows(gpu: str) -> list:
+    def occupancy(c: KernelCosts) -> str:
+        resident = c.predicted.occupancy
+        return f"{resident.occupancy:.0%} ({resident.limit})"
+
+    def registers(c: KernelCosts) -> str:
+        resident = c.predicted.occupancy
+        spills = f" (spills: {resident.registers} fit)" if resident.spills else ""
+        return f"{c.predicted.work.registers}{spills}"
+
+    def time(c: KernelCosts) -> str:
+        seconds = c.predicted.time_s
+        return time_text(seconds) + (f" ({c.predicted.bound})" if seconds is not None else "")
+
+    return [(f"occupancy on {gpu}", occupancy), ("registers per work-item (est.)", registers),
+            (f"predicted on {gpu}", time)]
+
+
+def _rows(costs: list[KernelCosts]) -> list:
+    predicted = [c.predicted for c in costs if c.predicted is not None]
+    return ROWS + (_predicted_rows(predicted[0].gpu.name) if predicted else [])
+
+
+def _prediction_note(predicted: list[KernelPrediction]) -> str:
+    gpu = predicted[0].gpu
+    seconds = ProgramPrediction(gpu, predicted).time_s
+    total = "cannot run there" if seconds is None else f"takes {time_text(seconds)}"
+    return (f"Predicted on {gpu.description}: the program {total}, "
+            f"{gpu.launch_overhead_us:g} µs per launch included; each kernel takes its "
+            "launches plus the longest of its DRAM, local memory, issue and barrier times, "
+            "shown in brackets, every sector counted as DRAM traffic (no L2 reuse). "
+            "docs/costs.md explains the model.")
 
 
 def _heading(c: KernelCosts) -> str:
@@ -107,8 +165,15 @@ def _notes(costs: list[KernelCosts]) -> list[str]:
     where = f"work-group {costs[0].group} of each kernel's first launch" if len(groups) == 1 \
         else "the first launch of each kernel, in work-group " + ", ".join(
             f"{c.group} of {c.kernel}" for c in costs)
-    notes = [f"Counted in {where} (warps of 32 work-items, 128-byte transactions, 32 banks of "
-             "4 bytes)."]
+    notes = [f"Counted in {where}.",
+             "As on NVIDIA GPUs since Volta: warps of 32 work-items; global memory in 32-byte "
+             "sectors of 128-byte lines; local memory in 32 banks of 4 bytes (8-byte words served "
+             "by half-warps).",
+             "SIMT efficiency: the share of the warps' lanes active in the memory accesses, "
+             "barriers and branches they execute."]
+    predicted = [c.predicted for c in costs if c.predicted is not None]
+    if predicted:
+        notes.append(_prediction_note(predicted))
     if any(c.truncated for c in costs):
         notes.append("Some work-items did more accesses than were recorded: counts are lower "
                      "bounds.")
@@ -119,7 +184,7 @@ def costs_text(costs: list[KernelCosts]) -> str:
     if not costs:
         return "The program launches no kernels."
     table = [["", *(_heading(c) for c in costs)], *([label, *(cell(c) for c in costs)]
-                                                     for label, cell in ROWS)]
+                                                     for label, cell in _rows(costs))]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                        for i, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in table]
@@ -133,7 +198,7 @@ def costs_html(costs: list[KernelCosts]) -> str:
     body = "".join(
         f"<tr><th style='text-align:left'>{html.escape(label)}</th>"
         + "".join(f"<td style='text-align:right'>{html.escape(cell(c))}</td>" for c in costs)
-        + "</tr>" for label, cell in ROWS)
+        + "</tr>" for label, cell in _rows(costs))
     notes = "".join(f"<p><small>{html.escape(n)}</small></p>" for n in _notes(costs))
     return (f"<table class='fcl-costs'><thead><tr><th></th>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table>{notes}")

@@ -1,48 +1,70 @@
 """One row per load and store of each traced kernel: its index as a formula, the LMADs of the
-traced work-group's and one warp's accesses (when affine), and what a warp access costs."""
+traced work-group's and one warp's accesses (when affine), and what a warp request costs; and
+one row per branch taken (an if's side, a loop's body) with its SIMT efficiency."""
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
 
-from fcl.analysis.access import summarize
+from fcl.analysis.access import SiteSimt, SiteSummary, simt_by_site, summarize
 from fcl.analysis.symbolic import formula
-from fcl.analysis.trace import Trace
+from fcl.analysis.trace import KernelTrace, Trace
+
+BRANCHES = {"then": "takes the if", "else": "takes the else of the if",
+            "loop": "runs the loop body while"}
 
 
 @dataclass
 class SiteRow:
     kernel: str
     line: int | None
-    access: str            # e.g. "reads global arr_1"
-    index: str             # the index formula, in group, item and loop counters
-    loops: list[str]       # what the loop counters in it run over
+    access: str            # e.g. "reads global arr_1", or for a branch "takes the if"
+    index: str             # the index formula in group, item and loop counters (a branch: its
+    loops: list[str]       # condition); what the loop counters in it run over
     lmad_group: str        # the traced work-group's accesses as an LMAD, or why not
     lmad_warp: str
-    cost: str              # transactions per warp access, or bank conflicts
+    cost: str              # sectors per warp request, bank conflicts, or SIMT efficiency
+    branch: bool = False
 
 
 def site_rows(trace: Trace, warp: int = 0) -> list[SiteRow]:
     rows = []
     for traced in trace.kernels:
-        for s in summarize(traced, trace.sites, warp):
-            site = s.site
-            index, loops = formula(site.index_expr, traced.kernel) if site.index_expr is not None \
-                else (site.index or "?", [])
-            not_affine = f"not one LMAD ({s.accesses} accesses traced: see %%memory)"
-            if site.space == "global":
-                each = s.transactions / max(1, s.warp_accesses)
-                cost = (f"{each:.3g} transaction{'s' * (each != 1)} per warp access "
-                        f"(ideal {s.ideal_transactions / max(1, s.warp_accesses):.3g})")
-            else:
-                cost = (f"{s.worst_conflict}-way bank conflict, {s.bank_conflicts} extra accesses"
-                        if s.bank_conflicts else "no bank conflict")
-            rows.append(SiteRow(
-                traced.kernel.name, site.span.line if site.span else None,
-                f"{'reads' if site.kind == 'load' else 'writes'} {site.space} {site.array}",
-                index, loops, str(s.lmad_group) if s.lmad_group else not_affine,
-                str(s.lmad_warp) if s.lmad_warp else not_affine, cost))
+        memory = [(s.site.id, _memory_row(traced, s)) for s in summarize(traced, trace.sites, warp)]
+        branches = [(s.site.id, _branch_row(traced, s)) for s in simt_by_site(traced, trace.sites)
+                    if s.site.kind == "branch"]
+        rows += [row for _, row in sorted(memory + branches, key=lambda pair: pair[0])]
     return rows
+
+
+def _memory_row(traced: KernelTrace, s: SiteSummary) -> SiteRow:
+    site = s.site
+    index, loops = formula(site.index_expr, traced.kernel) if site.index_expr is not None \
+        else (site.index or "?", [])
+    not_affine = f"not one LMAD ({s.accesses} accesses traced: see %%memory)"
+    if site.space == "global":
+        each, lines = s.sectors / max(1, s.requests), s.lines / max(1, s.requests)
+        cost = (f"{each:.3g} sector{'s' * (each != 1)} per warp request "
+                f"(ideal {s.sectors_ideal / max(1, s.requests):.3g}) in "
+                f"{lines:.3g} line{'s' * (lines != 1)}")
+    else:
+        cost = (f"{s.worst_conflict}-way bank conflict, {s.bank_conflicts} extra accesses"
+                if s.bank_conflicts else "no bank conflict")
+    return SiteRow(
+        traced.kernel.name, site.span.line if site.span else None,
+        f"{'reads' if site.kind == 'load' else 'writes'} {site.space} {site.array}",
+        index, loops, str(s.lmad_group) if s.lmad_group else not_affine,
+        str(s.lmad_warp) if s.lmad_warp else not_affine, cost)
+
+
+def _branch_row(traced: KernelTrace, s: SiteSimt) -> SiteRow:
+    site = s.site
+    condition, loops = formula(site.condition, traced.kernel) if site.condition is not None \
+        else ("?", [])
+    cost = (f"SIMT efficiency {s.efficiency:.3g}: {s.active} of {s.lanes} lanes active in "
+            f"{s.executions} warp execution{'s' * (s.executions != 1)}")
+    return SiteRow(traced.kernel.name, site.span.line if site.span else None,
+                   BRANCHES[site.branch or "then"], condition, loops, "–", "–", cost, branch=True)
 
 
 def _where(row: SiteRow) -> str:
@@ -52,6 +74,10 @@ def _where(row: SiteRow) -> str:
 def sites_text(rows: list[SiteRow], warp: int = 0) -> str:
     lines = []
     for row in rows:
+        if row.branch:
+            lines += [f"{_where(row)}: {row.access} ({row.index})"]
+            lines += [f"    {loop}" for loop in row.loops] + [f"    {row.cost}"]
+            continue
         lines += [f"{_where(row)}: {row.access}[{row.index}]"]
         lines += [f"    {loop}" for loop in row.loops]
         lines += [f"    work-group: {row.lmad_group}",
@@ -72,4 +98,3 @@ def sites_html(rows: list[SiteRow], warp: int = 0) -> str:
             f"<code>{html.escape(row.lmad_warp)}</code>", html.escape(row.cost))) + "</tr>"
         for row in rows)
     return f"<table class='fcl-sites'><thead>{head}</thead><tbody>{body}</tbody></table>"
-

@@ -1,8 +1,8 @@
 """Run a compiled program with instrumented kernels and read back one work-group's accesses.
 
 The first launch of every kernel is traced, for the chosen work-group (clamped to the groups
-launched). Each work-item logs (site, index) pairs in order, up to `cap` of them; a work-item
-that did more is marked truncated.
+launched). Each work-item logs (site, index) pairs in order, up to `cap` of them: its memory
+accesses, barriers and branches taken; a work-item that did more is marked truncated.
 """
 from __future__ import annotations
 
@@ -28,12 +28,16 @@ class KernelTrace:
     groups: int          # work-groups launched
     block_size: int
     local_bytes: int     # local memory per work-group
-    launches: int        # how often the program launched this kernel
+    groups_per_launch: list[int]  # the work-groups of every launch of this kernel, in order
     lane: np.ndarray     # for each logged access: the work-item (local id) ...
     order: np.ndarray    # ... its position in that work-item's log ...
     site: np.ndarray     # ... the site (an index into Trace.sites) ...
     index: np.ndarray    # ... and the element index (pool position for per-item local slices)
     truncated: bool      # some work-item did more than `cap` accesses
+
+    @property
+    def launches(self) -> int:
+        return len(self.groups_per_launch)
 
 
 @dataclass
@@ -57,7 +61,7 @@ class TracingRun(HostRun):
         self.traced: list[KernelTrace] = []
         self.pending: dict[str, tuple[cl.Buffer, cl.Buffer, np.ndarray, int]] = {}
         self.seen: set[str] = set()
-        self.launches: dict[str, int] = {}
+        self.groups_per_launch: dict[str, list[int]] = {}
 
     def extra_args(self, kernel: Kernel, groups: int) -> list:
         if kernel.name in self.seen:  # only the first launch is traced
@@ -81,7 +85,7 @@ class TracingRun(HostRun):
         return buffer
 
     def launched(self, kernel: Kernel, groups: int, local_bytes: int, args: list) -> None:
-        self.launches[kernel.name] = self.launches.get(kernel.name, 0) + 1
+        self.groups_per_launch.setdefault(kernel.name, []).append(groups)
         if kernel.name not in self.pending:
             return
         log_buffer, count_buffer, counts, group = self.pending.pop(kernel.name)
@@ -93,9 +97,8 @@ class TracingRun(HostRun):
         order = np.concatenate([np.arange(n, dtype=np.int32) for n in kept]) if kept.sum() else \
             np.zeros(0, np.int32)
         entries = log[lanes, order]
-        self.traced.append(KernelTrace(kernel, group, groups, self.block_size, local_bytes, 0,
-                                       lanes,
-                                       order, entries[:, 0].copy(), entries[:, 1].copy(),
+        self.traced.append(KernelTrace(kernel, group, groups, self.block_size, local_bytes, [],
+                                       lanes, order, entries[:, 0].copy(), entries[:, 1].copy(),
                                        bool((counts > self.cap).any())))
 
 
@@ -115,5 +118,5 @@ def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
     finally:
         run.release()
     for k in run.traced:
-        k.launches = run.launches[k.kernel.name]
+        k.groups_per_launch = run.groups_per_launch[k.kernel.name]
     return Trace(sites, run.traced, source)

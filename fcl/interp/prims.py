@@ -238,7 +238,7 @@ def _benchmark(interp, t, span, ctx, n, program):
             # The original also runs an untimed warm-up. Nothing warms up in the interpreter,
             # but a body that prints must print as often; FCL is pure, so each run prints the same.
             program.run(lanes, it)
-        it.config.err.write(benchmark_report(times))
+        it.config.err.write(benchmark_report(times, "wall time, interpreter"))
         it.outputs += 1
         return UNIT
     return Program(run)

@@ -4,10 +4,10 @@ A printer only: every decision (work-group shape, local memory, size_t indices, 
 was recorded on the kernel by `shape`. Only the C spelling of int arithmetic is chosen here, so
 that it wraps around as FCL's does (see WRAPPING).
 
-With `trace=True` every global and local memory access and every barrier also records
-(site, index) in a per-work-item log, for one chosen work-group: the access analysis
-(fcl.analysis) reads it back. The traced source is a separate program; the normal one is
-untouched.
+With `trace=True` every global and local memory access, every barrier and every branch taken
+(the then- or else-side of an `if`, an iteration of a loop's body) also records (site, index)
+in a per-work-item log, for one chosen work-group: the access analysis (fcl.analysis) reads it
+back. The traced source is a separate program; the normal one is untouched.
 """
 from __future__ import annotations
 
@@ -63,17 +63,23 @@ void fcl_record(__global int* log, int* count, int on, int cap, int site, int in
 
 @dataclass(frozen=True)
 class Site:
-    """A traced place in a kernel: a load, a store or a barrier."""
+    """A traced place in a kernel: a load, a store, a barrier or a branch taken."""
 
     id: int
     kernel: str
-    kind: str          # "load", "store" or "barrier"
+    kind: str          # "load", "store", "barrier" or "branch"
     array: str | None  # the buffer or local array (aliases resolved)
     space: str | None  # "global" or "local"
     elem: str | None   # the element type (ir.INT, ir.DOUBLE, ir.BOOL)
     index: str | None  # the index expression as OpenCL C
     span: Span | None
     index_expr: ir.Expr | None = field(default=None, compare=False)  # ... and as IL
+    branch: str | None = None  # a branch's side: "then" or "else" of an if, or "loop" (body)
+    condition: ir.Expr | None = field(default=None, compare=False)  # ... and what decides it
+
+    @property
+    def is_memory(self) -> bool:
+        return self.kind in ("load", "store")
 
 
 def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None,
@@ -275,6 +281,17 @@ class KernelPrinter:
             logged = f"get_local_id(0) * ({self.per_item[name]}) + {logged}"
         return f"fcl_record(fcl_log, &fcl_logged, fcl_tracing, fcl_trace_cap, {site.id}, {logged})"
 
+    def _record_branch(self, branch: str, condition: ir.Expr, span: Span | None,
+                       indent: int) -> None:
+        """When tracing, a line logging that a work-item took this side of a branch."""
+        if not self.trace:
+            return
+        site = Site(len(self.sites), self.kernel_name, "branch", None, None, None, None, span,
+                    branch=branch, condition=plain(condition))
+        self.sites.append(site)
+        self.line(f"fcl_record(fcl_log, &fcl_logged, fcl_tracing, fcl_trace_cap, {site.id}, 0);",
+                  indent, None)
+
     def _traced_load(self, e: ir.Index, text: str) -> str:
         name = self.roots.get(e.array.name, e.array.name)
         if self.spaces.get(name) not in ("__global", "__local"):
@@ -382,11 +399,13 @@ class KernelPrinter:
             v = s.var.name
             self.line(f"for (int {v} = {self.expr(s.start)}; {v} < {self.expr(s.bound)}; "
                       f"{v} += {self.expr(s.step)}) {{", indent, span)
+            self._record_branch("loop", ir.Bin("<", s.var, s.bound, ir.BOOL), span, indent + 1)
             self.block(s.body, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.SeqFor):
             v = s.var.name
             self.line(f"for (int {v} = 0; {v} < {self.expr(s.bound)}; {v}++) {{", indent, span)
+            self._record_branch("loop", ir.Bin("<", s.var, s.bound, ir.BOOL), span, indent + 1)
             self.block(s.body, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.While):
@@ -400,13 +419,16 @@ class KernelPrinter:
                 self.line(f"if (fcl_stop || !{self.expr(s.cond)}) break;", indent + 1, span)
             else:
                 self.line(f"if (*{ABORT_FLAG} || !{self.expr(s.cond)}) break;", indent + 1, span)
+            self._record_branch("loop", s.cond, span, indent + 1)
             self.block(s.body, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.If):
             self.line(f"if ({self.expr(s.cond)}) {{", indent, span)
+            self._record_branch("then", s.cond, span, indent + 1)
             self.block(s.then, indent + 1)
             if s.else_:
                 self.line("} else {", indent, None)
+                self._record_branch("else", s.cond, span, indent + 1)
                 self.block(s.else_, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.Barrier):
@@ -449,7 +471,8 @@ def _header(text: str, kernels: list[Kernel]) -> str:
 
 
 def traced_source(kernels: list[Kernel]) -> tuple[str, list[Site]]:
-    """The kernels instrumented to log their memory accesses (see the module docstring)."""
+    """The kernels instrumented to log their memory accesses and branches (see the module
+    docstring)."""
     printer = KernelPrinter(0, trace=True)
     for k in kernels:
         printer.spaces, printer.roots, printer.per_item = {}, {}, {}

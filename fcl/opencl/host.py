@@ -6,8 +6,10 @@ grid program) copies it back.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -18,9 +20,10 @@ from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
 from fcl.il import ir
 from fcl.intmath import c_div, c_mod, clz
-from fcl.opencl.device import DTYPES, Device, build, is_oclgrind, open_device
+from fcl.opencl.device import DTYPES, Device, build, is_oclgrind, open_device, trim_pool
 from fcl.opencl.kernel import Compiled, Kernel, Launch, Special
 from fcl.opencl.oclgrind import ReadProbes
+from fcl.opencl.timing import Policy, Sample, Timing, measuring, record, repeat
 
 READ_WRITE_COPY = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR  # a buffer from host data
 NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}
@@ -43,7 +46,7 @@ def failure(check: ir.Fail, values: list[int]) -> FCLError:
 
 @dataclass
 class DeviceArray:
-    buffer: cl.Buffer
+    buffer: cl.MemoryObjectHolder  # a cl.Buffer, or a PooledBuffer from the device's pool
     dtype: type
     length: int
 
@@ -54,11 +57,14 @@ class HostRun:
         self.device, self.kernels, self.block_size = device, kernels, block_size
         self.out, self.err = out, err
         self.env: dict[str, object] = {}
-        self.events: list[cl.Event] | None = None  # collected while benchmarking
         self.fail_flags: dict[str, tuple[cl.Buffer, Kernel]] = {}
-        self.buffers: list[cl.Buffer] = []  # everything allocated, released when the run ends
-        self.arrays: list[tuple[cl.Buffer, int]] = []  # the program's arrays and their bytes
+        # Everything allocated, released when the run ends.
+        self.buffers: list[cl.MemoryObjectHolder] = []
+        # The program's arrays and their bytes.
+        self.arrays: list[tuple[cl.MemoryObjectHolder, int]] = []
         self.allocated = 0  # bytes in self.arrays, checked against the device's memory
+        self.peak = 0  # the most bytes allocated at once, for trimming the pool (device.py)
+        self.benchmarks: list[list[float]] = []  # each `benchmark`'s kernel ms per repetition
         self.result = None
         self.abort: cl.Buffer | None = None
         self.abort_flag: np.ndarray | None = None
@@ -189,26 +195,32 @@ class HostRun:
             raise TypeError(s)
 
     def allocate(self, s: ir.Alloc) -> DeviceArray:
-        length = int(self.eval(s.size))
-        dtype = DTYPES[s.var.type.elem]
+        return self.new_array(DTYPES[s.var.type.elem], int(self.eval(s.size)), s.span)
+
+    def new_array(self, dtype: type, length: int, span) -> DeviceArray:
         nbytes = max(length, 1) * np.dtype(dtype).itemsize
         if length < 0:
-            raise FCLError(f"cannot allocate an array of negative length {length}", s.span)
+            raise FCLError(f"cannot allocate an array of negative length {length}", span)
         if nbytes > self.device.max_alloc:
             raise FCLError(f"cannot allocate {length} elements ({nbytes} bytes): the device "
-                           f"allows at most {self.device.max_alloc} bytes in one buffer", s.span)
+                           f"allows at most {self.device.max_alloc} bytes in one buffer", span)
         if self.allocated + nbytes > self.device.global_mem_size:
             raise FCLError(f"cannot allocate {length} elements ({nbytes} bytes): with the "
                            f"{self.allocated} bytes already allocated, that is more than the "
-                           f"device's {self.device.global_mem_size} bytes of memory", s.span)
-        buffer = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
+                           f"device's {self.device.global_mem_size} bytes of memory", span)
+        if self.device.pool is None:
+            buffer = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
+        else:
+            buffer = self.device.pool.allocate(nbytes)
         self.buffers.append(buffer)
         self.arrays.append((buffer, nbytes))
         self.allocated += nbytes
+        self.peak = max(self.peak, self.allocated)
         return DeviceArray(buffer, dtype, length)
 
     def release_arrays_since(self, count: int) -> None:
-        """Free the arrays allocated after the first `count` (a benchmark repetition's)."""
+        """Free the arrays allocated after the first `count` (a benchmark repetition's): back to
+        the device's pool, for the next repetition to reuse."""
         for buffer, nbytes in self.arrays[count:]:
             # Oclgrind would give a freed buffer's address to the next one allocated, with what
             # it knew of the old one's initialized bytes: there, buffers live until the run ends.
@@ -255,8 +267,7 @@ class HostRun:
             (self.block_size,)
         event = self.kernels[kernel.name](self.device.queue, (groups * local[0], *local[1:]),
                                           local, *args)
-        if self.events is not None:
-            self.events.append(event)
+        record(kernel.name, event)
         if kernel.abortable:
             self.wait_interruptibly(event)
         if kernel.fails:
@@ -310,7 +321,8 @@ class HostRun:
         return None if value is None else tuple(self.fetch(v) for v in value)
 
     def release(self) -> None:
-        """Give the device memory back now rather than whenever Python collects it."""
+        """Give the device memory back now rather than whenever Python collects it: arrays to
+        the device's pool, which keeps about as much as this run used."""
         self.device.queue.finish()
         for buffer in self.buffers:
             buffer.release()
@@ -318,6 +330,7 @@ class HostRun:
         self.arrays.clear()
         self.allocated = 0
         self.env.clear()
+        trim_pool(self.device, self.peak)
 
     def local_bytes(self, kernel: Kernel, local, copies: int) -> int:
         itemsize = np.dtype(DTYPES[local.var.type.elem]).itemsize
@@ -382,29 +395,30 @@ class HostRun:
         count = int(self.eval(s.count))
         if count < 1:
             raise FCLError(f"benchmark needs at least one repetition, not {count}", s.span)
-        # Each repetition's arrays are freed after it (a benchmark's result is unit), so that
-        # memory does not grow with the count.
+        # Each repetition's arrays go back to the pool after it (a benchmark's result is unit),
+        # so that memory does not grow with the count and the next repetition reuses them: only
+        # the warm-up touches fresh memory.
         kept = len(self.arrays)
         self.run(s.body)  # warm-up: builds caches and first-touch allocations, not timed
         self.device.queue.finish()
         self.release_arrays_since(kept)
         times = []
         for _ in range(count):
-            self.events = []
-            self.run(s.body)
-            self.device.queue.finish()
-            times.append(sum((e.profile.end - e.profile.start) for e in self.events) / 1e6)
+            with measuring() as clock:
+                self.run(s.body)
+                self.device.queue.finish()
+            times.append(clock.total())
             self.release_arrays_since(kept)
-        self.events = None
         self.check_failures()
-        self.err.write(benchmark_report(times))
+        self.benchmarks.append(times)
+        self.err.write(benchmark_report(times, "kernel time"))
 
     def read_csv(self, s: ir.ReadCSV) -> None:
         values = read_int_csv(s.path, s.span)
-        buffer = cl.Buffer(self.device.context, READ_WRITE_COPY,
-                           hostbuf=values if values.size else np.zeros(1, np.int32))
-        self.buffers.append(buffer)
-        self.env[s.array.name] = DeviceArray(buffer, np.int32, len(values))
+        array = self.new_array(np.int32, len(values), s.span)  # one of the program's arrays
+        if values.size:
+            cl.enqueue_copy(self.device.queue, array.buffer, values)
+        self.env[s.array.name] = array
         self.env[s.length.name] = np.int32(len(values))
 
 
@@ -416,9 +430,9 @@ def launch_size(compiled: Compiled, block_size: int | None) -> int:
     return block_size or compiled.block_size or 256
 
 
-def run_compiled(compiled: Compiled, device: str | None = None, block_size: int | None = None,
-                 out: TextIO | None = None, err: TextIO | None = None):
-    """Run on a device; the program's result if it was compiled to keep it (see ir.Result)."""
+def prepare_run(compiled: Compiled, device: str | None, block_size: int | None,
+                out: TextIO, err: TextIO) -> HostRun:
+    """A host run of `compiled` on a device, its kernels built."""
     block_size = launch_size(compiled, block_size)
     dev = open_device(device)
     if "double" in compiled.source and not dev.has_fp64:
@@ -427,9 +441,17 @@ def run_compiled(compiled: Compiled, device: str | None = None, block_size: int 
         raise FCLError(f"block size {block_size} is larger than the device's maximum work-group "
                        f"size {dev.max_work_group_size}")
     kernels = build(dev, compiled.source, compiled.line_table) if compiled.kernels else {}
-    run = HostRun(dev, kernels, block_size, out or sys.stdout, err or sys.stderr)
+    run = HostRun(dev, kernels, block_size, out, err)
     if is_oclgrind(dev.device):
         run.probes = ReadProbes(dev, compiled.host, run.buffers)
+    return run
+
+
+def run_compiled(compiled: Compiled, device: str | None = None, block_size: int | None = None,
+                 out: TextIO | None = None, err: TextIO | None = None):
+    """Run on a device; the program's result if it was compiled to keep it (see ir.Result)."""
+    run = prepare_run(compiled, device, block_size, out or sys.stdout, err or sys.stderr)
+    dev = run.device
     try:
         run.run(compiled.host)
         dev.queue.finish()
@@ -437,3 +459,31 @@ def run_compiled(compiled: Compiled, device: str | None = None, block_size: int 
         return run.result
     finally:
         run.release()
+
+
+def time_compiled(compiled: Compiled, device: str | None = None, block_size: int | None = None,
+                  policy: Policy | None = None,
+                  progress: Callable[[int, float], None] | None = None) -> Timing:
+    """Time a program's kernels: one warm-up run (building caches and filling the memory pool),
+    then runs until `policy` says stop, each run's kernel time from profiling events and its wall
+    time around it. What the program prints is dropped; its arrays go back to the pool after
+    each run, so no run but the warm-up touches fresh memory."""
+    with open(os.devnull, "w") as discard:
+        run = prepare_run(compiled, device, block_size, discard, discard)
+        dev = run.device
+
+        def once() -> Sample:
+            start = time.perf_counter()
+            with measuring() as clock:
+                run.run(compiled.host)
+                dev.queue.finish()
+            wall_ms = (time.perf_counter() - start) * 1000
+            run.check_failures()
+            run.release_arrays_since(0)
+            return Sample(wall_ms, clock.per_kernel())
+
+        try:
+            once()
+            return repeat(once, policy or Policy(), progress=progress)
+        finally:
+            run.release()

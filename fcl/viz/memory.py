@@ -4,8 +4,8 @@ One panel per access site (a load or store in the kernel's code). Global memory 
 a grid `pitch` elements wide; local memory as rows of its 32 banks. A cell takes the colour of
 the work-item that touches it (hue runs from the first work-item to the last), writes are
 hatched, and the chosen warp's first execution of the site is outlined in black: for global
-memory with the 128-byte segments it touches (its transactions) dashed in red, for local
-memory with the banks it hits more than once (conflicts) marked in red.
+memory with the 32-byte sectors it touches dashed in red and their 128-byte lines framed in
+dark red, for local memory with the banks it hits more than once (conflicts) marked in red.
 """
 from __future__ import annotations
 
@@ -18,10 +18,13 @@ import numpy as np
 from fcl.analysis.access import (
     BANK_BYTES,
     BANKS,
-    SEGMENT_BYTES,
+    LINE_BYTES,
+    SECTOR_BYTES,
     SiteAccesses,
+    bank_words,
     check_warp,
     fit_lmad,
+    sectors,
     split_by_site,
 )
 from fcl.analysis.symbolic import formula
@@ -35,6 +38,10 @@ LABEL = 64           # room for row labels
 TEXT_COLUMNS = 64    # the text fallback draws grids up to this wide ...
 TEXT_ROWS = 16       # ... and this many rows
 READ_COLOUR, WRITE_COLOUR = "#1f5fbf", "#c0550a"
+# How a touched sector and a touched line are outlined: the line outside, heavier.
+SECTOR_STYLE = ('class="fcl-sector" stroke="#d00000" stroke-width="1.5" '
+                'stroke-dasharray="4 2"', 1)
+LINE_STYLE = ('class="fcl-line" stroke="#800000" stroke-width="2.5"', 3)
 
 
 @dataclass
@@ -59,7 +66,8 @@ class _Panel:
     columns: int
     highlight: np.ndarray     # bool per access: the chosen warp's first execution
     marked_columns: dict[int, int]             # local: bank -> n-way conflict
-    segments: list[tuple[int, int]]            # global: [first, last] drawn positions
+    sectors: list[tuple[int, int]]             # global: [first, last] drawn positions of the
+    lines: list[tuple[int, int]]               # sectors and lines touched
 
 
 def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: int = 0,
@@ -69,7 +77,7 @@ def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: in
     if pitch is not None and not 1 <= pitch <= MAX_PITCH:
         raise FCLError(f"the pitch must be between 1 and {MAX_PITCH}, not {pitch}")
     chosen = [a for a in split_by_site(trace, sites)
-              if a.site.kind != "barrier" and (array is None or a.site.array == array)]
+              if a.site.is_memory and (array is None or a.site.array == array)]
     if not chosen:
         arrays = sorted({a.site.array for a in split_by_site(trace, sites) if a.site.array})
         what = f"array {array}" if array else "memory"
@@ -93,30 +101,36 @@ def _panel(trace: KernelTrace, accesses: SiteAccesses, warp: int, pitch: int | N
     lanes_in_warp = int(first.sum())
     if site.space == "local":
         words = accesses.index.astype(np.int64) * accesses.elem_bytes // BANK_BYTES
-        banks: dict[int, set[int]] = {}
-        for word in np.unique(words[first]):
-            banks.setdefault(int(word % BANKS), set()).add(int(word))
-        conflicts = {bank: len(ws) for bank, ws in banks.items() if len(ws) > 1}
+        conflicts: dict[int, int] = {}  # the most words of a bank that one phase accesses
+        for _, bank, count in zip(*bank_words(accesses.subset(first))):
+            if count > 1:
+                conflicts[int(bank)] = max(int(count), conflicts.get(int(bank), 0))
         worst = max(conflicts.values(), default=1)
         summary = (f"warp {warp}'s first access: {lanes_in_warp} work-items, "
                    + (f"{worst}-way bank conflict ({len(conflicts)} bank"
                       f"{'s' * (len(conflicts) > 1)} hit by several words)"
                       if conflicts else "no bank conflict"))
-        return _Panel(accesses, title, summary, words, BANKS, first, conflicts, [])
+        return _Panel(accesses, title, summary, words, BANKS, first, conflicts, [], [])
     words = accesses.index.astype(np.int64)
-    per_segment = max(1, SEGMENT_BYTES // accesses.elem_bytes)
-    touched = sorted({int(w) // per_segment for w in words[first]})
-    ideal = -(-len(np.unique(words[first])) * accesses.elem_bytes // SEGMENT_BYTES)
-    summary = (f"warp {warp}'s first access: {lanes_in_warp} work-items touch {len(touched)} "
-               f"segment{'s' * (len(touched) != 1)} of 128 bytes = transactions (ideal {ideal})")
+    touched, ideal, lines = sectors(accesses.subset(first))
+    summary = (f"warp {warp}'s first access: {lanes_in_warp} work-items touch {touched} "
+               f"sector{'s' * (touched != 1)} of 32 bytes (ideal {ideal}) in {lines} "
+               f"line{'s' * (lines != 1)} of 128 bytes")
     columns = pitch or _default_pitch(accesses, trace.block_size)
-    segments = [(s * per_segment, (s + 1) * per_segment - 1) for s in touched]
-    return _Panel(accesses, title, summary, words, columns, first, {}, segments)
+    return _Panel(accesses, title, summary, words, columns, first, {},
+                  _ranges(words[first], SECTOR_BYTES // accesses.elem_bytes),
+                  _ranges(words[first], LINE_BYTES // accesses.elem_bytes))
+
+
+def _ranges(words: np.ndarray, per_unit: int) -> list[tuple[int, int]]:
+    """[first, last] element of each unit (sector, line) of `per_unit` elements touched."""
+    return [(unit * per_unit, (unit + 1) * per_unit - 1)
+            for unit in sorted({int(w) // per_unit for w in words})]
 
 
 def _default_pitch(accesses: SiteAccesses, lanes: int) -> int:
     """The row length that shows the pattern: the work-group's accesses as an LMAD give it
-    (their largest stride above 1, as a matrix's row length); else one segment of ints."""
+    (their largest stride above 1, as a matrix's row length); else one line of ints."""
     lmad = fit_lmad(accesses, range(lanes))
     strides = [abs(stride) for size, stride in (lmad.dims if lmad else ()) if size > 1]
     fitting = [stride for stride in strides if 1 < stride <= MAX_PITCH]
@@ -232,15 +246,16 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
                        f'stroke="{stroke}" stroke-width="{2.5 if stroke != "#000" else 2}">'
                        f'<title>{escape(tip)}</title></rect>')
         y += cell + 1
-    for first, last in panel.segments:
-        for row in range(first // panel.columns, last // panel.columns + 1):
-            if row not in row_y:
-                continue
-            start = max(first, row * panel.columns) - row * panel.columns
-            end = min(last, (row + 1) * panel.columns - 1) - row * panel.columns
-            out.append(f'<rect x="{LABEL + start * cell - 1}" y="{row_y[row] - 1}" '
-                       f'width="{(end - start + 1) * cell + 2}" height="{cell + 2}" fill="none" '
-                       f'stroke="#d00000" stroke-width="1.5" stroke-dasharray="4 2"/>')
+    for ranges, (style, margin) in ((panel.lines, LINE_STYLE), (panel.sectors, SECTOR_STYLE)):
+        for first, last in ranges:
+            for row in range(first // panel.columns, last // panel.columns + 1):
+                if row not in row_y:
+                    continue
+                start = max(first, row * panel.columns) - row * panel.columns
+                end = min(last, (row + 1) * panel.columns - 1) - row * panel.columns
+                out.append(f'<rect x="{LABEL + start * cell - margin}" y="{row_y[row] - margin}" '
+                           f'width="{(end - start + 1) * cell + 2 * margin}" '
+                           f'height="{cell + 2 * margin}" fill="none" {style}/>')
     width = LABEL + panel.columns * cell + 20
     return _cell_defs(cell, panel.columns) + "".join(out), y - top, width
 
@@ -265,8 +280,8 @@ def _legend(lanes: int, x: int, y: int) -> str:
             f'<text x="{x + 96 + steps * 8}" y="{y + 10}">{lanes - 1}</text>'
             f'<text x="{x}" y="{y + 28}" fill="#555">hatched: written · black outline: the '
             f'warp\'s first access</text><text x="{x}" y="{y + 44}" fill="#555">red dashes: a '
-            f'128-byte segment it touches (one transaction) · red bank number: a conflict'
-            f'</text>')
+            f'32-byte sector it touches · dark red frame: a 128-byte line · red bank number: a '
+            f'conflict</text>')
 
 
 def _text(heading: str, panels: list[_Panel]) -> str:

@@ -1,0 +1,145 @@
+"""Predicted GPU time of each kernel and of a program on a chosen GPU: a roofline-style model of
+the traced work-group's counts, small enough to check by hand (docs/costs.md derives it).
+
+Per launch of g work-groups, each term is the time one resource of the GPU needs for the work:
+
+    DRAM     g × sectors per group × 32 B / achievable bandwidth
+    local    g × bank passes per group / (active SMs × clock)   (a pass: 32 banks × 4 B)
+    issue    g × lane accesses per group / (32 × SIMT efficiency) / (active SMs × clock)
+    barriers waves × barriers per group × BARRIER_CYCLES / clock
+
+and the launch takes the longest of them (the resources work at once), plus the launch overhead.
+Achievable bandwidth is Little's law: to keep bandwidth × latency bytes on their way, the
+resident warps each have one request of (sectors per request × 32 B) in flight; with fewer
+warps than that (low occupancy, or few work-groups) the bandwidth reached falls in proportion.
+A program's time is the sum of its kernels' times. Every sector a request touches is counted as
+DRAM traffic: the model knows nothing of the L2 cache, so where data is re-read while it is
+still there, the real GPU is faster than predicted.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fcl.analysis.access import ELEM_BYTES, PHASE_LANES, WARP_SIZE
+from fcl.analysis.gpu import GPU
+from fcl.analysis.occupancy import Occupancy, occupancy
+
+# Cycles a work-group waits at a barrier: the slowest warp's last local-memory access (about 30
+# cycles on recent NVIDIA GPUs) and the barrier itself. An assumption, as the profiles' are.
+BARRIER_CYCLES = 50
+# Warp requests an SM's load/store units issue per clock (32 lanes' worth). An assumption.
+ISSUE_PER_CLOCK = 1
+TERMS = ("DRAM", "local memory", "issue", "barriers")
+
+
+@dataclass(frozen=True)
+class KernelWork:
+    """What one kernel does, per work-group, and how often it is launched: the model's input."""
+
+    name: str
+    groups_per_launch: tuple[int, ...]
+    block_size: int
+    local_bytes: int          # per work-group
+    registers: int            # per work-item (estimated)
+    global_sectors: float     # 32-byte sectors moved by the work-group's global requests
+    global_requests: int      # warp requests to global memory
+    local_passes: float       # passes of the banks: a request's phases plus its conflicts
+    lane_accesses: float      # loads and stores of all the work-group's work-items
+    simt_efficiency: float    # 1.0: no lane of a warp ever idle
+    barriers: int             # per work-group
+
+
+@dataclass(frozen=True)
+class KernelPrediction:
+    work: KernelWork
+    gpu: GPU
+    occupancy: Occupancy
+    terms: dict[str, float]   # seconds per term ("DRAM", "local memory", ...), over all launches
+    launch_s: float           # launch overhead, over all launches
+    time_s: float | None      # launches + the longest term of each launch; None: cannot run
+
+    @property
+    def bound(self) -> str:
+        """What limits the kernel most: the term taking the longest, or the launches."""
+        term, seconds = max(self.terms.items(), key=lambda item: item[1])
+        return term if seconds > self.launch_s else "launch"
+
+
+@dataclass(frozen=True)
+class ProgramPrediction:
+    gpu: GPU
+    kernels: list[KernelPrediction]
+
+    @property
+    def time_s(self) -> float | None:
+        times = [k.time_s for k in self.kernels]
+        return None if None in times else sum(t for t in times if t is not None)
+
+
+def kernel_work(costs, registers: int) -> KernelWork:
+    """The model's input from one kernel's counts, a fcl.analysis.costs.KernelCosts (which
+    shows this module's predictions, so is not imported here)."""
+    local_sites = [s for s in costs.sites if s.site.space == "local"]
+    phases = sum(s.requests * (WARP_SIZE // PHASE_LANES[ELEM_BYTES[s.site.elem]])
+                 for s in local_sites)
+    accesses = costs.global_loads + costs.global_stores + costs.local_loads + costs.local_stores
+    return KernelWork(
+        costs.kernel, tuple(costs.groups_per_launch), costs.block_size, costs.local_bytes,
+        registers,
+        costs.load_sectors * costs.load_requests + costs.store_sectors * costs.store_requests,
+        costs.load_requests + costs.store_requests, phases + costs.bank_conflicts,
+        accesses * costs.block_size, costs.simt_efficiency, costs.barriers)
+
+
+def predict_kernel(gpu: GPU, work: KernelWork) -> KernelPrediction:
+    resident = occupancy(gpu, work.block_size, work.local_bytes, work.registers)
+    launch_s = len(work.groups_per_launch) * gpu.launch_overhead_us * 1e-6
+    terms = dict.fromkeys(TERMS, 0.0)
+    if resident.groups_per_sm == 0:
+        return KernelPrediction(work, gpu, resident, terms, launch_s, None)
+    longest = 0.0
+    for groups in work.groups_per_launch:
+        launch = _launch_terms(gpu, work, resident, groups)
+        for term, seconds in launch.items():
+            terms[term] += seconds
+        longest += max(launch.values())
+    return KernelPrediction(work, gpu, resident, terms, launch_s, launch_s + longest)
+
+
+def _launch_terms(gpu: GPU, work: KernelWork, resident: Occupancy,
+                  groups: int) -> dict[str, float]:
+    if not groups:
+        return dict.fromkeys(TERMS, 0.0)
+    warps = math.ceil(work.block_size / gpu.warp_size)
+    at_once = min(groups, resident.groups_per_sm * gpu.sms)  # work-groups running together
+    active_sms = min(groups, gpu.sms)
+    sm_clocks = active_sms * gpu.clock_hz
+    dram_bytes = groups * work.global_sectors * gpu.sector_bytes
+    in_flight = at_once * warps * (work.global_sectors * gpu.sector_bytes / work.global_requests
+                                   if work.global_requests else 0)
+    needed = gpu.memory_bandwidth * gpu.memory_latency_ns * 1e-9  # bytes, by Little's law
+    bandwidth = gpu.memory_bandwidth * min(1.0, in_flight / needed)
+    issued = work.lane_accesses / (gpu.warp_size * work.simt_efficiency) \
+        if work.lane_accesses else 0.0
+    waves = math.ceil(groups / (resident.groups_per_sm * gpu.sms))
+    return {
+        "DRAM": dram_bytes / bandwidth if dram_bytes else 0.0,
+        "local memory": groups * work.local_passes / sm_clocks,
+        "issue": groups * issued / (ISSUE_PER_CLOCK * sm_clocks),
+        "barriers": waves * work.barriers * BARRIER_CYCLES / gpu.clock_hz,
+    }
+
+
+def predict_program(gpu: GPU, works: list[KernelWork]) -> ProgramPrediction:
+    return ProgramPrediction(gpu, [predict_kernel(gpu, work) for work in works])
+
+
+def time_text(seconds: float | None) -> str:
+    """A time in µs or ms with three significant digits ("cannot run" for None)."""
+    if seconds is None:
+        return "cannot run"
+    rounded = float(f"{seconds:.3g}")
+    scale, unit = next((s, u) for s, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"))
+                       if rounded >= s or u == "µs")
+    return f"{rounded / scale:.3g} {unit}"

@@ -1,0 +1,306 @@
+"""GPU profiles (fcl/gpus/*.toml), occupancy, the register estimate and predicted GPU times,
+checked against figures worked out by hand from the formulas in docs/costs.md."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from fcl import pipeline
+from fcl.analysis import gpu as gpu_module
+from fcl.analysis.gpu import DEFAULT_GPU, gpu_names, load_gpu
+from fcl.analysis.occupancy import BASE_REGISTERS, estimate_registers, occupancy
+from fcl.analysis.predict import (
+    BARRIER_CYCLES,
+    KernelWork,
+    kernel_work,
+    predict_kernel,
+    predict_program,
+    time_text,
+)
+from fcl.errors import FCLError, Source
+from fcl.explain import explain
+from fcl.il import ir
+from fcl.opencl.kernel import Kernel
+from fcl.session import Session
+from test_analysis import REDUCE_DEFS
+
+KB, MB = 1024, 1024 * 1024
+
+
+# ---- profiles ---------------------------------------------------------------------------------
+
+def test_every_profile_loads_and_cites_its_sources():
+    assert gpu_names() == ["a100", "generic", "h100", "l4", "rtx4090", "t4"]
+    for name in gpu_names():
+        gpu = load_gpu(name)
+        assert gpu.key == name and gpu.name and gpu.description
+        assert gpu.sources, name
+        for source in gpu.sources:
+            assert source.title and source.figures and source.url.startswith("https://")
+        # Every one of them names its assumptions apart from the vendor's figures.
+        assert gpu.launch_overhead_us > 0 and gpu.memory_latency_ns > 0
+        assert gpu.max_warps_per_sm * gpu.warp_size == gpu.max_threads_per_sm
+    assert "made-up" in load_gpu("generic").description
+    assert DEFAULT_GPU == "generic"
+
+
+@pytest.mark.parametrize("name, sms, threads, blocks, shared_kb, l2_mb, bandwidth", [
+    # /work/shared/reference/second-edition.md, "GPU figures", checked against the sources.
+    ("h100", 132, 2048, 32, 228, 50, 3.35e12),
+    ("a100", 108, 2048, 32, 164, 40, 2.039e12),
+    ("l4", 58, 1536, 24, 100, 48, 300e9),
+    ("t4", 40, 1024, 16, 64, 4, 320e9),
+    ("rtx4090", 128, 1536, 24, 100, 72, 1008e9),
+])
+def test_profiles_hold_the_vendors_figures(name, sms, threads, blocks, shared_kb, l2_mb,
+                                           bandwidth):
+    gpu = load_gpu(name)
+    assert (gpu.sms, gpu.max_threads_per_sm, gpu.max_blocks_per_sm) == (sms, threads, blocks)
+    assert (gpu.shared_memory_per_sm, gpu.l2_bytes) == (shared_kb * KB, l2_mb * MB)
+    assert gpu.memory_bandwidth == bandwidth
+    assert (gpu.registers_per_sm, gpu.registers_per_thread) == (65536, 255)
+
+
+def test_a_gpu_is_named_in_any_case_and_an_unknown_one_is_an_fcl_error():
+    assert load_gpu("H100") == load_gpu("h100")
+    with pytest.raises(FCLError) as failure:
+        load_gpu("v100")
+    assert failure.value.message == ("no GPU named `v100`; the known GPUs are: a100, generic, "
+                                     "h100, l4, rtx4090, t4")
+
+
+def test_a_profile_with_units_the_counters_do_not_count_is_refused(tmp_path, monkeypatch):
+    text = (gpu_module.PROFILES / "h100.toml").read_text()
+    (tmp_path / "wide.toml").write_text(text.replace("sector_bytes = 32", "sector_bytes = 64"))
+    shutil.copy(gpu_module.PROFILES / "t4.toml", tmp_path / "t4.toml")
+    monkeypatch.setattr(gpu_module, "PROFILES", tmp_path)
+    load_gpu.cache_clear()
+    try:
+        assert gpu_names() == ["t4", "wide"]
+        assert load_gpu("t4").name == "T4"
+        with pytest.raises(FCLError) as refused:
+            load_gpu("wide")
+        assert refused.value.message == (
+            "GPU wide: warps of 32, 64-byte sectors, 128-byte lines and 32 banks differ from the "
+            "32, 32, 128 and 32 that fcl counts")
+    finally:
+        load_gpu.cache_clear()
+
+
+# ---- occupancy --------------------------------------------------------------------------------
+
+def test_occupancy_without_local_memory_is_limited_by_threads():
+    # H100: 2048 threads / 256 = 8 work-groups of 8 warps = all 64 warps; 32 block slots, and
+    # 16 registers x 32 lanes = 512 per warp leave room for 128 warps.
+    full = occupancy(load_gpu("h100"), 256, 0, 16)
+    assert (full.groups_per_sm, full.warps_per_sm, full.occupancy) == (8, 64, 1.0)
+    assert full.limit == "threads"
+    assert full.limits == {"threads": 8, "blocks": 32, "local memory": 228, "registers": 16,
+                           "warps": 8}
+
+
+def test_occupancy_limited_by_local_memory():
+    # 48 KB per work-group plus CUDA's 1 KB reserved: 228 KB / 49 KB = 4 work-groups, 32 warps.
+    half = occupancy(load_gpu("h100"), 256, 48 * KB, 16)
+    assert (half.groups_per_sm, half.warps_per_sm, half.occupancy) == (4, 32, 0.5)
+    assert (half.limit, half.limits["local memory"]) == ("local memory", 4)
+    # The T4 reserves nothing: 64 KB / 16 KB = exactly 4.
+    assert occupancy(load_gpu("t4"), 256, 16 * KB, 16).limits["local memory"] == 4
+
+
+def test_occupancy_limited_by_registers():
+    # 64 registers x 32 lanes = 2048 per warp: 65536 / 2048 = 32 warps = 4 work-groups of 8.
+    half = occupancy(load_gpu("h100"), 256, 0, 64)
+    assert (half.groups_per_sm, half.warps_per_sm, half.occupancy) == (4, 32, 0.5)
+    assert (half.limit, half.registers, half.spills) == ("registers", 64, False)
+    # Registers are allocated 8 per work-item at a time (256 per warp): 61 take 64.
+    assert occupancy(load_gpu("h100"), 256, 0, 61).registers == 64
+
+
+def test_occupancy_limited_by_warps_and_by_block_slots():
+    # 80 work-items take 3 warps (the last one half empty): 64 // 3 = 21 work-groups, fewer
+    # than the 2048 // 80 = 25 that the threads allow.
+    partial = occupancy(load_gpu("h100"), 80, 0, 16)
+    assert (partial.groups_per_sm, partial.warps_per_sm, partial.limit) == (21, 63, "warps")
+    # Work-groups of one warp: 32 block slots of the 64 warps.
+    small = occupancy(load_gpu("h100"), 32, 0, 16)
+    assert (small.groups_per_sm, small.occupancy, small.limit) == (32, 0.5, "blocks")
+
+
+def test_a_kernel_that_does_not_fit_has_no_occupancy():
+    too_wide = occupancy(load_gpu("h100"), 2048, 0, 16)
+    assert (too_wide.groups_per_sm, too_wide.limit) == (0, "work-groups of at most 1024 "
+                                                           "work-items")
+    too_much = occupancy(load_gpu("t4"), 256, 80 * KB, 16)
+    assert (too_much.groups_per_sm, too_much.occupancy) == (0, 0.0)
+    assert too_much.limit == "local memory: at most 65536 B per work-group"
+    # More registers than a work-item may have: the compiler spills, 255 stay (8 warps' worth).
+    spilling = occupancy(load_gpu("h100"), 256, 0, 300)
+    assert (spilling.registers, spilling.spills, spilling.groups_per_sm) == (255, True, 1)
+
+
+# ---- the register estimate ----------------------------------------------------------------------
+
+def test_registers_count_the_most_variables_live_at_once():
+    i, j, d = ir.Var("i", ir.INT), ir.Var("j", ir.INT), ir.Var("d", ir.DOUBLE)
+    out = ir.Var("out", ir.ArrayType(ir.DOUBLE))
+    body = [
+        ir.Declare(i, ir.Const(1, ir.INT)),
+        ir.Declare(d, ir.Const(2.0, ir.DOUBLE)),
+        # i and d live (3 registers), then j and d (i is dead after j's definition).
+        ir.Declare(j, ir.Bin("+", i, ir.Const(1, ir.INT), ir.INT)),
+        ir.Store(out, j, d),
+    ]
+    assert estimate_registers(Kernel("k", body)) == BASE_REGISTERS + 3
+    # Arrays held in registers count whole: 4 doubles are 8 registers.
+    assert estimate_registers(Kernel("k", body, private=[(out, 4)])) == BASE_REGISTERS + 11
+
+
+def test_a_value_used_in_a_later_iteration_stays_live_through_the_loop():
+    k, acc, t = ir.Var("k", ir.INT), ir.Var("acc", ir.INT), ir.Var("t", ir.INT)
+    out = ir.Var("out", ir.ArrayType(ir.INT))
+    loop = ir.SeqFor(k, ir.Const(8, ir.INT), [
+        ir.Declare(t, ir.Bin("*", k, k, ir.INT)),
+        ir.Assign(acc, ir.Bin("+", acc, t, ir.INT)),
+    ])
+    body = [ir.Declare(acc, ir.Const(0, ir.INT)), loop, ir.Store(out, ir.Const(0, ir.INT), acc)]
+    # Inside the loop k, acc and t are live at once.
+    assert estimate_registers(Kernel("k", body)) == BASE_REGISTERS + 3
+
+
+def compiled(cell: str, defs: str | None = None, block_size: int = 256):
+    session = Session.new(prelude=True)
+    if defs:
+        session.add_cell(Source("defs.fcl", defs))
+    _, root = session.add_cell(Source("cell.fcl", cell))
+    return session, root, pipeline.CompileOptions(block_size=block_size)
+
+
+def test_registers_of_compiled_kernels():
+    session, root, options = compiled(
+        "do<grid> { xs <- forcePull<grid> (iota 4096); forcePull<grid> (reverse xs) }")
+    kernels = pipeline.compile_program(session, root, options).kernels
+    # Each kernel keeps one variable, its grid-stride loop's counter.
+    assert [estimate_registers(k) for k in kernels] == [BASE_REGISTERS + 1] * 2
+
+
+# ---- predicted times on hand-made work ----------------------------------------------------------
+
+def copy_work(n: int, block_size: int = 256, name: str = "copy") -> KernelWork:
+    """A copy of n ints, one per work-item: each warp reads 4 sectors and writes 4."""
+    warps = block_size // 32
+    return KernelWork(name, (n // block_size,), block_size, 0, 16,
+                      global_sectors=8 * warps, global_requests=2 * warps, local_passes=0,
+                      lane_accesses=2 * block_size, simt_efficiency=1.0, barriers=0)
+
+
+def test_a_copy_takes_its_bytes_over_the_bandwidth_plus_the_launch():
+    # On a T4 the resident warps keep enough in flight: 40 SMs x 4 work-groups x 8 warps x
+    # 128 B = 163840 B >= 320 GB/s x 500 ns = 160000 B.
+    n = 1 << 22
+    predicted = predict_kernel(load_gpu("t4"), copy_work(n))
+    assert predicted.occupancy.groups_per_sm == 4
+    assert predicted.terms["DRAM"] == pytest.approx(2 * n * 4 / 320e9)
+    assert predicted.time_s == pytest.approx(2 * n * 4 / 320e9 + 3e-6)
+    assert predicted.bound == "DRAM"
+    # Issue: 2 lane accesses per work-item, a warp request per 32, one per clock per SM.
+    assert predicted.terms["issue"] == pytest.approx(n * 2 / 32 / (40 * 1.59e9))
+
+
+def test_too_few_warps_in_flight_reach_only_part_of_the_bandwidth():
+    # On an H100 they keep 132 x 8 x 8 x 128 B = 1081344 B in flight of the 3.35 TB/s x 500 ns
+    # = 1675000 B needed: 64.6% of the bandwidth.
+    n = 1 << 22
+    predicted = predict_kernel(load_gpu("h100"), copy_work(n))
+    reached = 1081344 / 1675000
+    assert predicted.terms["DRAM"] == pytest.approx(2 * n * 4 / (3.35e12 * reached))
+    # One work-group alone: 8 warps x 128 B in flight, 2048 B to move: two round trips.
+    one = predict_kernel(load_gpu("h100"), copy_work(256))
+    assert one.terms["DRAM"] == pytest.approx(2 * 500e-9)
+    assert one.time_s == pytest.approx(3e-6 + 1e-6) and one.bound == "launch"
+
+
+def test_local_memory_issue_and_barrier_terms():
+    h100 = load_gpu("h100")
+    # Steps of a tree in local memory only: 8 barriers, 20 bank passes (say 8 requests and 12
+    # conflicts), 21120 work-groups = 20 waves of 132 SMs x 8 work-groups.
+    work = KernelWork("tree", (21120,), 256, 2 * KB, 16, global_sectors=0, global_requests=0,
+                      local_passes=20, lane_accesses=256, simt_efficiency=0.5, barriers=8)
+    predicted = predict_kernel(h100, work)
+    clocks = 132 * 1.98e9
+    assert predicted.terms == pytest.approx({
+        "DRAM": 0.0,
+        "local memory": 21120 * 20 / clocks,
+        "issue": 21120 * 256 / (32 * 0.5) / clocks,  # half the lanes idle: twice the requests
+        "barriers": 20 * 8 * BARRIER_CYCLES / 1.98e9,
+    })
+    assert predicted.bound == "barriers"
+    assert predicted.time_s == pytest.approx(3e-6 + 20 * 8 * BARRIER_CYCLES / 1.98e9)
+
+
+def test_every_launch_pays_its_overhead_and_the_program_sums_its_kernels():
+    h100 = load_gpu("h100")
+    twice = KernelWork("twice", (1, 1), 256, 0, 16, 64, 16, 0, 512, 1.0, 0)
+    program = predict_program(h100, [twice, copy_work(1 << 22)])
+    first, second = program.kernels
+    assert first.launch_s == pytest.approx(6e-6)
+    assert first.time_s == pytest.approx(6e-6 + 2 * 2 * 500e-9)
+    assert program.time_s == pytest.approx(first.time_s + second.time_s)
+
+
+def test_a_kernel_that_cannot_run_has_no_time():
+    crowded = KernelWork("crowded", (4,), 256, 80 * KB, 16, 64, 16, 0, 512, 1.0, 0)
+    program = predict_program(load_gpu("t4"), [crowded, copy_work(1024)])
+    assert program.kernels[0].time_s is None and program.time_s is None
+    assert predict_program(load_gpu("h100"), [crowded]).time_s is not None
+
+
+def test_times_are_shown_with_three_digits():
+    assert [time_text(t) for t in (None, 4e-7, 12.345e-6, 999.7e-6, 0.0314, 2.0)] == [
+        "cannot run", "0.4 µs", "12.3 µs", "1 ms", "31.4 ms", "2 s"]
+
+
+# ---- predicted times of traced programs ---------------------------------------------------------
+
+def predicted_kernels(cell: str, gpu: str, defs: str | None = None):
+    explanation = explain(*compiled(cell, defs), gpu=gpu)
+    return explanation.costs()
+
+
+MATRIX = "xs <- forcePull<grid> (iota (1024 * 1024))"
+
+
+def test_a_naive_transpose_is_predicted_slower_than_a_copy_of_the_same_size():
+    naive = predicted_kernels(f"do<grid> {{ {MATRIX}; forcePull<grid> (transpose 1024 1024 xs) }}",
+                              "h100")[1]
+    copy = predicted_kernels(f"do<grid> {{ {MATRIX}; forcePull<grid> (map (fn x => x + 1) xs) }}",
+                             "h100")[1]
+    # 4096 work-groups of 8 warps. The transpose's warps read 32 sectors and write 4, 1152 B per
+    # request in flight on average: plenty. The copy's read 4 and write 4: 64.6% of 3.35 TB/s.
+    assert naive.groups_per_launch == copy.groups_per_launch == [4096]
+    naive_bytes, copy_bytes = 4096 * 8 * 36 * 32, 4096 * 8 * 8 * 32
+    assert naive.predicted.terms["DRAM"] == pytest.approx(naive_bytes / 3.35e12)
+    assert copy.predicted.terms["DRAM"] == pytest.approx(copy_bytes / (3.35e12 * 1081344 / 1675000))
+    assert naive.predicted.time_s > 2 * copy.predicted.time_s
+    assert naive.predicted.gpu.name == "H100 SXM5"
+
+
+def test_kernel_work_comes_from_the_counts():
+    # test_analysis's block reduction, of doubles: its local requests take two passes each.
+    reduction = predicted_kernels(
+        "do<grid> { xs <- forcePull<grid> (generate 2048 i2d); "
+        "forceM<grid> (reducePart addd 0.0 xs) }", "generic", REDUCE_DEFS)[1]
+    work = kernel_work(reduction, 20)
+    assert work.groups_per_launch == tuple(reduction.groups_per_launch) == (4,)
+    assert work.global_sectors == pytest.approx(
+        reduction.load_sectors * reduction.load_requests
+        + reduction.store_sectors * reduction.store_requests)
+    assert work.global_requests == reduction.load_requests + reduction.store_requests
+    assert reduction.local_requests > 0
+    assert work.local_passes == 2 * reduction.local_requests + reduction.bank_conflicts
+    assert work.lane_accesses == pytest.approx(256 * (
+        reduction.global_loads + reduction.global_stores + reduction.local_loads
+        + reduction.local_stores))
+    assert (work.registers, work.barriers) == (20, reduction.barriers)
+    assert work.simt_efficiency == reduction.simt_efficiency < 1

@@ -180,7 +180,7 @@ def test_a_course_notebook_runs_in_jupyterlab(lab, tmp_path):
             # Results arrived: generated OpenCL, measured times, and every solution checked ✓.
             outputs = notebook.locator(".jp-OutputArea-output").all_text_contents()
             assert any("__kernel void" in text for text in outputs)
-            assert any("runs: mean" in text for text in outputs)
+            assert any("per run: median" in text for text in outputs)
             expect(notebook.locator(".fcl-expect-ok")).to_have_count(len(solutions))
             assert solutions
             # Code stays left-aligned in the FCL/OpenCL view (JupyterLab right-aligns table cells).

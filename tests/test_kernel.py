@@ -35,8 +35,8 @@ class FCLKernelTests(jupyter_kernel_test.KernelTests):
                           "mime": "image/svg+xml"},
                          {"code": "%lmad 2 + {(3:5),(4:1)}", "mime": "image/svg+xml"}]
     code_generate_error = "val broken = 1 + true"
-    # `benchmark` reports on stderr.
-    code_stderr = "val main = do<grid> { benchmark 2 (forcePull<grid> (generate 4 (fn i => i))) }"
+    # Warnings go to stderr (timings are ordinary output).
+    code_stderr = "sig lonely : int\nval x = 1"
     completion_samples = [{"text": "forceAndPri",
                            "matches": {"forceAndPrint", "forceAndPrintDouble"}}]
     complete_code_samples = ["val x = 1", "1 + 2", "%lsmagic"]
@@ -214,6 +214,21 @@ def test_bench_times_kernels_and_host_overhead_apart_on_stdout(kernel):
     _, messages = execute(kc, f"%%bench 2\n{DOUBLED}")
     assert stdout(messages).startswith("wall time per run (interpreter") and "2 runs" in \
         stdout(messages)
+    execute(kc, "%config backend=opencl")
+
+
+def test_the_benchmark_builtin_reports_on_stdout_in_a_notebook(kernel):
+    """`fcl run` writes `benchmark`'s report on stderr, as the original does; in a notebook a
+    timing is ordinary output, not a red stderr box. Warnings stay on stderr."""
+    _, kc = kernel
+    for backend in ("opencl", "interp"):
+        execute(kc, f"%config backend={backend}")
+        reply, messages = execute(
+            kc, "val main = do<grid> { benchmark 2 (forcePull<grid> (generate 4 (fn i => i))) }")
+        assert reply["status"] == "ok" and stderr_of(messages) == ""
+        assert stdout(messages).startswith("Benchmark (2 repetitions): ")
+    _, messages = execute(kc, "sig lonely : int\nval lonelier = 1")
+    assert "warning" in stderr_of(messages)
     execute(kc, "%config backend=opencl")
 
 

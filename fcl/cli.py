@@ -67,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
 
     costs = commands.add_parser("costs", help="count each kernel's memory traffic (one traced "
                                 "work-group): loads, stores, sectors, bank conflicts; and predict "
-                                "its occupancy and time on a GPU")
+                                "its occupancy and time on a GPU, next to the time measured "
+                                "on this device")
     _explain_options(costs)
     costs.add_argument("--warp", type=int, default=0, metavar="W",
                        help="the warp whose accesses are described as an LMAD (default 0)")

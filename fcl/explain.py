@@ -11,18 +11,26 @@ from dataclasses import dataclass, field
 
 from fcl import pipeline
 from fcl.analysis.access import check_warp
-from fcl.analysis.costs import KernelCosts, costs_html, costs_text, program_costs
+from fcl.analysis.costs import KernelCosts, Measured, costs_html, costs_text, program_costs
 from fcl.analysis.gpu import DEFAULT_GPU, GPU, load_gpu
 from fcl.analysis.occupancy import estimate_registers
 from fcl.analysis.predict import ProgramPrediction, kernel_work, predict_program
 from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
 from fcl.errors import FCLError
+from fcl.opencl.device import is_oclgrind, open_device
+from fcl.opencl.host import time_compiled
 from fcl.opencl.kernel import Compiled, Kernel
+from fcl.opencl.timing import Policy, Timing
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.viz.graphs import Drawing, kernel_graph, render, structure_graph
 from fcl.viz.memory import Diagram, memory_diagram
+
+
+# Measuring the kernels next to the counts: long enough for a median on a busy CPU, short
+# enough for a cell.
+MEASURE_BUDGET_S = 1.0
 
 
 @dataclass
@@ -32,6 +40,7 @@ class Explanation:
     device: str | None
     gpu: GPU  # the GPU whose occupancy and time are predicted
     _traces: dict[int, Trace] = field(default_factory=dict)
+    _timing: Timing | None = None
 
     # ---- traces and counters
     def trace(self, group: int = 0) -> Trace:
@@ -46,6 +55,29 @@ class Explanation:
             kernel.predicted = predicted
         return costs
 
+    def measure(self) -> tuple[Timing, str] | None:
+        """The kernels timed on the device (by profiling events, until the spread settles or
+        MEASURE_BUDGET_S passes) and its name; None on a simulator, whose times mean nothing."""
+        device = open_device(self.device)
+        if is_oclgrind(device.device) or not self.compiled.kernels:
+            return None
+        if self._timing is None:
+            self._timing = time_compiled(self.compiled, self.device, self.block_size,
+                                         Policy(budget_s=MEASURE_BUDGET_S))
+        return self._timing, device.name
+
+    def measured_costs(self, group: int = 0) -> tuple[list[KernelCosts], Measured | None]:
+        """costs(group), each with its measured time on the device, and how it was measured."""
+        costs, timed = self.costs(group), self.measure()
+        if timed is None:
+            return costs, None
+        timing, device = timed
+        medians = timing.kernel_medians()
+        for kernel in costs:
+            kernel.measured_ms = medians.get(kernel.kernel)
+        return costs, Measured(device, timing.timed.runs, timing.timed.median,
+                               timing.timed.spread, timing.host_overhead.median)
+
     def predict(self, costs: list[KernelCosts]) -> ProgramPrediction:
         """Occupancy and predicted time of these kernels, and the program's, on the GPU."""
         registers = {k.name: estimate_registers(k) for k in self.compiled.kernels}
@@ -57,11 +89,12 @@ class Explanation:
 
     def costs_bundle(self, group: int = 0, warp: int = 0) -> dict[str, str]:
         """The cost table, then each access's formula, LMADs and cost: text and HTML."""
-        costs, rows = self.costs(group), self.sites(group, warp)
-        text = costs_text(costs) + (f"\n\nEach access:\n{sites_text(rows, warp)}" if rows else "")
+        (costs, measured), rows = self.measured_costs(group), self.sites(group, warp)
+        text = costs_text(costs, measured) + \
+            (f"\n\nEach access:\n{sites_text(rows, warp)}" if rows else "")
         details = (f"<details><summary>each access: its index, LMADs and cost</summary>"
                    f"{sites_html(rows, warp)}</details>" if rows else "")
-        return {"text/plain": text, "text/html": costs_html(costs) + details}
+        return {"text/plain": text, "text/html": costs_html(costs, measured) + details}
 
     # ---- memory diagrams
     def memory(self, kernel: str | None = None, array: str | None = None, group: int = 0,

@@ -217,7 +217,8 @@ class Magics:
         loads and stores, bank conflicts, barriers, SIMT efficiency, local memory, work-groups
         launched; then, predicted on the GPU that `%config gpu=NAME` chose (default generic):
         occupancy and what limits it, estimated registers, and the time of each kernel and of
-        the program (docs/costs.md explains the model). Below it, each load and store: its
+        the program (docs/costs.md explains the model); and, labelled apart, each kernel's time
+        measured on the device that runs it (profiling events). Below it, each load and store: its
         index as a formula in group, item and loop counters, the LMAD of the work-group's and of
         warp W's accesses (when affine), and its cost."""
         options = _options("costs", args, group=int, warp=int)
@@ -228,8 +229,9 @@ class Magics:
         """`%%memory [--kernel K] [--array A] [--group G] [--warp W] [--pitch P] [--explore]`:
         memory diagrams of one traced work-group: for every load and store of each kernel (or
         kernel K: its name or number), the elements each work-item touches, coloured by
-        work-item, writes hatched; warp W's first access outlined with its 128-byte segments
-        (global memory, P elements per row) or its bank conflicts (local memory, 32 banks).
+        work-item, writes hatched; warp W's first access outlined with its 32-byte sectors and
+        128-byte lines (global memory, P elements per row) or its bank conflicts (local memory,
+        32 banks).
         `--explore` gives widgets to pick the kernel, work-group, warp and pitch."""
         options = _options("memory", args, kernel=str, array=str, group=int, warp=int,
                            pitch=int, explore=bool)

@@ -245,6 +245,14 @@ def test_costs_predicts_occupancy_and_time_on_the_gpu_named(tmp_path):
                              "error: no GPU named `v100`; the known GPUs are: a100, generic, "
                              "h100, l4, rtx4090, t4")
     assert fcl("memory", "--gpu", "l4", "--kernel", "0", program, cwd=tmp_path).returncode == 0
+    # Next to the prediction, the time measured on the device that ran it, labelled as such.
+    measured = [float(v.removesuffix(" ms")) for v in h100["measured on this device"]]
+    assert len(measured) == 2 and all(ms > 0 for ms in measured)
+    note = re.search(r"\nMeasured on (.+) \(the device that ran it, not the GPU predicted for\): "
+                     r"the kernels take ([\d.]+) ms per run, median of (\d+) runs by OpenCL "
+                     r"profiling events, spread \d+%; host overhead [\d.]+ ms per run apart\.\n",
+                     t4)
+    assert note and "Portable Computing Language" in note.group(1) and int(note.group(3)) >= 1
 
 
 def test_memory_writes_svg_per_kernel_and_prints_text(tmp_path):

@@ -105,6 +105,10 @@ def test_costs_predict_on_the_gpu_that_config_chose(kc):
         assert "Predicted on NVIDIA H100 SXM5 80 GB (Hopper, GH100), compute capability 9.0: " \
                "the program takes 7.5 µs" in table["text/plain"]
         assert "<th style='text-align:left'>predicted on H100 SXM5</th>" in table["text/html"]
+        # ... and next to it, the kernels measured on the device the kernel runs them on.
+        assert "<th style='text-align:left'>measured on this device</th>" in table["text/html"]
+        assert all(v.endswith(" ms") for v in rows["measured on this device"])
+        assert "by OpenCL profiling events" in table["text/plain"]
         reply, _ = execute(kc, "%config gpu=v100")
         assert "no GPU named `v100`; the known GPUs are: a100, generic, h100" in error_of(reply)
         assert "gpu=h100" in stdout(execute(kc, "%config")[1])

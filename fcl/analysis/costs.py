@@ -45,8 +45,21 @@ class KernelCosts:
     groups_per_launch: list[int]  # work-groups of every launch of this kernel
     truncated: bool
     sites: list[SiteSummary]
-    # Occupancy and time on a GPU, when one is chosen (fcl.explain sets it).
+    # Occupancy and time on a GPU, when one is chosen (fcl.explain sets it) ...
     predicted: KernelPrediction | None = field(default=None, kw_only=True)
+    # ... and the time measured on the device that ran it: median kernel time per run, in ms.
+    measured_ms: float | None = field(default=None, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Where and how the kernels' measured times were taken, for the table's note."""
+
+    device: str
+    runs: int
+    total_ms: float   # the median of the runs' kernel time
+    spread: float     # interquartile range over median
+    host_ms: float    # the median host overhead per run
 
 
 def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
@@ -139,9 +152,15 @@ def _predicted_rows(gpu: str) -> list:
             (f"predicted on {gpu}", time)]
 
 
+def _measured_row(c: KernelCosts) -> str:
+    return "–" if c.measured_ms is None else f"{c.measured_ms:.3g} ms"
+
+
 def _rows(costs: list[KernelCosts]) -> list:
     predicted = [c.predicted for c in costs if c.predicted is not None]
-    return ROWS + (_predicted_rows(predicted[0].gpu.name) if predicted else [])
+    measured = [("measured on this device", _measured_row)] \
+        if any(c.measured_ms is not None for c in costs) else []
+    return ROWS + (_predicted_rows(predicted[0].gpu.name) if predicted else []) + measured
 
 
 def _prediction_note(predicted: list[KernelPrediction]) -> str:
@@ -159,7 +178,14 @@ def _heading(c: KernelCosts) -> str:
     return c.kernel
 
 
-def _notes(costs: list[KernelCosts]) -> list[str]:
+def _measured_note(measured: Measured) -> str:
+    return (f"Measured on {measured.device} (the device that ran it, not the GPU predicted for): "
+            f"the kernels take {measured.total_ms:.3g} ms per run, median of {measured.runs} "
+            f"runs by OpenCL profiling events, spread {measured.spread:.0%}; host overhead "
+            f"{measured.host_ms:.3g} ms per run apart.")
+
+
+def _notes(costs: list[KernelCosts], measured: Measured | None = None) -> list[str]:
     groups = {c.group for c in costs}
     # A kernel launching fewer work-groups than the one asked for is traced in its last one.
     where = f"work-group {costs[0].group} of each kernel's first launch" if len(groups) == 1 \
@@ -174,13 +200,15 @@ def _notes(costs: list[KernelCosts]) -> list[str]:
     predicted = [c.predicted for c in costs if c.predicted is not None]
     if predicted:
         notes.append(_prediction_note(predicted))
+    if measured is not None:
+        notes.append(_measured_note(measured))
     if any(c.truncated for c in costs):
         notes.append("Some work-items did more accesses than were recorded: counts are lower "
                      "bounds.")
     return notes
 
 
-def costs_text(costs: list[KernelCosts]) -> str:
+def costs_text(costs: list[KernelCosts], measured: Measured | None = None) -> str:
     if not costs:
         return "The program launches no kernels."
     table = [["", *(_heading(c) for c in costs)], *([label, *(cell(c) for c in costs)]
@@ -188,10 +216,10 @@ def costs_text(costs: list[KernelCosts]) -> str:
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                        for i, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in table]
-    return "\n".join(lines + _notes(costs))
+    return "\n".join(lines + _notes(costs, measured))
 
 
-def costs_html(costs: list[KernelCosts]) -> str:
+def costs_html(costs: list[KernelCosts], measured: Measured | None = None) -> str:
     if not costs:
         return "<p>The program launches no kernels.</p>"
     head = "".join(f"<th>{html.escape(_heading(c))}</th>" for c in costs)
@@ -199,6 +227,6 @@ def costs_html(costs: list[KernelCosts]) -> str:
         f"<tr><th style='text-align:left'>{html.escape(label)}</th>"
         + "".join(f"<td style='text-align:right'>{html.escape(cell(c))}</td>" for c in costs)
         + "</tr>" for label, cell in _rows(costs))
-    notes = "".join(f"<p><small>{html.escape(n)}</small></p>" for n in _notes(costs))
+    notes = "".join(f"<p><small>{html.escape(n)}</small></p>" for n in _notes(costs, measured))
     return (f"<table class='fcl-costs'><thead><tr><th></th>{head}</tr></thead>"
             f"<tbody>{body}</tbody></table>{notes}")

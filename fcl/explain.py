@@ -27,7 +27,6 @@ from fcl.syntax import ast
 from fcl.viz.graphs import Drawing, kernel_graph, render, structure_graph
 from fcl.viz.memory import Diagram, memory_diagram
 
-
 # Measuring the kernels next to the counts: long enough for a median on a busy CPU, short
 # enough for a cell.
 MEASURE_BUDGET_S = 1.0

@@ -36,7 +36,11 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
+from fcl.analysis.costs import program_costs
+from fcl.analysis.gpu import GPU, gpu_names, load_gpu
+from fcl.analysis.trace import trace_program
 from fcl.errors import Source
+from fcl.explain import predict_costs
 from fcl.opencl.device import Device, build, open_device
 from fcl.opencl.host import DeviceArray, HostRun, prepare_run
 from fcl.opencl.timing import Summary, compare, measuring
@@ -224,12 +228,7 @@ class BenchRun(HostRun):
 
     def __init__(self, device: Device, kernels, block_size: int, inputs: dict[str, DeviceArray]):
         super().__init__(device, kernels, block_size, io.StringIO(), io.StringIO())
-        self.inputs = inputs
-
-    def read_csv(self, s) -> None:
-        array = self.inputs[s.path]
-        self.env[s.array.name] = array
-        self.env[s.length.name] = np.int32(array.length)
+        self.csv_inputs = inputs
 
     def once(self, host) -> Measured:
         with measuring() as clock:
@@ -307,7 +306,34 @@ def check(task: Task, reference: np.ndarray, fcl: np.ndarray) -> None:
             raise AssertionError(f"{task.name}: the {who} result differs from numpy's")
 
 
-def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None) -> list[dict]:
+PREDICTION_GOAL = 1.5  # on a GPU: predicted within 1.5x of measured, either way
+PREDICTED_GPU = "h100"  # the course's reference GPU, where no profile matches the device
+
+
+def matching_gpu(device: Device) -> str | None:
+    """The profile of the GPU running the benchmarks, when there is one for it."""
+    if not is_gpu(device):
+        return None
+    words = set(re.sub(r"[^a-z0-9]+", " ", device.name.lower()).split())
+    return next((name for name in gpu_names() if name in words or
+                 name.removeprefix("rtx") in words), None)
+
+
+def is_gpu(device: Device) -> bool:
+    return bool(device.device.type & cl.device_type.GPU)
+
+
+def predicted_ms(compiled, gpu: GPU, inputs: dict[str, DeviceArray], block: int,
+                 device: str | None) -> float | None:
+    """The cost model's time for the program on `gpu` (docs/costs.md), from one traced
+    work-group per kernel; None where a kernel cannot run there."""
+    costs = program_costs(trace_program(compiled, 0, device, block, inputs=inputs))
+    seconds = predict_costs(compiled, gpu, costs).time_s
+    return None if seconds is None else seconds * 1000
+
+
+def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None,
+            gpu: GPU | None = None, device_choice: str | None = None) -> list[dict]:
     reference = Reference(device, s)
     rows = []
     for task in tasks(s, np.random.default_rng(7)):
@@ -342,6 +368,9 @@ def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None) -
                      "kernel_checks": sum(len(k.fails) for k in compiled.kernels),
                      "launches": {"reference": ref_launches, "fcl": fcl_launches},
                      "reference_times_ms": ref_times, "fcl_times_ms": fcl_times})
+        if gpu is not None:
+            rows[-1]["predicted_ms"] = predicted_ms(compiled, gpu, inputs, s.block, device_choice)
+            rows[-1]["predicted_gpu"] = gpu.name
         for buffer in inputs.values():
             buffer.buffer.release()
     copy = next((r for r in rows if r["task"] == "copy"), None)
@@ -736,19 +765,33 @@ def originals_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _prediction_cells(r: dict, on_gpu: bool) -> str:
+    """The predicted time, and on a GPU its ratio to the measured one (on a CPU the model,
+    which is of a GPU, has nothing to be compared with)."""
+    if "predicted_ms" not in r:
+        return ""
+    if r["predicted_ms"] is None:
+        return " cannot run there |" + (" – |" if on_gpu else "")
+    cells = f" {r['predicted_ms'] * 1000:.1f} |"
+    return cells + (f" {r['predicted_ms'] / r['fcl_ms']:.2f} |" if on_gpu else "")
+
+
 def table(rows: list[dict], compile_ms: float | None, kernel: dict | None = None,
-          original_rows: list[dict] | None = None) -> str:
+          original_rows: list[dict] | None = None, on_gpu: bool = False) -> str:
     lines = []
     if rows:
+        gpu = next((r["predicted_gpu"] for r in rows if "predicted_gpu" in r), None)
+        predicted = (f" predicted on {gpu} µs |" + (" predicted / measured |" if on_gpu else "")
+                     if gpu else "")
         lines += ["| task | reference ms | FCL ms | FCL / reference | reference bandwidth | "
-                  "FCL bandwidth | checked / unchecked | checks in kernels |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "FCL bandwidth | checked / unchecked | checks in kernels |" + predicted,
+                  "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * predicted.count("|")]
         for r in rows:
             lines.append(f"| {r['task']} | {r['reference_ms']:.3f} | {r['fcl_ms']:.3f} | "
                          f"{r['ratio']:.2f} | {r.get('reference_bandwidth', 0):.2f} | "
                          f"{r.get('fcl_bandwidth', 0):.2f} | {r['checked_ratio']:.3f}"
                          f"{' (same kernels)' if r['same_kernels'] else ''} | "
-                         f"{r['kernel_checks']} |")
+                         f"{r['kernel_checks']} |" + _prediction_cells(r, on_gpu))
     if original_rows:
         lines += [""] if lines else []
         lines.append(originals_table(original_rows))
@@ -785,6 +828,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the original FCL repository (a checkout or a bare git directory), "
                              "for its benchmark programs (default: $FCL_ORIGINAL_REPO, else "
                              f"{ORIGINAL_REPO})")
+    parser.add_argument("--gpu", choices=gpu_names(), metavar="NAME",
+                        help="the GPU whose time the cost model predicts for each task: "
+                             f"{', '.join(gpu_names())} (default: h100; on a GPU, the profile "
+                             "its name matches, when there is one)")
     parser.add_argument("--no-cell", action="store_true",
                         help="skip the Jupyter kernel's measurements (where no FCL kernel is "
                              "installed)")
@@ -799,7 +846,8 @@ def main(argv: list[str] | None = None) -> int:
     wanted = (lambda name: name in only) if only else (lambda name: True)
     device = open_device(args.device)
     chosen = {name for name in names if wanted(name)}
-    rows = measure(sizes, args.runs, device, chosen) if chosen else []
+    gpu = load_gpu(args.gpu or matching_gpu(device) or PREDICTED_GPU)
+    rows = measure(sizes, args.runs, device, chosen, gpu, args.device) if chosen else []
     original_rows = None
     if wanted("originals"):
         if args.original.exists():
@@ -812,10 +860,15 @@ def main(argv: list[str] | None = None) -> int:
     compile_ms = compile_speed(sizes) if wanted("compile") else None
     sections = set() if args.tiny or args.no_cell else {s for s in JUPYTER if wanted(s)}
     kernel = jupyter(sections) if sections else None
-    report = table(rows, compile_ms, kernel, original_rows)
+    report = table(rows, compile_ms, kernel, original_rows, is_gpu(device))
     date = datetime.date.today().isoformat()
     print(f"{device.name}, {date}\n\n{report}")
     missed = [entry["what"] for entry in (kernel or {}).values() if not entry["met"]]
+    if is_gpu(device):
+        ratios = {r["task"]: r["predicted_ms"] / r["fcl_ms"] for r in rows if r.get("predicted_ms")}
+        missed += [f"{task}: predicted / measured {ratio:.2f} is not within {PREDICTION_GOAL}x"
+                   for task, ratio in ratios.items()
+                   if not 1 / PREDICTION_GOAL <= ratio <= PREDICTION_GOAL]
     missed += [f"{r['task']}: checked / unchecked {r['checked_ratio']:.3f} > {CHECKED_GOAL}"
                for r in rows if r["checked_ratio"] > CHECKED_GOAL]
     missed += [f"original {r['program']} ({r['benchmark']}): FCL / reference {r['ratio']:.2f} > "

@@ -78,9 +78,7 @@ class Explanation:
                                timing.timed.spread, timing.host_overhead.median)
 
     def predict(self, costs: list[KernelCosts]) -> ProgramPrediction:
-        """Occupancy and predicted time of these kernels, and the program's, on the GPU."""
-        registers = {k.name: estimate_registers(k) for k in self.compiled.kernels}
-        return predict_program(self.gpu, [kernel_work(c, registers[c.kernel]) for c in costs])
+        return predict_costs(self.compiled, self.gpu, costs)
 
     def sites(self, group: int = 0, warp: int = 0) -> list[SiteRow]:
         check_warp(warp, self.block_size)
@@ -143,6 +141,13 @@ class Explanation:
         if not chosen:
             raise FCLError("the program has no kernels: everything runs on the host")
         return [(k, render(kernel_graph(k))) for k in chosen]
+
+
+def predict_costs(compiled: Compiled, gpu: GPU, costs: list[KernelCosts]) -> ProgramPrediction:
+    """Occupancy and predicted time of the kernels counted in `costs`, and the program's, on
+    the GPU."""
+    registers = {k.name: estimate_registers(k) for k in compiled.kernels}
+    return predict_program(gpu, [kernel_work(c, registers[c.kernel]) for c in costs])
 
 
 def explain(session: Session, root: ast.Expr, options: pipeline.CompileOptions,

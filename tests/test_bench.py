@@ -24,6 +24,22 @@ def test_fcl_program_agrees_with_the_reference_kernel(task):
     assert row["task"] == task and row["fcl_ms"] > 0 and row["reference_ms"] > 0
 
 
+def test_each_task_gets_the_time_the_cost_model_predicts_on_a_gpu():
+    """The predicted column: the model's time on the chosen GPU (on a CPU, with nothing to compare
+    it to; on a GPU, also predicted / measured)."""
+    h100, t4 = bench.load_gpu("h100"), bench.load_gpu("t4")
+    rows = {gpu.name: bench.measure(bench.TINY, runs=1, device=open_device(), only={"copy"},
+                                    gpu=gpu)[0] for gpu in (h100, t4)}
+    # At least one launch's overhead (tiny sizes are launch-bound), and never faster on the T4.
+    assert rows["H100 SXM5"]["predicted_ms"] >= h100.launch_overhead_us / 1000
+    assert rows["T4"]["predicted_ms"] >= rows["H100 SXM5"]["predicted_ms"]
+    header, _, line = bench.table([rows["T4"]], None).splitlines()
+    assert header.endswith("| checks in kernels | predicted on T4 µs |")
+    assert line.endswith(f" | {rows['T4']['predicted_ms'] * 1000:.1f} |")
+    gpu_header = bench.table([rows["T4"]], None, on_gpu=True).splitlines()[0]
+    assert gpu_header.endswith("| predicted on T4 µs | predicted / measured |")
+
+
 def test_matmul_compiles_to_opencl():
     assert bench.compile_speed(bench.TINY, repeats=1) > 0
 

@@ -15,7 +15,7 @@ import pyopencl as cl
 from fcl.errors import FCLError
 from fcl.opencl.device import build, open_device
 from fcl.opencl.emit import Site, traced_source
-from fcl.opencl.host import HostRun, launch_size
+from fcl.opencl.host import DeviceArray, HostRun, launch_size
 from fcl.opencl.kernel import Compiled, Kernel
 
 DEFAULT_CAP = 2048  # logged accesses per work-item
@@ -103,8 +103,10 @@ class TracingRun(HostRun):
 
 
 def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
-                  block_size: int | None = None, cap: int = DEFAULT_CAP) -> Trace:
-    """Run `compiled` with traced kernels (its output discarded) and return the trace."""
+                  block_size: int | None = None, cap: int = DEFAULT_CAP,
+                  inputs: dict[str, DeviceArray] | None = None) -> Trace:
+    """Run `compiled` with traced kernels (its output discarded) and return the trace;
+    `inputs` are device arrays that `readIntCSV` gives by path (see HostRun.csv_inputs)."""
     block_size = launch_size(compiled, block_size)
     if group < 0:
         raise FCLError(f"the work-group to trace must be 0 or more, not {group}")
@@ -112,6 +114,7 @@ def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
     dev = open_device(device)
     kernels = build(dev, source) if compiled.kernels else {}
     run = TracingRun(dev, kernels, block_size, io.StringIO(), io.StringIO(), group=group, cap=cap)
+    run.csv_inputs = inputs or {}
     try:
         run.run(compiled.host)
         dev.queue.finish()

@@ -478,6 +478,21 @@ def test_simt_efficiency_of_interleaved_addressing():
          "SIMT efficiency 0.5: 128 of 256 lanes active in 8 warp executions")]
 
 
+def test_simt_efficiency_of_a_loop_by_iteration():
+    """Work-item t of a work-group of 64 runs a thread-level while loop t % 4 times: iteration
+    k has the lanes with t % 4 > k, 3/4, 2/4 and 1/4 of each warp; the row says so."""
+    from fcl.analysis.sites import site_rows
+    run = traced("do<grid> { forceM<grid> (concat<block> 64 (generate 4 (fn b => "
+                 "concat<thread> 1 (generate 64 (fn t => liftM<thread> push<thread> "
+                 "(while<thread> (fn s => index s 0 < t % 4) "
+                 "(fn s => return<thread> (push<thread> (generate 1 (fn k => index s 0 + 1)))) "
+                 "(return<thread> (push<thread> (generate 1 (fn k => 0)))))))))) }")
+    [loop] = [row for row in site_rows(run.trace) if row.branch and "go_" in row.index]
+    # 2 warps, 3 iterations: 2 x (24 + 16 + 8) of 2 x 3 x 32 lanes
+    assert loop.cost == ("SIMT efficiency 0.5: 96 of 192 lanes active in 6 warp executions; "
+                         "by execution: 0.75, 0.5, 0.25")
+
+
 def test_groups_of_every_launch(tmp_path, monkeypatch):
     # A length known only at run time: the host loops, launching the step kernel again and
     # again, each time on half the elements: 1024, 512, ..., 1, in ceil(n / 256) groups.

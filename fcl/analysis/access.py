@@ -91,6 +91,7 @@ class SiteSimt:
     executions: int  # by warps
     active: int      # lanes active, summed over the executions ...
     lanes: int       # ... and the lanes those warps have
+    by_occurrence: tuple[float, ...] = ()  # the efficiency of the k-th executions, k = 0, 1, ...
 
     @property
     def efficiency(self) -> float:
@@ -163,7 +164,13 @@ def simt(accesses: SiteAccesses, block_size: int) -> SiteSimt:
     warp = np.zeros(executions, np.int64)
     warp[instance] = accesses.warp_of()
     lanes = np.minimum(WARP_SIZE, block_size - warp * WARP_SIZE)
-    return SiteSimt(accesses.site, executions, len(accesses.lane), int(lanes.sum()))
+    # The k-th executions of the site (a loop's k-th iteration): a reduction tree's steps.
+    occurrence = np.zeros(executions, np.int64)
+    occurrence[instance] = accesses.occurrence
+    active_by_occurrence = np.bincount(accesses.occurrence)
+    lanes_by_occurrence = np.bincount(occurrence, weights=lanes)
+    return SiteSimt(accesses.site, executions, len(accesses.lane), int(lanes.sum()),
+                    tuple(float(a / n) for a, n in zip(active_by_occurrence, lanes_by_occurrence)))
 
 
 def fit_lmad(accesses: SiteAccesses, lanes: range) -> LMAD | None:

@@ -10,6 +10,7 @@ from fcl.analysis.access import SiteSimt, SiteSummary, simt_by_site, summarize
 from fcl.analysis.symbolic import formula
 from fcl.analysis.trace import KernelTrace, Trace
 
+SHOWN_STEPS = 12  # of a branch's SIMT efficiency by execution (a loop's iterations)
 BRANCHES = {"then": "takes the if", "else": "takes the else of the if",
             "loop": "runs the loop body while"}
 
@@ -63,6 +64,10 @@ def _branch_row(traced: KernelTrace, s: SiteSimt) -> SiteRow:
         else ("?", [])
     cost = (f"SIMT efficiency {s.efficiency:.3g}: {s.active} of {s.lanes} lanes active in "
             f"{s.executions} warp execution{'s' * (s.executions != 1)}")
+    steps = s.by_occurrence
+    if len(set(steps)) > 1:  # it changes from one execution to the next: say how
+        shown = ", ".join(f"{e:.3g}" for e in steps[:SHOWN_STEPS])
+        cost += f"; by execution: {shown}{', …' if len(steps) > SHOWN_STEPS else ''}"
     return SiteRow(traced.kernel.name, site.span.line if site.span else None,
                    BRANCHES[site.branch or "then"], condition, loops, "–", "–", cost, branch=True)
 

@@ -12,6 +12,7 @@ from fcl.highlight import FCLLexer
 _FORMATTER = HtmlFormatter(nowrap=True, noclasses=True)
 _LEXERS = {"fcl": FCLLexer(), "opencl": CLexer()}
 
+SCROLL = "overflow:auto;max-width:100%;max-height:40em"
 PALETTE = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1c1", "#e8dff5", "#d6f5e3", "#fce1c8",
            "#d7ecf7", "#f5d6eb", "#e6f2c2"]
 
@@ -33,8 +34,12 @@ def side_by_side(fcl_source: str, opencl_source: str, line_table: list[tuple[int
     style = ("font-family:monospace;font-size:85%;white-space:pre;vertical-align:top;"
              "text-align:left;padding:0 1em")
     head = "style='text-align:left;padding:0 1em'"
-    return (f"<table class='fcl-codeview'><tr><th {head}>FCL</th><th {head}>OpenCL</th></tr>"
-            f"<tr><td style='{style}'>{left}</td><td style='{style}'>{right}</td></tr></table>")
+    # Long lines and long kernels scroll inside the view rather than being clipped by the
+    # output area.
+    return (f"<div class='fcl-codeview-scroll' style='{SCROLL}'>"
+            f"<table class='fcl-codeview'><tr><th {head}>FCL</th><th {head}>OpenCL</th></tr>"
+            f"<tr><td style='{style}'>{left}</td><td style='{style}'>{right}</td></tr></table>"
+            "</div>")
 
 
 def _cell_source_name(line_table: list[tuple[int, Span]], text: str) -> str | None:

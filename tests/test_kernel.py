@@ -250,6 +250,8 @@ def test_opencl_view_colour_matches_lines(kernel):
     data = messages[-1]["content"]["data"]
     assert "__kernel void" in data["text/plain"]
     assert data["text/html"].count("background:#fde2e4") >= 2  # the FCL line and its OpenCL
+    # Long OpenCL lines scroll in the view instead of being cut off at the output's edge.
+    assert data["text/html"].startswith("<div class='fcl-codeview-scroll' style='overflow:auto;")
 
 
 def test_check_magic_reports_a_race_at_the_fcl_line(kernel):

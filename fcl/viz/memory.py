@@ -31,12 +31,12 @@ from fcl.analysis.symbolic import formula
 from fcl.analysis.trace import KernelTrace
 from fcl.errors import FCLError
 
-MAX_ROWS = 32        # rows drawn per panel (a warp's 32 rows fit); the rest are left out
+MAX_ROWS = 12        # rows drawn per panel; the rest are left out, with a note saying so
+HEAD_ROWS, TAIL_ROWS = 8, 3  # a warp touching more rows: its first and last ones
 MAX_PITCH = 128
 WIDTH = 900          # the grid's width in pixels at most
 LABEL = 64           # room for row labels
-TEXT_COLUMNS = 64    # the text fallback draws grids up to this wide ...
-TEXT_ROWS = 16       # ... and this many rows
+TEXT_COLUMNS = 64    # the text fallback draws grids up to this wide
 READ_COLOUR, WRITE_COLOUR = "#1f5fbf", "#c0550a"
 # How a touched sector and a touched line are outlined: the line outside, heavier.
 SECTOR_STYLE = ('class="fcl-sector" stroke="#d00000" stroke-width="1.5" '
@@ -140,23 +140,36 @@ def _default_pitch(accesses: SiteAccesses, lanes: int) -> int:
     return max(1, min(high - low + 1, 32))
 
 
-def _rows(panel: _Panel) -> list[int | None]:
-    """The rows to draw, None marking a gap of untouched rows."""
+def _rows(panel: _Panel) -> list[int | str]:
+    """The rows to draw, with notes (strings) where rows are left out. Up to MAX_ROWS rows:
+    the chosen warp's first (its first HEAD_ROWS and last TAIL_ROWS when it touches more),
+    then the work-group's first ones, so that a panel stays a screen tall."""
     rows = sorted({int(w) // panel.columns for w in panel.words})
-    highlighted = {int(w) // panel.columns for w in panel.words[panel.highlight]}
-    if len(rows) > MAX_ROWS:  # keep the chosen warp's rows, then the first ones
-        keep = sorted(highlighted)[:MAX_ROWS]
-        keep += [r for r in rows if r not in highlighted][:MAX_ROWS - len(keep)]
-        rows = sorted(keep) + [-1]  # -1: rows left out
-    shown: list[int | None] = []
-    for row in rows:
-        if row == -1:
-            shown.append(-1)
-            continue
-        if shown and shown[-1] is not None and row != shown[-1] + 1:
-            shown.append(None)
+    if len(rows) > MAX_ROWS:
+        highlighted = sorted({int(w) // panel.columns for w in panel.words[panel.highlight]})
+        if len(highlighted) > MAX_ROWS:
+            rows = highlighted[:HEAD_ROWS] + highlighted[-TAIL_ROWS:]
+        else:
+            others = [r for r in rows if r not in set(highlighted)]
+            rows = sorted(highlighted + others[:MAX_ROWS - len(highlighted)])
+    touched = sorted({int(w) // panel.columns for w in panel.words})
+    shown: list[int | str] = []
+    for previous, row in zip([None, *rows], rows):
+        if previous is not None and row != previous + 1:
+            shown.append(_gap(touched, previous, row))
         shown.append(row)
+    after = sum(1 for r in touched if r > rows[-1]) if rows else 0
+    if after:
+        shown.append(f"⋯ {after} more touched row{'s' * (after > 1)}, not drawn ⋯")
     return shown
+
+
+def _gap(touched: list[int], above: int, below: int) -> str:
+    """The note for the rows between two drawn ones."""
+    left_out = sum(1 for r in touched if above < r < below)
+    if not left_out:
+        return "⋯ rows untouched ⋯"
+    return f"⋯ {left_out} touched row{'s' * (left_out > 1)} not drawn ⋯"
 
 
 def _svg(heading: str, panels: list[_Panel], lanes: int) -> str:
@@ -207,9 +220,8 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
     row_y: dict[int, int] = {}
     grid = f"fcl-grid-{cell}-{panel.columns}"
     for row in _rows(panel):
-        if row is None or row == -1:
-            note = "⋯ rows untouched ⋯" if row is None else "⋯ more rows, not drawn ⋯"
-            out.append(f'<text x="{LABEL}" y="{y + 9}" font-size="10" fill="#777">{note}</text>')
+        if isinstance(row, str):
+            out.append(f'<text x="{LABEL}" y="{y + 9}" font-size="10" fill="#777">{row}</text>')
             y += 12
             continue
         row_y[row] = y
@@ -292,17 +304,12 @@ def _text(heading: str, panels: list[_Panel]) -> str:
             continue
         outlined = set(panel.words[panel.highlight].tolist())
         touched = set(panel.words.tolist())
-        rows = _rows(panel)
-        for row in rows[:TEXT_ROWS]:
-            if row is None or row == -1:
-                lines.append("         ⋯")
+        for row in _rows(panel):
+            if isinstance(row, str):
+                lines.append(f"         {row}")
                 continue
             cells = "".join("#" if w in outlined else "o" if w in touched else "."
                             for w in range(row * panel.columns, (row + 1) * panel.columns))
             lines.append(f"  {row * panel.columns:>6} {cells}")
-        hidden = sum(1 for row in rows[TEXT_ROWS:] if row is not None and row != -1)
-        if hidden:
-            lines.append(f"         ⋯ {hidden} more row{'s' * (hidden > 1)} (the SVG draws up to "
-                         f"{MAX_ROWS})")
     lines += ["", "# the warp's first access, o other work-items, . untouched"]
     return "\n".join(lines)

@@ -26,7 +26,15 @@ from fcl.opencl.host import time_compiled
 from fcl.opencl.timing import Policy, Sample, Timing, measuring, repeat, single_run_report
 from fcl.types.types import TProgram, chase
 from fcl_kernel.codeview import side_by_side
-from fcl_kernel.expect import compare, evaluate_expected
+from fcl_kernel.expect import (
+    check_budgets,
+    compare,
+    evaluate_expected,
+    failure,
+    must_fail,
+    parse_expectation,
+    verdict,
+)
 
 
 def split_magics(code: str) -> tuple[list[tuple[str, str]], tuple[str, str] | None, str]:
@@ -345,16 +353,39 @@ class Magics:
             self.kernel.display(render(value, None))
 
     def cell_expect(self, args: str, body: str) -> None:
-        """`%%expect NUMPY-EXPR`: run the cell like any other (its definitions are kept), then
-        compare its result with a numpy expression (`np` is numpy), e.g.
-        `%%expect np.arange(8)[::-1]`. Shows ✓ when they match (floats approximately), else ✗ and
-        the first wrong positions: an output, not an error, so Run All goes on."""
-        expected = evaluate_expected(args)
+        """`%%expect [--strict] NUMPY-EXPR [--budget CLAUSE ...]`: run the cell like any other
+        (its definitions are kept), then compare its result with a numpy expression (`np` is
+        numpy), e.g. `%%expect np.arange(8)[::-1]`: ✓ when they match (floats approximately),
+        else ✗ and the first wrong positions. Each budget CLAUSE, `NAME OP NUMBER` without
+        spaces (OP one of <= < >= > ==), bounds a figure of the cost model measured on the
+        cell's program (one traced work-group per kernel, the GPU of `%config gpu=`):
+        kernels (launches), global_loads, global_stores, local_loads, local_stores (per
+        work-item, over the kernels), sectors_per_load, sectors_per_store, lines_per_load,
+        lines_per_store (per warp request, the worst kernel), bank_conflicts, barriers (per
+        work-group, over the kernels), simt (the worst kernel's SIMT efficiency, 0..1),
+        local_bytes (the largest kernel's), occupancy (the worst kernel's, 0..1) and
+        predicted_us (the program's predicted time, µs); e.g. `%%expect np.arange(8) * 2
+        --budget kernels<=1 global_loads<=1`. A ✓ or ✗ line per budget, then the verdict,
+        ✓ only if the value and every budget pass. A failed check is an output, not an error,
+        so Run All goes on; with `--strict`, or while nbgrader grades the notebook, it is an
+        error (the cell fails, and nbgrader scores it 0)."""
+        expectation = parse_expectation(args)
+        expected = evaluate_expected(expectation.expression)
         outcome = self.workspace.execute(body, self.kernel.out, self.kernel.err)
         if outcome.shown:
             self.kernel.display(render(outcome.value, outcome.type))
-        _, verdict = compare(outcome.value if outcome.shown else None, expected)
-        self.kernel.display(verdict)
+        value = compare(outcome.value if outcome.shown else None, expected)
+        budgets = []
+        if expectation.budgets:
+            # The program just run, explained with the same settings (a cell without a final
+            # expression or `main` has none to measure).
+            explanation = self.workspace.explain_cell(body) if outcome.type is not None else None
+            budgets = check_budgets(expectation.budgets, explanation)
+        result = verdict(value, budgets)
+        for bundle in result.bundles:
+            self.kernel.display(bundle)
+        if not result.ok and must_fail(expectation.strict):
+            raise failure(result, expectation.strict)
 
 
 OPTION = r"--pitch[ =]\s*-?\d+|--\w+"  # %lmad's options, among the LMAD's own characters

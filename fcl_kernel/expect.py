@@ -167,7 +167,9 @@ class Check:
 
     ok: bool
     text: str
-    rows: tuple[tuple[int, str, str], ...] = ()  # the value's first wrong (index, got, expected)
+    # The value's first wrong (index, got): never the expected values, which would show an
+    # exercise's answer under its starter.
+    rows: tuple[tuple[int, str], ...] = ()
 
 
 def evaluate_expected(text: str):
@@ -192,7 +194,7 @@ def compare(got, expected, rtol: float = 1e-6, atol: float = 1e-9) -> Check:
     if isinstance(got, tuple) or isinstance(expected, tuple):
         if not (isinstance(got, tuple) and isinstance(expected, tuple)
                 and len(got) == len(expected)):
-            return Check(False, f"expected {_short(expected)}, got {_short(got)}")
+            return Check(False, f"expected {_kind(expected)}, got {_short(got)}")
         checks = [compare(g, e, rtol, atol) for g, e in zip(got, expected)]
         return Check(all(c.ok for c in checks),
                      "; ".join(f"component {k + 1}: {_mark(c.ok)} {c.text}"
@@ -201,7 +203,7 @@ def compare(got, expected, rtol: float = 1e-6, atol: float = 1e-9) -> Check:
         want = np.asarray(expected)
         have = np.asarray(got)
     except Exception:
-        return Check(False, f"expected {_short(expected)}, got {_short(got)}")
+        return Check(False, f"expected {_kind(expected)}, got {_short(got)}")
     if want.ndim > 1:
         want = want.reshape(-1)  # FCL arrays are flat: a numpy matrix is compared row-major
     if have.shape != want.shape:
@@ -217,11 +219,11 @@ def compare(got, expected, rtol: float = 1e-6, atol: float = 1e-9) -> Check:
         text = "the value matches" if have.ndim == 0 else f"all {have.size} elements match"
         return Check(True, f"{text} numpy")
     if have.ndim == 0:
-        return Check(False, f"expected {_short(expected)}, got {_short(got)}")
+        return Check(False, f"got {_item(have)}, which is not numpy's value")
     positions = np.flatnonzero(wrong)
-    rows = tuple((int(i), _item(have[i]), _item(want[i])) for i in positions[:SHOW_MISMATCHES])
-    return Check(False, f"{len(positions)} of {have.size} elements differ; first at index "
-                        f"{rows[0][0]}: got {rows[0][1]}, expected {rows[0][2]}", rows)
+    rows = tuple((int(i), _item(have[i])) for i in positions[:SHOW_MISMATCHES])
+    return Check(False, f"{len(positions)} of {have.size} elements differ from numpy's; the "
+                        f"first at index {rows[0][0]}: got {rows[0][1]}", rows)
 
 
 def check_budgets(budgets: tuple[Budget, ...], explanation: Explanation | None) -> list[Check]:
@@ -305,6 +307,14 @@ def _item(v) -> str:
     return str(v.item() if hasattr(v, "item") else v)
 
 
+def _kind(v) -> str:
+    """What a value is, without its contents."""
+    if isinstance(v, tuple):
+        return f"a tuple of {len(v)}"
+    shape = np.shape(v)
+    return "a scalar" if not shape else f"{int(np.prod(shape))} elements"
+
+
 def _short(v) -> str:
     text = np.array2string(v, threshold=12) if isinstance(v, np.ndarray) else repr(v)
     return text if len(text) < 120 else text[:117] + "..."
@@ -317,16 +327,15 @@ def _line_html(check: Check, classes: str) -> str:
 
 
 def _rows_text(rows) -> str:
-    return "".join(f"\n  [{i}] got {g}, expected {e}" for i, g, e in rows)
+    return "".join(f"\n  [{i}] got {g}" for i, g in rows)
 
 
 def _rows_html(rows) -> str:
     if not rows:
         return ""
-    cells = "".join(f"<tr><td>{i}</td><td>{html.escape(g)}</td><td>{html.escape(e)}</td></tr>"
-                    for i, g, e in rows)
+    cells = "".join(f"<tr><td>{i}</td><td>{html.escape(g)}</td></tr>" for i, g in rows)
     return ("<table style='font-family:monospace;margin-top:.3em'><tr><th>index</th>"
-            f"<th>got</th><th>expected</th></tr>{cells}</table>")
+            f"<th>got</th></tr>{cells}</table>")
 
 
 def _bundle(ok: bool, text: str, rows=()) -> dict:

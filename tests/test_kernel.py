@@ -349,12 +349,15 @@ def test_expect_checks_a_result_against_numpy(kernel):
     reply, messages = execute(kc, "%%expect np.arange(6).reshape(2, 3) / 3\n"
                                   "generate 6 (fn i => divd (i2d i) 3.0)")
     assert displayed(messages)[-1] == "✓ all 6 elements match numpy"
-    # A mismatch is an output, not an error, and names the first wrong positions.
+    # A mismatch is an output, not an error, and names the first wrong positions and what the
+    # cell gave there, never the expected values: under a starter, they would be the answer.
     reply, messages = execute(kc, "%%expect np.arange(5)\ngenerate 5 (fn i => i * i)")
     assert reply["status"] == "ok"
     verdict = displayed(messages)[-1]
-    assert verdict.startswith("✗ 3 of 5 elements differ; first at index 2: got 4, expected 2")
-    assert "[4] got 16, expected 4" in verdict
+    assert verdict.startswith("✗ 3 of 5 elements differ from numpy's; the first at index 2: got 4")
+    assert "[4] got 16" in verdict and "expected" not in verdict
+    assert displayed(execute(kc, "%%expect 45\n44")[1])[-1] == \
+        "✗ got 44, which is not numpy's value"
     html = next(m for m in messages if m["msg_type"] == "display_data"
                 and "fcl-expect" in m["content"]["data"].get("text/html", ""))
     assert "fcl-expect-wrong" in html["content"]["data"]["text/html"]

@@ -48,10 +48,12 @@ def texts(cell) -> list[str]:
 
 def test_there_are_course_notebooks():
     names = [p.name for p in NOTEBOOKS]
-    # The course, in order (issue 6): eight notebooks, none left in drafts.
+    # The course, in order (issues 6 and 17): eight lessons, the puzzles, divergence and
+    # occupancy; none left in drafts.
     assert names == ["01-fcl-in-ten-minutes.ipynb", "02-machine-model.ipynb",
                      "03-coalescing.ipynb", "04-local-memory.ipynb", "05-reduction.ipynb",
-                     "06-scan.ipynb", "07-matmul.ipynb", "08-lmads.ipynb"]
+                     "06-scan.ipynb", "07-matmul.ipynb", "08-lmads.ipynb", "09-puzzles.ipynb",
+                     "10-divergence.ipynb", "11-occupancy.ipynb"]
     assert not (ROOT / "notebooks" / "drafts").exists()
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)

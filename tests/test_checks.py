@@ -158,6 +158,50 @@ def test_no_check_is_left_in_the_kernels_of_the_course_notebooks(notebook):
     assert compiled > 0 or not json.loads(notebook.read_text())["cells"]
 
 
+def compile_checked(text: str):
+    session = Session.new()
+    session.add_file(Source("t.fcl", text))
+    return pipeline.compile_program(session, pipeline.main_root(session),
+                                    pipeline.CompileOptions(keep_result=True))
+
+
+@pytest.mark.parametrize("guard", ["i % (2 * s) == 0 && i + s < length arr",
+                                   "not (i % (2 * s) != 0 || i + s >= length arr)"])
+def test_a_branch_guarded_by_and_needs_no_check(guard):
+    """`c1 && c2` is C's `c1 ? c2 : 0` by the time it guards a branch: the branch's index
+    `i + s` is in range because c2 holds there (a reduction step of notebook 10)."""
+    program = compile_checked(
+        "fun step s arr = return<block> (push<block> (generate (length arr) (fn i =>\n"
+        f"  if {guard}\n"
+        "  then (let right = index arr (i + s) in index arr i + right) else index arr i)))\n"
+        "val main = do<grid> { xs <- forcePull<grid> (iota 1024);\n"
+        "  forceM<grid> (splitUp 256 xs |> map (fn c => do<block> { a <- forcePull<block> c;"
+        " step 1 a }) |> concat<block> 256) }\n")
+    assert kernel_checks(program) == []
+    # Without the guard's second half the index can leave the array: the check stays.
+    unguarded = compile_checked(
+        "fun step s arr = return<block> (push<block> (generate (length arr) (fn i =>\n"
+        "  if i % (2 * s) == 0 then (let right = index arr (i + s) in index arr i + right)\n"
+        "  else index arr i)))\n"
+        "val main = do<grid> { xs <- forcePull<grid> (iota 1024);\n"
+        "  forceM<grid> (splitUp 256 xs |> map (fn c => do<block> { a <- forcePull<block> c;"
+        " step 1 a }) |> concat<block> 256) }\n")
+    assert len(kernel_checks(unguarded)) == 1
+
+
+@pytest.mark.parametrize("length, checks", [(32, 0), (24, 1)])
+def test_an_xor_index_is_bounded_by_the_next_power_of_two(length, checks):
+    """A butterfly step reads `xor i h`: for i < 32 and h < 32 it is below 32, so it needs no
+    check in an array of 32, and one in an array of 24."""
+    program = compile_checked(
+        "val main = do<grid> { xs <- forcePull<grid> (iota 1024);\n"
+        "  forceM<grid> (splitUp 32 xs |> map (fn c => do<block> {\n"
+        f"    a <- forcePull<block> (generate {length} (fn i => index c i));\n"
+        "    return<block> (push<block> (generate 32 (fn i => index a (xor i 16)))) })\n"
+        "  |> concat<block> 32) }\n")
+    assert len(kernel_checks(program)) == checks
+
+
 # ---- adversarial programs that once crashed the compiler --------------------------------------
 
 REPRODUCERS = {

@@ -57,6 +57,9 @@ def _bin_interval(e: ir.Bin, ranges: Ranges) -> Interval | None:
         found = (0, min(a[1], b[1] - 1))
     elif e.op == ">>" and a[0] >= 0 and b[0] >= 0 and b[1] < 32:
         found = (a[0] >> b[1], a[1] >> b[0])
+    elif e.op in ("|", "^") and a[0] >= 0 and b[0] >= 0:
+        # No bit above the highest of either operand's: below the next power of two.
+        found = (0, (1 << max(a[1], b[1]).bit_length()) - 1)
     else:
         return None
     return found if found[0] >= INT_MIN and found[1] <= INT_MAX else None
@@ -78,6 +81,19 @@ def refine(cond: ir.Expr, holds: bool, ranges: Ranges, assigned: set[str]) -> Ra
 def _narrow(cond: ir.Expr, holds: bool, ranges: Ranges, assigned: set[str]) -> None:
     if isinstance(cond, ir.Un) and cond.op == "not":
         _narrow(cond.arg, not holds, ranges, assigned)
+        return
+    if isinstance(cond, ir.Select) and isinstance(cond.else_, ir.Const) \
+            and bool(cond.else_.value) != holds:
+        # `c ? t : false` holding (an && of C's ternary form): c holds and t holds; likewise
+        # `c ? t : true` failing.
+        _narrow(cond.cond, True, ranges, assigned)
+        _narrow(cond.then, holds, ranges, assigned)
+        return
+    if isinstance(cond, ir.Select) and isinstance(cond.then, ir.Const) \
+            and bool(cond.then.value) != holds:
+        # `c ? true : e` failing (an ||): c fails and e fails; `c ? false : e` holding.
+        _narrow(cond.cond, False, ranges, assigned)
+        _narrow(cond.else_, holds, ranges, assigned)
         return
     if not isinstance(cond, ir.Bin):
         return

@@ -56,5 +56,11 @@ BENCH_ARGS ?=
 bench: setup
 	$(PY) bench/run.py $(BENCH_ARGS)
 
+# Retake the README's pictures (docs/jupyterlab*.png) in JupyterLab: needs Chromium, like the
+# end-to-end test (test-setup installs it through apt where it can).
+.PHONY: screenshots
+screenshots: test-setup
+	$(PY) tools/screenshots.py
+
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -362,3 +362,14 @@ def test_a_diagram_of_several_panels_stays_short(tiled):
     d = tiled.diagram(1)
     assert len([t for t in d.text.splitlines() if t.startswith(("reads ", "writes "))]) == 4
     assert int(svg_root(d.svg).get("height")) < 1500
+
+
+def test_a_note_of_rows_left_out_is_clear_of_the_frames(naive):
+    d = naive.diagram(1, array=naive.array(1, "load", "global"))
+    root = svg_root(d.svg)
+    [note] = [t for t in root.iter(f"{SVG}text") if t.text and "touched rows not drawn" in t.text]
+    baseline = float(note.get("y"))
+    top = baseline - 10  # the glyphs of a 10-pixel font lie above the baseline
+    for frame in outlines(d.svg, "line") + outlines(d.svg, "sector"):
+        y, height = float(frame.get("y")), float(frame.get("height"))
+        assert y + height + 0.5 <= top or y >= baseline + 3, (y, height, baseline)

@@ -220,9 +220,9 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
     row_y: dict[int, int] = {}
     grid = f"fcl-grid-{cell}-{panel.columns}"
     for row in _rows(panel):
-        if isinstance(row, str):
-            out.append(f'<text x="{LABEL}" y="{y + 9}" font-size="10" fill="#777">{row}</text>')
-            y += 12
+        if isinstance(row, str):  # clear of the frames drawn around the rows above and below
+            out.append(f'<text x="{LABEL}" y="{y + 13}" font-size="10" fill="#777">{row}</text>')
+            y += 20
             continue
         row_y[row] = y
         out.append(f'<text x="{LABEL - 4}" y="{y + cell * 0.75}" font-size="10" '

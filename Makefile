@@ -2,13 +2,15 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LABEXT := labextension/build/package.json
+LABEXT_DIR := $(VENV)/share/jupyter/labextensions/fcl-jupyterlab
 
 .PHONY: setup lab test test-setup bench clean
 
 # The Python side in .venv, then Graphviz's `dot` (for IR graphs) through apt where we can: as
 # root or with sudo on Debian/Ubuntu. Elsewhere tools/system_deps.sh prints a note and carries on;
 # the magics then show the DOT text instead of a drawing.
-setup: $(STAMP)
+setup: $(STAMP) $(LABEXT)
 	@sh tools/system_deps.sh dot:graphviz
 
 # JupyterLab on the course notebooks, with the FCL kernel. LAB_ARGS passes options through, e.g.
@@ -25,6 +27,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,lab]'
 	$(PY) install_kernel.py --sys-prefix
 	touch $(STAMP)
+
+# The JupyterLab/Notebook 7 extension (FCL highlighting in the editor), rebuilt when its sources
+# change, with Node.js and npm (Debian's packages where missing). Linked into the venv, which an
+# editable install leaves without the wheel's data files, like the kernelspec above.
+$(LABEXT): $(wildcard labextension/*.json labextension/src/*.ts labextension/style/*.css) | $(STAMP)
+	@sh tools/system_deps.sh node:nodejs npm:npm
+	cd labextension && npm ci --no-audit --no-fund --loglevel=error && npx tsc \
+		&& PATH="$(abspath $(VENV))/bin:$$PATH" jupyter-builder build .
+	mkdir -p $(dir $(LABEXT_DIR))
+	ln -sfn $(abspath labextension/build) $(LABEXT_DIR)
+	touch $(LABEXT)
 
 # The end-to-end test drives JupyterLab with the system Chromium (Debian's `chromium` package;
 # Playwright never downloads a browser of its own).
@@ -63,4 +76,4 @@ screenshots: test-setup
 	$(PY) tools/screenshots.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info labextension/build labextension/lib labextension/node_modules

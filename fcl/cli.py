@@ -1,5 +1,6 @@
 """The `fcl` command: check, run and inspect FCL programs.
 
+    fcl --version
     fcl check [--types] [--no-prelude] FILE...
     fcl run [--backend opencl|interp] [--device D] [--block-size N] [--unsafe] FILE...
     fcl compile [-o out.cl] [--dump-il] FILE...
@@ -9,6 +10,7 @@
                [--gpu NAME] FILE...
     fcl graph [--kernels | --kernel K] [--svg OUT] FILE...   # Graphviz DOT, or SVG with --svg
     fcl lmad EXPR [--points] [--svg FILE] [--pitch N]
+    fcl lsp                                                  # language server on stdio
 
 Files are read in order after the prelude, like the original compiler; options may come before
 or after the files. Errors go to stderr as `file:line:col: error: ...` and the exit status is 1.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fcl import pipeline
+from fcl import __version__, pipeline
 from fcl.analysis.gpu import DEFAULT_GPU, gpu_names
 from fcl.errors import FCLError, Source
 from fcl.explain import explain
@@ -33,6 +35,7 @@ from fcl.session import Session, print_warnings
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fcl", description="FCL: hierarchical functional GPU "
                                      "programming (check, run and inspect FCL programs)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     check = commands.add_parser("check", help="parse and type-check programs")
@@ -93,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
 
     lmad = commands.add_parser("lmad", help="show an LMAD: its points and a memory diagram")
     lmad.add_argument("args", nargs=argparse.REMAINDER)
+
+    commands.add_parser("lsp", help="run the language server for .fcl files on stdin/stdout "
+                        "(diagnostics, hover, completion, go to definition), for an editor")
     return parser
 
 
@@ -146,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "lmad":
         return main_lmad(args.args)
+    if args.command == "lsp":
+        # Imported here: pygls and lsprotocol take longer to load than the rest of `fcl`.
+        from fcl.lsp import serve
+        return serve()
     try:
         if args.command == "devices":
             print("\n".join(describe_devices()))

@@ -1,5 +1,8 @@
 """Register the FCL kernel: `python -m fcl_kernel.install [--user|--sys-prefix|--prefix P]`.
 
+Also installs Oclgrind, which `%%check` runs on, where only FCL's checking runs load it (see
+fcl.opencl.oclgrind_icd), so that the kernel finds it when it starts.
+
 Writes a kernelspec (kernel.json and the logos) into a temporary directory and hands it to
 jupyter_client's KernelSpecManager, as bash_kernel does. The kernel.json written here names this
 interpreter by its absolute path, so the kernel runs in this environment whichever Jupyter
@@ -22,6 +25,9 @@ import tempfile
 from pathlib import Path
 
 from jupyter_client.kernelspec import KernelSpecManager
+
+from fcl.errors import FCLError
+from fcl.opencl.oclgrind_icd import install_oclgrind
 
 KERNEL_NAME = "fcl"
 RESOURCES = Path(__file__).resolve().parent / "resources"
@@ -86,6 +92,10 @@ def main(argv: list[str] | None = None) -> None:
         user = user or not _is_root()
     destination = install_kernel_spec(user=user, prefix=prefix)
     print(f"Installed the FCL kernelspec in {destination}")
+    try:
+        print(f"Oclgrind, for %%check, is in {install_oclgrind().parent}")
+    except FCLError as err:  # the kernel works without it; %%check then says how to get it
+        print(err.render(), file=sys.stderr)
 
 
 if __name__ == "__main__":

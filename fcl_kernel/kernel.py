@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 import traceback
+from contextlib import redirect_stderr
 
 from ipykernel.kernelbase import Kernel
 
@@ -35,17 +36,33 @@ class StreamWriter:
 class FCLKernel(Kernel):
     implementation = "fcl_kernel"
     implementation_version = __version__
-    banner = "FCL — hierarchical functional GPU programming (thread, block, grid)"
+    banner = f"FCL {__version__} — hierarchical functional GPU programming (thread, block, grid)"
     language_info = {
         "name": "fcl",
         "version": __version__,
         "mimetype": "text/x-fcl",
         "file_extension": ".fcl",
         "pygments_lexer": "fcl",
-        # No CodeMirror mode exists for FCL; Haskell's is the closest (`--` comments, `fn`, `->`).
-        "codemirror_mode": "haskell",
+        # The CodeMirror language that the JupyterLab/Notebook 7 extension in labextension/
+        # registers under this name and mimetype.
+        "codemirror_mode": "fcl",
     }
     help_links = [{"text": "FCL (thesis chapter 5)", "url": "https://github.com/dybber/fcl"}]
+
+    @property
+    def kernel_info(self) -> dict:
+        # ipykernel's base class offers "debugger" whenever debugpy is importable, but the
+        # debugger it means steps through Python code, which an FCL cell is not.
+        info = super().kernel_info
+        info["supported_features"] = [f for f in info["supported_features"] if f != "debugger"]
+        return info
+
+    async def do_debug_request(self, msg: dict) -> dict:
+        """A Debug Adapter Protocol error response: the base class raises NotImplementedError,
+        and the front end waits for a reply that never comes."""
+        return {"type": "response", "request_seq": msg.get("seq", 0), "seq": 0,
+                "command": msg.get("command", ""), "success": False,
+                "message": "the FCL kernel has no debugger"}
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -109,7 +126,10 @@ class FCLKernel(Kernel):
             if asked:  # `name?`: its type and description in the pager, as IPython does
                 self._help(asked.group(1) or asked.group(2))
             else:
-                self._run(code, silent)
+                # What OpenCL says on stderr (PYOPENCL_COMPILER_OUTPUT=1: its warnings, the
+                # compiler's notes) belongs to the cell, not to the kernel's log.
+                with redirect_stderr(self.err):
+                    self._run(code, silent)
         except FCLError as err:
             return self.show_error("FCLError", err.message, err.render().splitlines())
         except KeyboardInterrupt:

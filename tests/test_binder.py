@@ -16,15 +16,54 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parent.parent
 BINDER = ROOT / "binder"
 # What a fresh clone does not have.
 NOT_IN_A_CLONE = shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__",
                                         ".pytest_cache", ".hypothesis", "node_modules")
+
+
+def _name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503's normal form
+
+
+def runtime_pins() -> dict[str, str]:
+    """The version installed here of every package that `pip install .[lab]` brings in: the
+    dependencies in pyproject.toml and the `lab` extra, and theirs, recursively."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    todo = [Requirement(r) for r in project["dependencies"]
+            + project["optional-dependencies"]["lab"]]
+    pins: dict[str, str] = {}
+    while todo:
+        requirement = todo.pop()
+        if _name(requirement.name) in pins:
+            continue
+        dist = metadata.distribution(requirement.name)
+        pins[_name(requirement.name)] = dist.version
+        for text in dist.requires or []:
+            needed = Requirement(text)
+            extras = requirement.extras or {""}
+            if not needed.marker or any(needed.marker.evaluate({"extra": e}) for e in extras):
+                todo.append(needed)
+    return pins
+
+
+def test_binder_requirements_pin_what_the_tests_ran():
+    """Binder installs exactly the versions this environment, where the tests run, has."""
+    lines = [ln for ln in (BINDER / "requirements.txt").read_text().splitlines()
+             if ln.strip() and not ln.startswith("#")]
+    pinned = dict(ln.split("==") for ln in lines)
+    expected = runtime_pins()
+    assert {_name(n): v for n, v in pinned.items()} == expected, \
+        "binder/requirements.txt should be:\n" + "\n".join(
+            f"{n}=={v}" for n, v in sorted(expected.items()))
 
 
 def test_binder_files_are_there():

@@ -1,7 +1,6 @@
 """Packaging of the FCL kernel: the install CLI, the kernelspec shipped in the wheel, the logos."""
 import importlib.util
 import json
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,6 +11,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 
 from fcl_kernel import install
 from fcl_kernel.install import LOGOS, RESOURCES, kernel_spec
+from test_package import source_copy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,14 +99,7 @@ def test_the_logos_are_what_the_generator_draws():
 @pytest.mark.slow
 def test_the_wheel_ships_the_kernelspec_and_the_lexer(tmp_path):
     """`pip install` of the wheel registers the kernel (shared data) and the Pygments lexer."""
-    # Built from a copy so that the build leaves nothing in the working tree.
-    src = tmp_path / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    for package in ("fcl", "fcl_kernel"):
-        shutil.copytree(ROOT / package, src / package,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    src = source_copy(tmp_path)
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", str(tmp_path)],
         cwd=src, capture_output=True, text=True, timeout=300)

@@ -12,6 +12,8 @@ import jupyter_kernel_test
 import pytest
 from jupyter_client.manager import start_new_kernel
 
+import fcl
+
 # A kernelspec for this interpreter, found through JUPYTER_PATH (no installation needed).
 _SPEC_DIR = Path(tempfile.mkdtemp(prefix="fcl-kernelspec-"))
 (_SPEC_DIR / "kernels" / "fcl").mkdir(parents=True)
@@ -318,6 +320,46 @@ def test_the_kernel_starts_without_a_long_wait():
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_kernel_info_offers_no_debugger_and_names_the_version(kernel):
+    """ipykernel's base class offers a (Python) debugger; FCL has none, and says so to a
+    debug_request instead of leaving it unanswered."""
+    _, kc = kernel
+    info = kc.kernel_info(reply=True, timeout=30)["content"]
+    assert "debugger" not in info["supported_features"]
+    assert info["implementation_version"] == fcl.__version__
+    assert info["banner"].startswith(f"FCL {fcl.__version__} ")
+    request = kc.session.msg("debug_request", {"type": "request", "seq": 7,
+                                               "command": "initialize", "arguments": {}})
+    kc.control_channel.send(request)
+    reply = kc.get_control_msg(timeout=30)
+    assert reply["parent_header"]["msg_id"] == request["header"]["msg_id"]
+    assert reply["msg_type"] == "debug_reply"
+    assert reply["content"]["success"] is False and reply["content"]["request_seq"] == 7
+    assert "no debugger" in reply["content"]["message"]
+
+
+def test_compiler_output_reaches_the_cell_when_asked_for(monkeypatch):
+    """PYOPENCL_COMPILER_OUTPUT=1: the OpenCL compiler's warning and note are the cell's
+    stderr, not lines in the kernel's log."""
+    # A fresh build whatever ran before, so that the compiler has something to say.
+    for name, value in (("PYOPENCL_COMPILER_OUTPUT", "1"), ("PYOPENCL_NO_CACHE", "1"),
+                        ("POCL_KERNEL_CACHE", "0")):
+        monkeypatch.setenv(name, value)
+    km, kc = start_new_kernel(kernel_name="fcl")
+    try:
+        execute(kc, "%config checks=off")  # no run-time check: the compiler sees `7 / 0`
+        reply, messages = execute(kc, "val z = 0\nval main = forceAndPrint 1 "
+                                      "(push<grid> (generate 1 (fn i => 7 / z)))")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert reply["status"] == "ok"
+    err = stderr_of(messages)
+    assert "division by zero" in err
+    if "Portable Computing Language" in err:
+        assert "1 warning generated." in err
 
 
 def test_config_shows_a_settings_widget(kernel):

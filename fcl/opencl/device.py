@@ -2,7 +2,8 @@
 
 Without a choice (`--device`, or `PYOPENCL_CTX`), a GPU is used if any platform has one, else
 PoCL on the CPU, which pip installs (`pocl-binary-distribution`), so a fresh machine needs no
-system OpenCL. Oclgrind, a simulator, is only used when asked for.
+system OpenCL. Oclgrind, a simulator, is only used when asked for, and only loaded in processes
+that check programs (see fcl.opencl.oclgrind_icd).
 
 Device memory comes from a pool kept with the device (pyopencl's MemoryPool): a buffer released
 goes back to the pool, and the next run, repetition or cell that needs one of its size gets the
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +28,7 @@ from pyopencl.tools import ImmediateAllocator, MemoryPool
 
 from fcl.errors import FCLError
 from fcl.opencl.kernel import nearest_span
+from fcl.opencl.oclgrind_icd import vendors_dir
 
 
 @dataclass
@@ -61,41 +64,115 @@ class Device:
 
 
 def all_devices() -> list[tuple[str, cl.Device]]:
-    """(`platform:device` id, device) for every device of every platform."""
+    """(`platform:device` id, device) for every device of every platform, numbered as PyOpenCL
+    numbers them for other code (see `platforms`); Oclgrind loaded for checking is `oclgrind`."""
     found = []
-    for p, platform in enumerate(cl.get_platforms()):
+    for p, platform in enumerate(platforms()):
         for d, device in enumerate(platform.get_devices()):
             found.append((f"{p}:{d}", device))
+    found += [("oclgrind", dev) for dev in checking_devices()]
     return found
+
+
+def platforms() -> list[cl.Platform]:
+    """The platforms that PyOpenCL code sees in this environment: in a process that loads FCL's
+    own Oclgrind for checking (fcl.opencl.oclgrind_icd), all but that one, which would otherwise
+    come first and shift every other platform's number."""
+    return [p for p in cl.get_platforms() if not (_loads_private_oclgrind() and _is_oclgrind(p))]
+
+
+def checking_devices() -> list[cl.Device]:
+    return [dev for p in cl.get_platforms() if _loads_private_oclgrind() and _is_oclgrind(p)
+            for dev in p.get_devices()]
+
+
+def _loads_private_oclgrind() -> bool:
+    return os.environ.get("OCL_ICD_VENDORS") == str(vendors_dir())
+
+
+# The single-bit device types, in the order they are named; PyOpenCL's device_type.to_string
+# also names ALL, and _is_bitfield, its own class attribute.
+_DEVICE_TYPES = ("GPU", "CPU", "ACCELERATOR", "CUSTOM", "DEFAULT")
+
+
+def device_type_text(device_type: int) -> str:
+    """`GPU`, `CPU`, or the types a device has joined by ` | ` (e.g. `GPU | DEFAULT`)."""
+    return " | ".join(name for name in _DEVICE_TYPES
+                      if device_type & getattr(cl.device_type, name)) or str(device_type)
 
 
 def describe_devices() -> list[str]:
     return [f"{ident}  {dev.name.strip()}  [{dev.platform.name.strip()}, "
-            f"{cl.device_type.to_string(dev.type)}]" for ident, dev in all_devices()]
+            f"{device_type_text(dev.type)}]" for ident, dev in all_devices()]
 
 
 def pick_device(choice: str | None = None) -> cl.Device:
+    """The device `choice` names, or PYOPENCL_CTX, read by PyOpenCL's rules (`choose`); without
+    either, a GPU if there is one, else the first device, never Oclgrind, a simulator."""
     devices = all_devices()
     if not devices:
         raise FCLError("no OpenCL device found (install pocl-binary-distribution for a CPU device)")
     choice = choice or os.environ.get("PYOPENCL_CTX") or None
     if choice:
-        for ident, dev in devices:
-            if ident == choice or (re.fullmatch(r"\d+", choice) and ident == f"{choice}:0"):
-                return dev
-        for _, dev in devices:
-            if choice.lower() in dev.name.lower() or choice.lower() in dev.platform.name.lower():
-                return dev
-        raise FCLError(f"no OpenCL device matches `{choice}`; the devices are:\n  " +
-                       "\n  ".join(describe_devices()))
-    # Oclgrind calls itself a GPU, but it is a simulator: only used when asked for by name.
+        return choose(choice, devices)
     usable = [dev for _, dev in devices if not is_oclgrind(dev)] or [devices[0][1]]
     gpus = [dev for dev in usable if dev.type & cl.device_type.GPU]
     return (gpus or usable)[0]
 
 
+def choose(choice: str, devices: list[tuple[str, cl.Device]]) -> cl.Device:
+    """PyOpenCL's reading of PYOPENCL_CTX (pyopencl.choose_devices, not called because it
+    numbers the platforms this process loads): `PLATFORM[:DEVICE]`, each a number or a part of
+    the name, any case, an empty one the first. Beyond those, as FCL's `--device` always took:
+    `oclgrind`, or a part of a device's or platform's name alone."""
+    if choice.lower() == "oclgrind" and not any(is_oclgrind(dev) for _, dev in devices):
+        raise FCLError("Oclgrind, which `%%check` runs on, is not loaded in this process",
+                       None, ["`python -m fcl_kernel.install` installs it; then restart the "
+                              "kernel"])
+    platform_part, _, device_part = choice.partition(":")
+    found = _pyopencl_choice(platform_part, device_part) if ":" not in device_part else None
+    if found is None and ":" not in choice:
+        found = next((dev for _, dev in devices if choice.lower() in dev.name.lower()
+                      or choice.lower() in dev.platform.name.lower()), None)
+    if found is None:
+        raise FCLError(f"no OpenCL device matches `{choice}`; the devices are:\n  " +
+                       "\n  ".join(describe_devices()),
+                       None, ["`PLATFORM:DEVICE`, each a number or a part of its name, as "
+                              "PyOpenCL reads PYOPENCL_CTX"])
+    return found
+
+
+def _pyopencl_choice(platform_part: str, device_part: str) -> cl.Device | None:
+    listed = platforms()
+    platform = _numbered_or_named(listed, platform_part)
+    if platform is None:
+        return None
+    if "," in device_part:
+        raise FCLError(f"FCL runs on one device, not `{device_part}`")
+    return _numbered_or_named(platform.get_devices(), device_part)
+
+
+def _numbered_or_named(items: list, answer: str):
+    """PyOpenCL's rule: empty is the first, a number in range is that one, else the last (for
+    a platform) or first (for a device) whose name contains it; a platform's last, as PyOpenCL's
+    loop keeps overwriting."""
+    if not items:
+        return None
+    if not answer:
+        return items[0]
+    with suppress(ValueError):
+        if 0 <= int(answer) < len(items):
+            return items[int(answer)]
+    named = [item for item in items if answer.lower() in item.name.lower()]
+    return (named[-1] if isinstance(items[0], cl.Platform) else named[0]) if named else None
+
+
 def is_oclgrind(dev: cl.Device) -> bool:
-    return "oclgrind" in dev.platform.name.lower()
+    return _is_oclgrind(dev.platform)
+
+
+def _is_oclgrind(platform: cl.Platform) -> bool:
+    return "oclgrind" in platform.name.lower()
 
 
 _devices: dict[int, Device] = {}
@@ -176,7 +253,8 @@ _NOTE = re.compile(r"\d+ (warnings?|errors?)( and \d+ errors?)? generated\.")
 def _compiler_notes() -> Iterator[None]:
     """Keep the compiler's "1 warning generated." notes off the user's stderr unless
     PYOPENCL_COMPILER_OUTPUT is set. C++ code in this process writes them to file descriptor 2,
-    past Python: while it runs, that is a file, and what else went there is passed on."""
+    past Python: while it runs, that is a file, and what else went there is passed on to
+    sys.stderr."""
     try:
         saved = os.dup(2)
     except OSError:  # no stderr at all
@@ -194,8 +272,8 @@ def _compiler_notes() -> Iterator[None]:
             if not _show_compiler_output():
                 written = "".join(line for line in written.splitlines(keepends=True)
                                   if not _NOTE.fullmatch(line.strip()))
-            if written:
-                os.write(2, written.encode())
+            if written:  # through Python's stderr, which a notebook cell's output may be
+                sys.stderr.write(written)
 
 
 # A diagnostic in a build log: PoCL writes `error: /path/x.cl:3:10: msg`, clang-based compilers

@@ -36,9 +36,12 @@ from fcl.il.traverse import stmt_exprs, sub_exprs
 from fcl.opencl.device import DTYPES, Device, build
 from fcl.opencl.emit import FP64, MEMORY_TYPES
 from fcl.opencl.kernel import Compiled, nearest_span
+from fcl.opencl.oclgrind_icd import loader_environment
 
+# Set before OpenCL loads in a process that runs on Oclgrind (the kernel, the tests): its options,
+# and where the loader finds it, if installed (see fcl.opencl.oclgrind_icd).
 OCLGRIND_ENV = {"OCLGRIND_DATA_RACES": "1", "OCLGRIND_UNINITIALIZED": "1",
-                "OCLGRIND_QUICK": "0"}
+                "OCLGRIND_QUICK": "0", **loader_environment(install=False)}
 _LINE = re.compile(r"At line (\d+)(?: \(column (\d+)\))? of input\.cl")
 _PROBE = re.compile(r"fcl_read_(\d+)$")
 _ENTITY = re.compile(r"Entity: Global\((\d+),")
@@ -222,7 +225,7 @@ class ReadProbes:
 def run_checked(argv: list[str], compiled: Compiled) -> tuple[int, str, list[Finding]]:
     """Run `fcl run ARGV`, which compiles to `compiled`, on Oclgrind in a child process;
     (status, stdout, findings)."""
-    env = dict(os.environ, **OCLGRIND_ENV)
+    env = {**os.environ, **OCLGRIND_ENV, **loader_environment(install=True)}
     env.pop("PYOPENCL_CTX", None)
     child = subprocess.run([sys.executable, "-m", "fcl", "run", "--device", "oclgrind", *argv],
                            capture_output=True, text=True, env=env)

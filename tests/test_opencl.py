@@ -239,8 +239,10 @@ def test_tiles_run_in_two_dimensional_work_groups():
     assert [local.size.value for local in compiled.kernels[1].locals] == [20]
     assert "arr_5[((get_local_id(0) * 5) + get_local_id(1))]" in compiled.source
     # The output index `row * 8 + col` is one expression over the ids, and it provably lies in
-    # [0, 64): it stays in size_t, untruncated (see the test below).
-    assert "arr_3[(((((b_4 >> 1) * 4) + get_local_id(1)) * 8) + " in compiled.source
+    # [0, 64): it stays in size_t, untruncated (see the test below). Work-group b writes the
+    # output tile of row b & 1: neighbouring work-groups read along a row of input tiles
+    # (tests/test_tile_order.py).
+    assert "arr_3[(((((b_4 & 1) * 4) + get_local_id(1)) * 8) + " in compiled.source
     assert run_cl(TILED_TRANSPOSE, block_size=16)[0] == run_interp(TILED_TRANSPOSE)
 
 

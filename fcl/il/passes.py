@@ -3,8 +3,9 @@
     propagate   variables declared once and never assigned, with a constant or another such
                 variable as value, are replaced by that value (then expressions are refolded)
     bound       integer ranges of loop variables and of what is computed from them decide
-                comparisons, and turn division and remainder of non-negative values by powers
-                of two into shifts and masks
+                comparisons, turn division and remainder of non-negative values by powers
+                of two into shifts and masks, and take a sum's multiples of the divisor out
+                of its quotient and remainder
     prune       statements with a constant condition keep only the branch that runs
     sweep       declarations and assignments of variables nothing depends on are dropped
 
@@ -20,7 +21,7 @@ from typing import Any
 from fcl.il import ir
 from fcl.il.prove import Bounds, decide
 from fcl.il.ranges import FACTS, INT_MAX, Interval, Ranges, interval, note, refine
-from fcl.il.simplify import mk_bin, mk_select, mk_un, rebuild
+from fcl.il.simplify import linear, mk_bin, mk_select, mk_un, rebuild
 from fcl.il.traverse import assigned, expr_fields, map_bodies, map_exprs, names, stmt_exprs
 
 PASSES = (("propagate", lambda s: propagate(s)), ("bound", lambda s: bound(s)),
@@ -160,12 +161,54 @@ def _ranged(e: ir.Expr, ranges: Ranges, limits: Bounds) -> ir.Expr:
             and (a[1] <= b[0] or b[1] <= a[0]):
         return left if (a[1] <= b[0]) == (e.op == "min") else right
     divisor = int(right.value) if isinstance(right, ir.Const) and e.type == ir.INT else 0
+    if e.op in ("/", "%", ">>", "&") and divisor > 0:
+        split = _without_multiples(e.op, left, divisor, ranges)
+        if split is not None:
+            return split
     if e.op in ("/", "%") and a is not None and a[0] >= 0 \
             and divisor > 1 and divisor & (divisor - 1) == 0:
         if e.op == "/":
             return mk_bin(">>", left, ir.Const(divisor.bit_length() - 1, ir.INT), ir.INT)
         return mk_bin("&", left, ir.Const(divisor - 1, ir.INT), ir.INT)
     return mk_bin(e.op, left, right, e.type)
+
+
+def _without_multiples(op: str, left: ir.Expr, amount: int, ranges: Ranges) -> ir.Expr | None:
+    """`(m * d + r) / d` as m and `(m * d + r) % d` as r, where r lies in [0, d); likewise
+    `>> k` and `& (2^k - 1)` for d = 2^k. Index arithmetic splits a work-group's number into
+    tile coordinates this way (`(row * 256 + col) >> 8`); the C compiler cannot, not knowing
+    r's range. None where that does not apply."""
+    if op in ("/", "%"):
+        d = amount
+    elif op == ">>":
+        d = 1 << amount if amount < 31 else 0
+    else:
+        d = amount + 1 if amount & (amount + 1) == 0 else 0
+    if d < 2:
+        return None
+    terms, const = linear(left)
+    multiples = {key: (atom, coef // d) for key, (atom, coef) in terms.items() if coef % d == 0}
+    if not multiples and const < d:
+        return None
+    rest: ir.Expr = ir.Const(const % d, ir.INT)
+    for key, (atom, coef) in terms.items():
+        if key not in multiples:
+            rest = mk_bin("+", rest, mk_bin("*", atom, ir.Const(coef, ir.INT), ir.INT), ir.INT)
+    low = interval(rest, ranges)
+    if low is None or low[0] < 0 or low[1] >= d:
+        return None
+    # & keeps low bits, which wrapping never changes; the others need the exact sum, and C's
+    # / and % round towards zero, which is downwards only for a sum that is not negative.
+    whole = interval(left, ranges)
+    if op != "&" and (whole is None or (op != ">>" and whole[0] < 0)):
+        return None
+    if op in ("%", "&"):
+        return rest
+    quotient: ir.Expr = ir.Const(const // d, ir.INT)
+    for atom, coef in multiples.values():
+        quotient = mk_bin("+", quotient, mk_bin("*", atom, ir.Const(coef, ir.INT), ir.INT),
+                          ir.INT)
+    return quotient
 
 
 def _decide(op: str, a: Interval, b: Interval) -> bool | None:

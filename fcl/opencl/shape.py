@@ -2,6 +2,7 @@
 
 After `kernelize` has cut a kernel out of the IL, this decides, in order:
 
+    order      which tile coordinate neighbouring work-groups differ in (order.py)
     tiles      2-D work-groups for kernels working on tiles, padded local tiles (tiles.py)
     registers  local arrays each work-item only touches at its own index, in registers
     interface  the kernel's parameters, and local memory sizes over host values
@@ -28,6 +29,7 @@ from fcl.opencl.kernel import (
     inline_ints,
     own_index,
 )
+from fcl.opencl.order import group_order
 from fcl.opencl.registers import registers
 from fcl.opencl.sharing import lifetimes, pack
 from fcl.opencl.tiles import tiles
@@ -42,7 +44,7 @@ def shape(kernels: list[Kernel]) -> None:
 def shape_kernel(kernel: Kernel) -> None:
     if kernel.group_var is not None:  # one work-group per iteration: a group body to shape
         body, rewrap = group_body(kernel)
-        body = tiles(kernel, body)
+        body = tiles(kernel, group_order(kernel, body))
         if kernel.block_size is not None:
             definitions = single_definitions(body)
             body = registers(kernel, body, own_index(kernel),

@@ -118,14 +118,6 @@ def test_neighbouring_work_groups_read_neighbouring_tiles(program, coordinates):
     assert run_cl(program, block_size=16)[0] == run_interp(program)
 
 
-def test_subscripts_through_lets_of_the_work_item_ids_are_one_size_t_index():
-    text = compiled_source(LETS_TRANSPOSE, block_size=16)
-    # `ix = y * width + x` with x and y the ids: the read computes it from the ids themselves,
-    # untruncated, as a subscript over the ids written in one expression is.
-    assert "arr_1[((((tileRow_5 * 4) + get_local_id(1)) * 12) + ((tileCol_6 * 4) + " \
-           "get_local_id(0)))]" in text
-
-
 SHIFTED_READ = """
 val main = do<grid> {
   xs <- forcePull<grid> (generate 64 (fn i => i * 3)) ;

@@ -68,10 +68,9 @@ def kernel_ranges(kernel: Kernel) -> Ranges:
     return ranges
 
 
-def _wide_definitions(body: list[ir.Stmt], copies: bool) -> dict[str, ir.Expr]:
+def _wide_definitions(body: list[ir.Stmt]) -> dict[str, ir.Expr]:
     """Int variables defined once by arithmetic over local ids, from values that never change
-    (no assigned variable, no memory), so that their definition may stand for them; with
-    `copies`, also variables holding a local id itself (and arithmetic over them)."""
+    (no assigned variable, no memory), so that their definition may stand for them."""
     changed = assigned(body)
 
     def fixed(e: ir.Expr) -> bool:
@@ -84,14 +83,9 @@ def _wide_definitions(body: list[ir.Stmt], copies: bool) -> dict[str, ir.Expr]:
     defs: dict[str, ir.Expr] = {}
     for s in ir.walk(body):
         if isinstance(s, ir.Declare) and s.var.type == ir.INT and s.var.name not in changed \
-                and (is_ring(s.init) or (copies and _is_local_id(s.init))) \
-                and _uses_local_id(s.init, defs) and fixed(s.init):
+                and is_ring(s.init) and _uses_local_id(s.init, defs) and fixed(s.init):
             defs[s.var.name] = s.init
     return defs
-
-
-def _is_local_id(e: ir.Expr) -> bool:
-    return isinstance(e, Special) and e.name in LOCAL_IDS
 
 
 def _uses_local_id(e: ir.Expr, defs: dict[str, ir.Expr]) -> bool:
@@ -108,12 +102,7 @@ def _barrier_free(stmts: list[ir.Stmt]) -> bool:
 
 class _Widener:
     def __init__(self, kernel: Kernel):
-        self.defs = _wide_definitions(kernel.body, copies=False)
-        # Subscripts that fit see through copies of the ids too (`int x = get_local_id(0)`, as
-        # kernelize and tiles declare them): `ix = y * 4096 + x; xs[ix]` is then one size_t
-        # index. Not the truncated ones: `(int)(get_local_id(0) - 1)` hides from the compiler
-        # what `x - 1`, which cannot wrap, tells it.
-        self.fitting = _wide_definitions(kernel.body, copies=True)
+        self.defs = _wide_definitions(kernel.body)
         self.ranges = kernel_ranges(kernel)
 
     def block(self, stmts: list[ir.Stmt], loops: int) -> list[ir.Stmt]:
@@ -142,28 +131,26 @@ class _Widener:
         if isinstance(e, ir.Index):
             return ir.Index(e.array, self.subscript(e.index))
         if is_ring(e) and _uses_local_id(e, self.defs):
-            return WideInt(e, self.wide(e, self.defs), truncate=True)
+            return WideInt(e, self.wide(e), truncate=True)
         if isinstance(e, (ir.Bin, ir.Un, ir.Select)):
             return map_children(e, self.expr)
         return e
 
-    def wide(self, e: ir.Expr, defs: dict[str, ir.Expr]) -> ir.Expr:
+    def wide(self, e: ir.Expr) -> ir.Expr:
         """What is computed in size_t: ring operations over the ids, definitions expanded."""
-        if _is_local_id(e):
+        if isinstance(e, Special) and e.name in LOCAL_IDS:
             return e
         if is_ring(e):
-            return map_children(e, lambda part: self.wide(part, defs))
-        if isinstance(e, ir.Var) and e.name in defs:
-            return self.wide(defs[e.name], defs)
+            return map_children(e, self.wide)
+        if isinstance(e, ir.Var) and e.name in self.defs:
+            return self.wide(self.defs[e.name])
         return self.expr(e)
 
     def subscript(self, index: ir.Expr) -> ir.Expr:
-        # A variable too: `ix = row * 4096 + col; xs[ix]`, the original FCL's style.
-        if (is_ring(index) or isinstance(index, ir.Var)) and \
-                _uses_local_id(index, self.fitting):
+        if is_ring(index) and _uses_local_id(index, self.defs):
             found = interval(inline_ints(index, {}), self.ranges)
             if found is not None and found[0] >= 0:
-                return WideInt(index, self.wide(index, self.fitting), truncate=False)
+                return WideInt(index, self.wide(index), truncate=False)
         return self.expr(index)
 
 

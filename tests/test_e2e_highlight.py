@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 # `lab as lab` re-exports the fixture, which pytest finds by name in this module.
-from test_e2e_lab import BROWSER_ARGS, find_chromium, kernel_dialog, lab as lab, missing
+from test_e2e_lab import BROWSER_ARGS, browser_tools, kernel_dialog, lab as lab
 
 ROOT = Path(__file__).resolve().parent.parent
 LABEXTENSION = ROOT / "labextension"
@@ -51,13 +51,7 @@ def test_names_ts_is_generated_from_the_compiler():
 
 @pytest.mark.e2e
 def test_fcl_cells_are_highlighted_as_fcl(lab, tmp_path):
-    chromium = find_chromium()
-    if chromium is None:
-        missing("no Chromium on PATH (Debian: apt-get install chromium)")
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
-        missing("Playwright for Python is not installed")
+    chromium, expect, sync_playwright = browser_tools()
     if not (INSTALLED / "package.json").exists():
         pytest.fail(f"the FCL JupyterLab extension is not installed at {INSTALLED}: run make setup")
     base, token = lab

@@ -52,6 +52,19 @@ def missing(reason: str):
     pytest.skip(reason)
 
 
+def browser_tools():
+    """(the system Chromium, Playwright's `expect` and `sync_playwright`), or the test is
+    skipped (failed under FCL_E2E=required) saying which is missing."""
+    chromium = find_chromium()
+    if chromium is None:
+        missing("no Chromium on PATH (Debian: apt-get install chromium)")
+    try:
+        from playwright.sync_api import expect, sync_playwright
+    except ImportError:
+        missing("Playwright for Python is not installed")
+    return chromium, expect, sync_playwright
+
+
 def kernel_dialog(page) -> bool:
     """Accept a "Select Kernel" dialog if one is open (its choice is the notebook's FCL)."""
     dialog = page.locator(".jp-Dialog")
@@ -123,13 +136,7 @@ def lab(tmp_path):
 
 
 def test_a_course_notebook_runs_in_jupyterlab(lab, tmp_path):
-    chromium = find_chromium()
-    if chromium is None:
-        missing("no Chromium on PATH (Debian: apt-get install chromium)")
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
-        missing("Playwright for Python is not installed")
+    chromium, expect, sync_playwright = browser_tools()
     base, token = lab
 
     with sync_playwright() as p:

@@ -5,40 +5,16 @@ import os
 import pytest
 from jupyter_client.manager import start_new_kernel
 
+# The tiled transpose of notebook 04 (tiledTranspose, plainTile), and a kernel per module.
+from test_analysis import TILED_DEFS
 from test_kernel import displayed, execute
-
-# The tiled transpose of notebook 04: each work-group moves a 32 × 32 tile of ints through local
-# memory, writing it row by row and reading it down its columns.
-TILED = """fun tiledTranspose tileFn tileDim rows cols elems =
-  let tilesPerRow = cols / tileDim
-  in splitGrid tileDim cols rows elems
-     |> map tileFn
-     |> interleave<block> (tileDim * tileDim) (fn ij =>
-          let tile = fst ij in
-          let k = snd ij in
-          let row = tile % tilesPerRow * tileDim + k / tileDim in
-          let col = tile / tilesPerRow * tileDim + k % tileDim
-          in row * rows + col)
-
-fun plainTile tile =
-  do<block> {
-    t <- forcePull<block> tile;
-    return<block> (push<block> (transpose 32 32 t))
-  }"""
+from test_kernel_explain import kc as kc
 
 NAIVE = ("do<grid> {\n  xs <- forcePull<grid> (iota (64 * 64));\n"
          "  forcePull<grid> (transpose 64 64 xs)\n}")
 SQUARES_IN_MEMORY = ("do<grid> {\n  sq <- forcePull<grid> (map (fn x => x * x) (iota 1024));\n"
                      "  forcePull<grid> (map (fn x => x + 1) sq)\n}")
 SQUARES_FUSED = "forcePull<grid> (map (fn x => x * x + 1) (iota 1024))"
-
-
-@pytest.fixture(scope="module")
-def kc():
-    km, client = start_new_kernel(kernel_name="fcl")
-    yield client
-    client.stop_channels()
-    km.shutdown_kernel(now=True)
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +120,7 @@ def test_a_forced_intermediate_is_a_second_kernel(kc):
 
 
 def test_local_memory_budgets_of_the_tiled_transpose(kc):
-    assert execute(kc, TILED)[0]["status"] == "ok"
+    assert execute(kc, TILED_DEFS)[0]["status"] == "ok"
     # The fill kernel stores 1 int per work-item (4096 ints, 16 groups of 256). The transpose
     # kernel: 4 tiles, one per work-group of 256, so each work-item loads 4 ints and stores 4,
     # in global and in local memory; one barrier between writing the tile and reading it; the

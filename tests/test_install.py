@@ -11,7 +11,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 
 from fcl_kernel import install
 from fcl_kernel.install import LOGOS, RESOURCES, kernel_spec
-from test_package import source_copy
+from test_package import build_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,12 +99,7 @@ def test_the_logos_are_what_the_generator_draws():
 @pytest.mark.slow
 def test_the_wheel_ships_the_kernelspec_and_the_lexer(tmp_path):
     """`pip install` of the wheel registers the kernel (shared data) and the Pygments lexer."""
-    src = source_copy(tmp_path)
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", str(tmp_path)],
-        cwd=src, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    (wheel,) = tmp_path.glob("fcl_jupyter-*.whl")
+    wheel = build_wheel(tmp_path)
     dist = "-".join(wheel.name.split("-")[:2])  # name-version
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())

@@ -29,6 +29,16 @@ SOURCES = ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "docs/packag
            "fcl", "fcl_kernel")
 
 
+def build_wheel(tmp_path: Path) -> Path:
+    """The package's wheel, built by pip from a copy of the source in tmp_path."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", str(tmp_path)],
+        cwd=source_copy(tmp_path), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    (wheel,) = tmp_path.glob("fcl_jupyter-*.whl")
+    return wheel
+
+
 def source_copy(tmp_path: Path) -> Path:
     src = tmp_path / "src"
     data_files = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
@@ -207,12 +217,7 @@ FRESH = textwrap.dedent("""
 def test_a_wheel_in_a_fresh_environment(tmp_path):
     """`pip install` of the wheel in a new virtual environment: the kernelspec is found, the
     version is one, and PyOpenCL's platform 0 is not Oclgrind (nor is any platform)."""
-    src = source_copy(tmp_path)
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", str(tmp_path)],
-        cwd=src, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    (wheel,) = tmp_path.glob("fcl_jupyter-*.whl")
+    wheel = build_wheel(tmp_path)
     env_dir = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
     python = env_dir / "bin" / "python"

@@ -38,13 +38,16 @@ class Explanation:
     block_size: int
     device: str | None
     gpu: GPU  # the GPU whose occupancy and time are predicted
+    # An entry point's arguments on the device (fcl.python): the call explained.
+    arguments: list = field(default_factory=list)
     _traces: dict[int, Trace] = field(default_factory=dict)
     _timing: Timing | None = None
 
     # ---- traces and counters
     def trace(self, group: int = 0) -> Trace:
         if group not in self._traces:
-            self._traces[group] = trace_program(self.compiled, group, self.device, self.block_size)
+            self._traces[group] = trace_program(self.compiled, group, self.device, self.block_size,
+                                                arguments=self.arguments)
         return self._traces[group]
 
     def costs(self, group: int = 0) -> list[KernelCosts]:
@@ -62,7 +65,8 @@ class Explanation:
             return None
         if self._timing is None:
             self._timing = time_compiled(self.compiled, self.device, self.block_size,
-                                         Policy(budget_s=MEASURE_BUDGET_S))
+                                         Policy(budget_s=MEASURE_BUDGET_S),
+                                         arguments=self.arguments)
         return self._timing, device.name
 
     def measured_costs(self, group: int = 0) -> tuple[list[KernelCosts], Measured | None]:
@@ -92,6 +96,13 @@ class Explanation:
         details = (f"<details><summary>each access: its index, LMADs and cost</summary>"
                    f"{sites_html(rows, warp)}</details>" if rows else "")
         return {"text/plain": text, "text/html": costs_html(costs, measured) + details}
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        """The cost table, as IPython shows an Explanation (fcl.python's `costs`)."""
+        return self.costs_bundle()
+
+    def __repr__(self) -> str:
+        return self.costs_bundle()["text/plain"]
 
     # ---- memory diagrams
     def memory(self, kernel: str | None = None, array: str | None = None, group: int = 0,

@@ -88,13 +88,14 @@ def run_interpreter(session: Session, root: ast.Expr, config: RunConfig | None =
 
 
 @on_big_stack
-def lower(session: Session, root: ast.Expr, options: CompileOptions | None = None
-          ) -> list[ir.Stmt]:
-    """The optimised IL host program for `root`, before kernels are cut out."""
+def lower(session: Session, root: ast.Expr, options: CompileOptions | None = None,
+          entry: bool = False) -> list[ir.Stmt]:
+    """The optimised IL host program for `root`, before kernels are cut out; an `entry` root is a
+    function called from Python (fcl.python, ir.Input)."""
     options = options or CompileOptions()
     with _depth_guard(root, "to compile"):
         lowerer = Lowerer(make_primitive, options.block_size, options.checks)
-        il = lowerer.lower(mono_program(session, root), options.keep_result)
+        il = lowerer.lower(mono_program(session, root), options.keep_result, entry)
         il = unnest(optimize(il, check=verify if options.verify_il else None))
         if options.verify_il:
             verify("unnest", il)
@@ -102,11 +103,11 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
 
 
 @on_big_stack
-def compile_program(session: Session, root: ast.Expr, options: CompileOptions | None = None
-                    ) -> Compiled:
+def compile_program(session: Session, root: ast.Expr, options: CompileOptions | None = None,
+                    entry: bool = False) -> Compiled:
     """The IL, host program, kernels and OpenCL source (with its line table) for `root`."""
     options = options or CompileOptions()
-    il = lower(session, root, options)
+    il = lower(session, root, options, entry)
     with _depth_guard(root, "to compile"):
         return compile_il(il, options)
 

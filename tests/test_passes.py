@@ -20,7 +20,7 @@ def test_propagate_leaves_variables_that_change():
 
 def test_read_csv_counts_as_changing_its_length():
     length = ir.Var("len", INT)
-    stmts = [ir.Declare(length, ir.Const(0, INT)), ir.ReadCSV(arr, length, "f.csv"),
+    stmts = [ir.Declare(length, ir.Const(0, INT)), ir.Input(arr, length, "f.csv"),
              ir.Print(length, arr)]
     assert "printIntArray(len, arr);" in ir.show_stmts(optimize(stmts))
 

@@ -104,9 +104,11 @@ class TracingRun(HostRun):
 
 def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
                   block_size: int | None = None, cap: int = DEFAULT_CAP,
-                  inputs: dict[str, DeviceArray] | None = None) -> Trace:
+                  inputs: dict[str, DeviceArray] | None = None,
+                  arguments: list | None = None) -> Trace:
     """Run `compiled` with traced kernels (its output discarded) and return the trace;
-    `inputs` are device arrays that `readIntCSV` gives by path (see HostRun.csv_inputs)."""
+    `inputs` are device arrays that `readIntCSV` gives by path (see HostRun.csv_inputs),
+    `arguments` an entry point's (HostRun.arguments)."""
     block_size = launch_size(compiled, block_size)
     if group < 0:
         raise FCLError(f"the work-group to trace must be 0 or more, not {group}")
@@ -115,6 +117,7 @@ def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
     kernels = build(dev, source) if compiled.kernels else {}
     run = TracingRun(dev, kernels, block_size, io.StringIO(), io.StringIO(), group=group, cap=cap)
     run.csv_inputs = inputs or {}
+    run.arguments = arguments or []
     try:
         run.run(compiled.host)
         dev.queue.finish()

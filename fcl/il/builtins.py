@@ -163,7 +163,7 @@ def _array_builtins(lw: Lowerer, t: Type, span):
             array = lw.fresh("csv", ir.ArrayType(I))
             length = lw.fresh("csvlen", I)
             lw.emit(ir.Declare(length, ir.Const(0, I)))
-            lw.emit(ir.ReadCSV(array, length, path))
+            lw.emit(ir.Input(array, length, path))
             return Pull(length, lambda index: ir.Index(array, index))
         return program(run)
 

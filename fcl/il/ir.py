@@ -215,10 +215,20 @@ class Benchmark(Stmt):
 
 
 @dataclass(eq=False)
-class ReadCSV(Stmt):
-    array: Var
-    length: Var
-    path: str
+class Input(Stmt):
+    """Data from outside the program, set once by the host: the ints of a CSV file
+    (`readIntCSV`, `source` its path), or an entry point's argument (`source` its position, see
+    fcl.python), an array or a scalar. `length` is an array's, declared 0 before, as is a
+    scalar `var`: both count as assigned here."""
+
+    var: Var
+    length: Var | None
+    source: str | int
+
+
+def input_sets(s: Input) -> list[Var]:
+    """The variables an Input sets after their declaration: an array's length, or a scalar."""
+    return [s.var] if s.length is None else [s.length]
 
 
 @dataclass(eq=False)
@@ -352,8 +362,11 @@ def _show(s: Stmt, indent: int) -> str:
         return f"{pad}print{kind}Array({show_expr(s.count)}, {s.array.name});"
     if isinstance(s, Benchmark):
         return _block(f"benchmark({show_expr(s.count)})", s.body, indent)
-    if isinstance(s, ReadCSV):
-        return f'{pad}({s.array.name}, {s.length.name}) = readIntCSV("{s.path}");'
+    if isinstance(s, Input):
+        targets = s.var.name if s.length is None else f"({s.var.name}, {s.length.name})"
+        source = (f'readIntCSV("{s.source}")' if isinstance(s.source, str)
+                  else f"argument({s.source})")
+        return f"{pad}{targets} = {source};"
     if isinstance(s, Result):
         return f"{pad}result({_show_result(s.value)});"
     if isinstance(s, Fail):

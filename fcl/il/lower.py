@@ -32,7 +32,7 @@ from fcl.il.values import (
 from fcl.mono import MonoProgram
 from fcl.prelude import PRELUDE_NAME
 from fcl.syntax import ast
-from fcl.types.types import TCon, TPair, TProgram, TPull, Type, chase
+from fcl.types.types import TArrow, TCon, TPair, TProgram, TPull, TPush, Type, chase
 
 LEVELS = ir.LEVELS
 UNROLL_LIMIT = 16  # loops known to stop within this many steps are unrolled
@@ -102,29 +102,59 @@ class Lowerer:
         return var
 
     # ---- programs
-    def lower(self, program: MonoProgram, keep_result: bool = False) -> list[ir.Stmt]:
+    def lower(self, program: MonoProgram, keep_result: bool = False,
+              entry: bool = False) -> list[ir.Stmt]:
         """The host program for the root (a `Program <grid>` value); with keep_result, it ends by
-        handing the program's result to the host."""
+        handing the program's result to the host. An `entry` root is a function of arrays and
+        scalars (fcl.python): it is applied to arguments the host gives (ir.Input), and its
+        result, a program's or a pure value, is handed to the host."""
         for name, expr in program.defs:
             self.globals[name] = self.eval(expr, None)
         root = self.eval(program.root, None)
+        result_type = chase(program.root.type)
+        if entry:
+            with self.at(program.root.span):
+                position = 0
+                while isinstance(result_type, TArrow):
+                    root = self.apply(root, self.argument(position, result_type.arg))
+                    result_type, position = chase(result_type.res), position + 1
         if isinstance(root, Prog):
-            value = self.run(root)
-            if keep_result:
-                with self.at(program.root.span):
-                    root_type = chase(program.root.type)
-                    assert isinstance(root_type, TProgram)  # main is a program (main_root)
-                    self.emit(ir.Result(self.result(value, root_type.result)))
+            root = self.run(root)
+            assert isinstance(result_type, TProgram)
+            result_type = chase(result_type.result)
+        elif not entry:
+            return self.blocks[0]
+        if keep_result or entry:
+            with self.at(program.root.span):
+                self.emit(ir.Result(self.result(root, result_type, forcing=entry)))
         return self.blocks[0]
 
-    def result(self, value, t: Type):
-        """A program result in a form the host can read: arrays in global memory."""
+    def argument(self, position: int, t: Type):
+        """The entry point's argument at `position`, set by the host: an array in global memory
+        (its length too) or a scalar."""
         t = chase(t)
+        if isinstance(t, TPull):
+            array = self.fresh("arg", ir.ArrayType(il_type(t.elem)))
+            length = self.fresh("arglen", ir.INT)
+            self.emit(ir.Declare(length, ir.Const(0, ir.INT)))
+            self.emit(ir.Input(array, length, position))
+            return Pull(length, lambda index: ir.Index(array, index))
+        scalar = self.fresh("arg", il_type(t))
+        self.emit(ir.Declare(scalar, ir.Const(ZERO[scalar.type], scalar.type)))
+        self.emit(ir.Input(scalar, None, position))
+        return scalar
+
+    def result(self, value, t: Type, forcing: bool = False):
+        """A program result in a form the host can read: arrays in global memory. With
+        `forcing` (an entry point's result) push arrays are forced there too."""
+        t = chase(t)
+        if forcing and isinstance(t, TPush):
+            value, t = self.force(value, 2, il_type(t.elem)), TPull(t.elem)
         if isinstance(value, ir.Expr):
             return self.declare("result", value)
         if isinstance(value, tuple) and value:
             assert isinstance(t, TPair)
-            return tuple(self.result(v, u) for v, u in zip(value, (t.fst, t.snd)))
+            return tuple(self.result(v, u, forcing) for v, u in zip(value, (t.fst, t.snd)))
         if isinstance(value, Pull):
             assert isinstance(t, TPull)
             if not isinstance(chase(t.elem), TCon):

@@ -256,8 +256,8 @@ def sweep(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
                 ir.expr_vars(e, live)
             if isinstance(s, (ir.Declare, ir.Assign)):
                 live[s.var.name] = s.var
-            if isinstance(s, ir.ReadCSV):
-                live[s.length.name] = s.length
+            if isinstance(s, ir.Input):
+                live.update((v.name, v) for v in ir.input_sets(s))
     frontier = list(live)
     while frontier:
         name = frontier.pop()

@@ -153,8 +153,9 @@ def note(s: ir.Stmt, ranges: Ranges, assigned: set[str],
             if found is not None:
                 ranges[s.var.name] = found
         return
-    if isinstance(s, ir.ReadCSV):  # its length, set once (names are unique)
-        ranges[s.length.name] = (0, INT_MAX)
+    if isinstance(s, ir.Input):  # an array's length, set once (names are unique)
+        if s.length is not None:
+            ranges[s.length.name] = (0, INT_MAX)
         return
     if not (hasattr(s, "var") and hasattr(s, "bound") and hasattr(s, "body")):
         return

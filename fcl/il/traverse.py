@@ -51,7 +51,7 @@ def _targets(s: ir.Stmt) -> set[str]:
     """The fields naming what a statement defines rather than reads."""
     if isinstance(s, (ir.Declare, ir.Assign, ir.Alloc)):
         return {"var"}
-    return {"length"} if isinstance(s, ir.ReadCSV) else set()
+    return {"length"} if isinstance(s, ir.Input) else set()
 
 
 def expr_fields(s: ir.Stmt, targets: bool = False) -> list[str]:
@@ -126,7 +126,7 @@ def map_bodies(s: ir.Stmt, fn: Callable[[list[ir.Stmt]], list[ir.Stmt]]) -> ir.S
 def assigned(stmts: list[ir.Stmt]) -> set[str]:
     """Variables changed after their declaration."""
     return ({s.var.name for s in ir.walk(stmts) if isinstance(s, ir.Assign)} |
-            {s.length.name for s in ir.walk(stmts) if isinstance(s, ir.ReadCSV)})
+            {v.name for s in ir.walk(stmts) if isinstance(s, ir.Input) for v in ir.input_sets(s)})
 
 
 def single_definitions(stmts: list[ir.Stmt]) -> dict[str, ir.Expr]:

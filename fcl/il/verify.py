@@ -25,7 +25,7 @@ UNARY: dict[str, dict[ir.ILType, str]] = {
     "neg": {INT: INT, DOUBLE: DOUBLE}, "abs": {INT: INT, DOUBLE: DOUBLE}, "not": {BOOL: BOOL},
     "sign": {INT: INT}, "clz": {INT: INT}, "i2d": {INT: DOUBLE}, "d2i": {DOUBLE: INT},
     "b2i": {BOOL: INT}, "sqrt": {DOUBLE: DOUBLE}}
-HOST_ONLY = (ir.Print, ir.Benchmark, ir.ReadCSV, ir.Result)
+HOST_ONLY = (ir.Print, ir.Benchmark, ir.Input, ir.Result)
 HINT = "this is a bug in FCL's compiler, not in your program: please report it"
 
 
@@ -227,13 +227,20 @@ class Verifier:
         elif isinstance(s, ir.Benchmark):
             self.expect(s.count, INT, "the count of benchmark runs")
             self.block(s.body, where)
-        elif isinstance(s, ir.ReadCSV):
-            # The lowering declares the length (0) first: reading the file sets it.
-            self.expect(s.length, INT, "the length of a CSV file's array")
-            if s.array.type != ir.ArrayType(INT):
-                self.fail(f"`{s.array.name}` holds a CSV file's ints but has type "
-                          f"{ir.show_type(s.array.type)}")
-            self.declare(s.array)
+        elif isinstance(s, ir.Input):
+            # The lowering declares an array's length, or a scalar, (0) first: the input sets it.
+            if s.length is None:
+                if isinstance(self.use(s.var), ir.ArrayType):
+                    self.fail(f"the array argument `{s.var.name}` has no length")
+                return
+            self.expect(s.length, INT, "the length of an input array")
+            if not isinstance(s.var.type, ir.ArrayType):
+                self.fail(f"`{s.var.name}` is an input array but has type "
+                          f"{ir.show_type(s.var.type)}")
+            if isinstance(s.source, str) and s.var.type != ir.ArrayType(INT):
+                self.fail(f"`{s.var.name}` holds a CSV file's ints but has type "
+                          f"{ir.show_type(s.var.type)}")
+            self.declare(s.var)
         elif isinstance(s, ir.Result):
             self.result(s.value)
 

@@ -63,13 +63,16 @@ class Interpreter:
         self.user_calls: list[Span] = []
 
     # ---- programs
-    def run(self, program: MonoProgram):
-        """Evaluate the definitions, then the root; run it if it is a Program."""
+    def run(self, program: MonoProgram, arguments: list | None = None):
+        """Evaluate the definitions, then the root; apply it to `arguments` if given (an entry
+        point's, fcl.python); run it if it is a Program."""
         with np.errstate(all="ignore"), depth_guard(program.root.span,
                                                     "the program is nested too deeply to run"):
             for name, expr in program.defs:
                 self.globals[name] = self.eval(expr, None, self.host)
             value = self.eval(program.root, None, self.host)
+            for argument in arguments or []:
+                value = self.apply(value, argument, self.host, program.root.span)
             if isinstance(value, Program):
                 value = value.run(self.host, self)
             return value

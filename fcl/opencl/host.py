@@ -72,6 +72,12 @@ class HostRun:
         # Arrays already on the device that `readIntCSV PATH` gives instead of reading PATH
         # (the benchmarks' inputs, traced and timed without a file).
         self.csv_inputs: dict[str, DeviceArray] = {}
+        # An entry point's arguments (fcl.python): device arrays and numpy scalars.
+        self.arguments: list[DeviceArray | np.generic] = []
+        # Whether the result's arrays stay on the device (as DeviceArrays): their buffers are
+        # `kept` when the run releases its memory.
+        self.results_on_device = False
+        self.kept: list[cl.MemoryObjectHolder] = []
 
     # ---- expressions
     def eval(self, e: ir.Expr, lanes: bool = False):
@@ -184,8 +190,8 @@ class HostRun:
             self.print_array(s)
         elif isinstance(s, ir.Benchmark):
             self.benchmark(s)
-        elif isinstance(s, ir.ReadCSV):
-            self.read_csv(s)
+        elif isinstance(s, ir.Input):
+            self.read_input(s)
         elif isinstance(s, ir.Result):
             self.check_failures()
             self.result = self.fetch(s.value)
@@ -317,6 +323,9 @@ class HostRun:
             return self.eval(value)
         if isinstance(value, ir.ArrayResult):
             array = self.env[value.array.name]
+            if self.results_on_device:
+                self.kept.append(array.buffer)
+                return DeviceArray(array.buffer, array.dtype, int(self.eval(value.length)))
             host = np.empty(int(self.eval(value.length)), dtype=array.dtype)
             if host.size:
                 self.read_back(array, host, 0, value)
@@ -328,7 +337,8 @@ class HostRun:
         the device's pool, which keeps about as much as this run used."""
         self.device.queue.finish()
         for buffer in self.buffers:
-            buffer.release()
+            if not any(buffer is kept for kept in self.kept):
+                buffer.release()
         self.buffers.clear()
         self.arrays.clear()
         self.allocated = 0
@@ -416,17 +426,19 @@ class HostRun:
         self.benchmarks.append(times)
         self.err.write(benchmark_report(times, "kernel time"))
 
-    def read_csv(self, s: ir.ReadCSV) -> None:
-        if s.path in self.csv_inputs:
-            given = self.csv_inputs[s.path]
-            self.env[s.array.name], self.env[s.length.name] = given, np.int32(given.length)
-            return
-        values = read_int_csv(s.path, s.span)
-        array = self.new_array(np.int32, len(values), s.span)  # one of the program's arrays
-        if values.size:
-            cl.enqueue_copy(self.device.queue, array.buffer, values)
-        self.env[s.array.name] = array
-        self.env[s.length.name] = np.int32(len(values))
+    def read_input(self, s: ir.Input) -> None:
+        if isinstance(s.source, int):
+            given = self.arguments[s.source]
+        elif s.source in self.csv_inputs:
+            given = self.csv_inputs[s.source]
+        else:
+            values = read_int_csv(s.source, s.span)
+            given = self.new_array(np.int32, len(values), s.span)  # one of the program's arrays
+            if values.size:
+                cl.enqueue_copy(self.device.queue, given.buffer, values)
+        self.env[s.var.name] = given
+        if s.length is not None:
+            self.env[s.length.name] = np.int32(given.length)
 
 
 def launch_size(compiled: Compiled, block_size: int | None) -> int:
@@ -438,8 +450,9 @@ def launch_size(compiled: Compiled, block_size: int | None) -> int:
 
 
 def prepare_run(compiled: Compiled, device: str | None, block_size: int | None,
-                out: TextIO, err: TextIO) -> HostRun:
-    """A host run of `compiled` on a device, its kernels built."""
+                out: TextIO, err: TextIO, arguments: list | None = None) -> HostRun:
+    """A host run of `compiled` on a device, its kernels built; `arguments` are an entry
+    point's (see HostRun.arguments)."""
     block_size = launch_size(compiled, block_size)
     dev = open_device(device)
     if "double" in compiled.source and not dev.has_fp64:
@@ -449,15 +462,18 @@ def prepare_run(compiled: Compiled, device: str | None, block_size: int | None,
                        f"size {dev.max_work_group_size}")
     kernels = build(dev, compiled.source, compiled.line_table) if compiled.kernels else {}
     run = HostRun(dev, kernels, block_size, out, err)
+    run.arguments = arguments or []
     if is_oclgrind(dev.device):
         run.probes = ReadProbes(dev, compiled.host, run.buffers)
     return run
 
 
 def run_compiled(compiled: Compiled, device: str | None = None, block_size: int | None = None,
-                 out: TextIO | None = None, err: TextIO | None = None):
+                 out: TextIO | None = None, err: TextIO | None = None,
+                 arguments: list | None = None):
     """Run on a device; the program's result if it was compiled to keep it (see ir.Result)."""
-    run = prepare_run(compiled, device, block_size, out or sys.stdout, err or sys.stderr)
+    run = prepare_run(compiled, device, block_size, out or sys.stdout, err or sys.stderr,
+                      arguments)
     dev = run.device
     try:
         run.run(compiled.host)
@@ -470,13 +486,14 @@ def run_compiled(compiled: Compiled, device: str | None = None, block_size: int 
 
 def time_compiled(compiled: Compiled, device: str | None = None, block_size: int | None = None,
                   policy: Policy | None = None,
-                  progress: Callable[[int, float], None] | None = None) -> Timing:
+                  progress: Callable[[int, float], None] | None = None,
+                  arguments: list | None = None) -> Timing:
     """Time a program's kernels: one warm-up run (building caches and filling the memory pool),
     then runs until `policy` says stop, each run's kernel time from profiling events and its wall
     time around it. What the program prints is dropped; its arrays go back to the pool after
     each run, so no run but the warm-up touches fresh memory."""
     with open(os.devnull, "w") as discard:
-        run = prepare_run(compiled, device, block_size, discard, discard)
+        run = prepare_run(compiled, device, block_size, discard, discard, arguments)
         dev = run.device
 
         def once() -> Sample:

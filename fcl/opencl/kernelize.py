@@ -116,8 +116,8 @@ class KernelBody:
         if isinstance(s, ir.If):
             return [ir.If(s.cond, self.block(s.then, level), self.block(s.else_, level),
                           span=s.span)]
-        if isinstance(s, (ir.Print, ir.Benchmark, ir.ReadCSV)):
-            raise FCLError("host operations (printing, benchmarking, reading files) cannot "
+        if isinstance(s, (ir.Print, ir.Benchmark, ir.Input)):
+            raise FCLError("host operations (printing, benchmarking, reading inputs) cannot "
                            "run inside a kernel", s.span)
         return [s]
 

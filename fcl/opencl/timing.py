@@ -194,11 +194,14 @@ class Sample:
         return self.wall_ms if self.kernels is None else sum(self.kernels.values())
 
 
-@dataclass
+@dataclass(repr=False)
 class Timing:
     samples: list[Sample]
     settled: bool
     policy: Policy = field(default_factory=Policy)
+
+    def __repr__(self) -> str:  # what Python shows of a timing (fcl.python's `bench`)
+        return self.report().rstrip("\n")
 
     @property
     def kernel_times(self) -> bool:

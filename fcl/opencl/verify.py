@@ -16,7 +16,7 @@ from fcl.opencl.kernel import LOCAL_IDS, FailFlag, Kernel, Launch, Special, Stri
 SPECIALS = frozenset(("local_id", "local_x", "local_y", "local_size", "group_id", "num_groups",
                       "global_id", "global_size"))
 WORK_ITEM_IDS = LOCAL_IDS | {"global_id"}  # differ between the work-items of a group
-NOT_IN_KERNELS = (ir.Print, ir.Benchmark, ir.ReadCSV, ir.Result, ir.Fail, ir.ParFor,
+NOT_IN_KERNELS = (ir.Print, ir.Benchmark, ir.Input, ir.Result, ir.Fail, ir.ParFor,
                   ir.Distribute, Launch)
 # Each work-item runs the body of a kernel without a group loop on its own.
 ITEMS = Where(False, "in a kernel of one work-item per iteration (it has no work-group loop)")

@@ -131,10 +131,12 @@ class _Builder:
         if isinstance(s, ir.Barrier):
             return self.node(graph, f"barrier ({s.level})", shape="hexagon",
                              fillcolor="#eeeeee", style="filled")
-        if isinstance(s, ir.ReadCSV):
-            name = self.node(graph, f"{s.array.name} ← readIntCSV \"{s.path}\"",
-                             shape="cylinder", style="filled,bold")
-            self.arrays[s.array.name] = name
+        if isinstance(s, ir.Input) and s.length is not None:
+            source = (f'readIntCSV "{s.source}"' if isinstance(s.source, str)
+                      else f"argument {s.source}")
+            name = self.node(graph, f"{s.var.name} ← {source}", shape="cylinder",
+                             style="filled,bold")
+            self.arrays[s.var.name] = name
             return name
         if isinstance(s, ir.Print):
             return self._leaf_flows(graph, s, level, f"print {show(s.count)} of {s.array.name}")

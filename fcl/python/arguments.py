@@ -1,0 +1,93 @@
+"""Python values as an entry point's arguments: checked against the FCL parameter types, each
+mismatch a TypeError or ValueError that names the function and the parameter.
+
+Arrays must have the parameter's dtype exactly (int32, float64, bool): converting an int64 array
+behind the caller's back would copy it and could change its values. Python sequences and
+scalars are converted when every value fits.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fcl.il.ranges import INT_MAX
+
+DTYPES = {"int": np.dtype(np.int32), "double": np.dtype(np.float64), "bool": np.dtype(np.bool_)}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    kind: str      # int, double or bool
+    array: bool    # an array of `kind` rather than one
+
+    def __str__(self) -> str:
+        return f"[{self.kind}]" if self.array else self.kind
+
+
+def argument(function: str, param: Parameter, value):
+    """A Python value for `param` of `function` as the numpy value the back ends take (a 1-D
+    array of the parameter's dtype, or a numpy scalar), or a TypeError/ValueError naming the
+    parameter. A pyopencl array stays one (fcl.python.opencl uses it in place)."""
+    where = f"{function}: parameter `{param.name}` is {param}"
+    dtype = DTYPES[param.kind]
+    if param.array:
+        if is_device_array(value):
+            if value.dtype != dtype or value.ndim != 1:
+                raise TypeError(f"{where}, a 1-D array of {dtype}; got a pyopencl array of "
+                                f"{value.dtype} with shape {value.shape}")
+            return value
+        if isinstance(value, np.ndarray):
+            if value.dtype != dtype:
+                raise TypeError(f"{where}, an array of {dtype}; got an array of {value.dtype} "
+                                f"(convert it with .astype(np.{dtype}))")
+            array = value
+        elif isinstance(value, (list, tuple, range)):
+            array = _from_sequence(where, value, dtype)
+        else:
+            raise TypeError(f"{where}, an array of {dtype}; got {type(value).__name__}")
+        if array.ndim != 1:
+            raise ValueError(f"{where}, a 1-D array; got shape {array.shape}")
+        if len(array) > INT_MAX:
+            raise ValueError(f"{where}; FCL arrays hold at most {INT_MAX} elements, not "
+                             f"{len(array)}")
+        return np.ascontiguousarray(array)
+    return _scalar(where, param.kind, value)
+
+
+def _from_sequence(where: str, value, dtype: np.dtype) -> np.ndarray:
+    """A Python sequence as an array of `dtype`, when every element converts exactly."""
+    found = np.asarray(value)
+    if found.size == 0:
+        return np.zeros(found.shape, dtype)
+    fits = {np.dtype(np.bool_): "b", np.dtype(np.int32): "bi", np.dtype(np.float64): "bif"}
+    if found.dtype.kind not in fits[dtype] or (dtype == np.int32 and found.dtype.kind == "b"):
+        raise TypeError(f"{where}; got a sequence of {found.dtype}")
+    array = found.astype(dtype)
+    if not np.array_equal(array, found):
+        raise ValueError(f"{where}; the sequence holds values outside {dtype}'s range")
+    return array
+
+
+def _scalar(where: str, kind: str, value):
+    is_bool = isinstance(value, (bool, np.bool_))
+    is_int = isinstance(value, (int, np.integer)) and not is_bool
+    if kind == "bool":
+        if not is_bool:
+            raise TypeError(f"{where}; got {type(value).__name__}")
+        return np.bool_(value)
+    if kind == "int":
+        if not is_int:
+            raise TypeError(f"{where}; got {type(value).__name__}")
+        if not -2**31 <= int(value) < 2**31:
+            raise ValueError(f"{where}, a 32-bit int; {value} is out of its range")
+        return np.int32(value)
+    if not (is_int or isinstance(value, (float, np.floating))):
+        raise TypeError(f"{where}; got {type(value).__name__}")
+    return np.float64(value)
+
+
+def is_device_array(value) -> bool:
+    module = type(value).__module__
+    return module.startswith("pyopencl") and hasattr(value, "base_data")

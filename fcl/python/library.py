@@ -1,0 +1,288 @@
+"""FCL from Python: a program's top-level functions, called on numpy arrays.
+
+    lib = fcl.load(source)                       # or fcl.load_file("prog.fcl")
+    ys = lib.revAll(np.arange(1000, dtype=np.int32))
+
+A top-level function whose parameters are ints, doubles, bools or arrays of them, and whose
+result is a `Program <grid>` of such values (pairs of them too) or such a value itself, is an
+entry point: an attribute of the library. It is compiled on its first call with its arrays'
+lengths as run-time values (ir.Input), so one compiled program, one OpenCL build, serves every
+length. Arguments are checked against the FCL type before anything runs, and a mismatch is a
+TypeError or ValueError naming the parameter; a failed run-time check is an FCLError carrying
+the FCL location. `backend="interp"` runs the same calls on the reference interpreter, without
+OpenCL.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from fcl import pipeline
+from fcl.analysis.gpu import DEFAULT_GPU, load_gpu
+from fcl.errors import FCLError, Source
+from fcl.explain import Explanation
+from fcl.interp.eval import Interpreter, RunConfig
+from fcl.interp.values import Buffer, PushArray
+from fcl.mono import MonoProgram
+from fcl.notebook import to_host
+from fcl.opencl.device import open_device
+from fcl.opencl.timing import Policy, Sample, Timing, repeat
+from fcl.python import opencl
+from fcl.python.arguments import DTYPES, Parameter, argument
+from fcl.session import Session
+from fcl.syntax import ast
+from fcl.types.types import TArrow, TCon, TPair, TProgram, TPull, TPush, Type, chase, level_depth
+
+BACKENDS = ("opencl", "interp")
+RESULTS = ("host", "device")
+
+
+def _fcl_errors(function):
+    """FCL errors raised from the caller's line: the compiler's frames say nothing to a Python
+    user, and the error names the FCL file, line and column itself."""
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except FCLError as err:
+            raise err.with_traceback(None) from None
+    return wrapper
+
+
+@_fcl_errors
+def load(source: str, *, backend: str = "opencl", device: str | None = None,
+         block_size: int = 256, checks: bool = True, name: str = "<fcl>") -> Library:
+    """The entry points of FCL source text. `device` picks the OpenCL device as `fcl run
+    --device` does (default: PYOPENCL_CTX, else a GPU, else PoCL); `checks=False` leaves out
+    the run-time checks, as `--unsafe` does."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    session = Session.new()
+    session.add_file(Source(name, source))
+    return Library(session, source, backend, device, block_size, checks)
+
+
+def load_file(path: str | os.PathLike, **options) -> Library:
+    """load() of a file's text, its errors located in the file."""
+    return load(Path(path).read_text(), name=str(path), **options)
+
+
+class Library:
+    """The callable functions of an FCL program, as attributes; `entry_points` lists them."""
+
+    def __init__(self, session: Session, source: str, backend: str, device: str | None,
+                 block_size: int, checks: bool):
+        self.session, self.source, self.backend = session, source, backend
+        self.device, self.block_size, self.checks = device, block_size, checks
+        self.entry_points: dict[str, EntryPoint] = {}
+        self.not_callable: dict[str, str] = {}  # other top-level names: why they are not
+        for decl in session.user_decls():
+            binding = session.scope.names.get(decl.name)
+            if binding is None or binding.scheme is not decl.scheme:
+                continue  # shadowed by a later definition
+            try:
+                params, result = _signature(decl)
+            except _NotCallable as reason:
+                self.not_callable[decl.name] = str(reason)
+                self.entry_points.pop(decl.name, None)
+            else:
+                self.entry_points[decl.name] = EntryPoint(self, decl, params, result)
+                self.not_callable.pop(decl.name, None)
+
+    def __getattr__(self, name: str) -> EntryPoint:
+        if name.startswith("__") or name in ("entry_points", "not_callable"):
+            raise AttributeError(name)
+        if name in self.entry_points:
+            return self.entry_points[name]
+        if name in self.not_callable:
+            raise AttributeError(f"`{name}` cannot be called from Python: "
+                                 f"{self.not_callable[name]}")
+        raise AttributeError(f"the FCL program defines no `{name}`; its entry points are: "
+                             f"{', '.join(self.entry_points) or 'none'}")
+
+    @property
+    def queue(self):
+        """The pyopencl command queue of the library's device: arrays made with it (e.g.
+        `pyopencl.array.to_device(lib.queue, xs)`) are used in place."""
+        return open_device(self.device).queue
+
+    def __dir__(self):
+        return [*super().__dir__(), *self.entry_points]
+
+    def __repr__(self) -> str:
+        lines = [f"FCL library ({self.backend}) with {len(self.entry_points)} entry points:"]
+        lines += [f"  {entry.signature}" for entry in self.entry_points.values()]
+        return "\n".join(lines)
+
+
+class EntryPoint:
+    """One callable FCL function: `f(*args, out="host")`, `f.bench(*args)`, `f.costs(*args)`."""
+
+    def __init__(self, library: Library, decl: ast.Decl, params: list[Parameter], result: Type):
+        self.library, self.decl, self.params, self.result_type = library, decl, params, result
+        self.name = decl.name
+        self.signature = f"{decl.name} : {decl.scheme}"
+        self.__doc__ = self.signature
+        self._root: ast.Var | None = None
+        self._compiled = None
+        self._mono: MonoProgram | None = None
+
+    def __repr__(self) -> str:
+        return f"<FCL entry point {self.signature}>"
+
+    # ---- calling
+    @_fcl_errors
+    def __call__(self, *args, out: str = "host"):
+        """The function's result on these arguments: numpy arrays and scalars (tuples for
+        pairs, None for unit); with out="device", arrays as pyopencl arrays left on the device
+        (the OpenCL back end only)."""
+        if out not in RESULTS:
+            raise ValueError(f"out must be one of {', '.join(RESULTS)}, not {out!r}")
+        values = self._check(args)
+        if self.library.backend == "interp":
+            if out == "device":
+                raise ValueError("out='device' needs the OpenCL back end; this library runs on "
+                                 "the interpreter")
+            return self._interpret(values)
+        return opencl.call(self, values, out)
+
+    def _check(self, args: tuple) -> list:
+        if len(args) != len(self.params):
+            names = ", ".join(p.name for p in self.params) or "none"
+            raise TypeError(f"{self.name} takes {len(self.params)} arguments ({names}), "
+                            f"not {len(args)}")
+        return [argument(self.name, p, a) for p, a in zip(self.params, args)]
+
+    def root(self) -> ast.Var:
+        """The function as an expression, type-checked once."""
+        if self._root is None:
+            root = ast.Var(self.decl.name_span, self.name)
+            self.library.session.checker.check_expr(self.library.session.scope, root)
+            self._root = root
+        return self._root
+
+    def compiled(self):
+        """The program compiled for the OpenCL back end (fcl.opencl.kernel.Compiled)."""
+        if self._compiled is None:
+            library = self.library
+            options = pipeline.CompileOptions(library.block_size, library.checks)
+            self._compiled = pipeline.compile_program(library.session, self.root(), options,
+                                                      entry=True)
+        return self._compiled
+
+    @property
+    def opencl(self) -> str:
+        """The OpenCL C of the function's kernels."""
+        return self.compiled().source
+
+    def _interpret(self, values: list):
+        if self._mono is None:
+            self._mono = pipeline.mono_program(self.library.session, self.root())
+        config = RunConfig(self.library.block_size, sys.stdout, sys.stderr)
+        interpreter = Interpreter(config)
+        arguments = [Buffer(v, np.int64(0), np.int32(len(v))) if isinstance(v, np.ndarray)
+                     else v for v in values]
+        value = pipeline.on_big_stack(interpreter.run)(self._mono, arguments)
+        return _interpreted_result(interpreter, value, self.result_type)
+
+    # ---- timing and costs
+    @_fcl_errors
+    def bench(self, *args, runs: int | None = None, budget_s: float = 2.0) -> Timing:
+        """Time calls on these arguments with the timer of `%%bench`: on OpenCL the kernels by
+        profiling events (the arguments moved to the device once, before timing), on the
+        interpreter the wall time of a call; repeated until the spread settles, `runs` times,
+        or `budget_s` seconds. Its repr is the report."""
+        policy = Policy(budget_s=budget_s, runs=runs)
+        values = self._check(args)
+        if self.library.backend == "opencl":
+            return opencl.bench(self, values, policy)
+
+        def once() -> Sample:
+            start = time.perf_counter()
+            self._interpret(values)
+            return Sample((time.perf_counter() - start) * 1000)
+
+        once()
+        return repeat(once, policy)
+
+    @_fcl_errors
+    def costs(self, *args, gpu: str = DEFAULT_GPU) -> Explanation:
+        """What a call on these arguments does on the device: its cost table (the repr in a
+        notebook), `.memory()` diagrams and predicted time on `gpu`, from the OpenCL program
+        (traced on the OpenCL device whichever back end the library runs on)."""
+        chosen = load_gpu(gpu)  # an unknown GPU is an error before anything runs
+        return opencl.explain_call(self, self._check(args), chosen)
+
+
+class _NotCallable(Exception):
+    pass
+
+
+def _signature(decl: ast.Decl) -> tuple[list[Parameter], Type]:
+    """The parameters and result type of a callable definition, or _NotCallable saying why not."""
+    scheme = decl.scheme
+    if scheme.type_vars:
+        raise _NotCallable("it is polymorphic; give it a signature with concrete types "
+                           "(`sig`) to call it")
+    names = []
+    value = decl.value
+    while isinstance(value, ast.Lam):
+        names.append(value.param)
+        value = value.body
+    params = []
+    t = chase(scheme.body)
+    while isinstance(t, TArrow):
+        position = len(params)
+        name = names[position] if position < len(names) else f"argument {position + 1}"
+        params.append(_parameter(name, chase(t.arg)))
+        t = chase(t.res)
+    if isinstance(t, TProgram):
+        if level_depth(t.level) != (2, None):
+            raise _NotCallable("its result is a program at a level below <grid>; only "
+                               "`Program <grid>` runs from the host")
+        _check_result(chase(t.result))
+    else:
+        _check_result(t)
+    return params, t
+
+
+def _parameter(name: str, t: Type) -> Parameter:
+    if isinstance(t, TCon) and t.name in DTYPES:
+        return Parameter(name, t.name, False)
+    if isinstance(t, TPull) and isinstance(chase(t.elem), TCon) and chase(t.elem).name in DTYPES:
+        return Parameter(name, chase(t.elem).name, True)
+    raise _NotCallable(f"its parameter `{name}` has type `{t}`; Python can pass ints, doubles, "
+                       "bools and arrays of them")
+
+
+def _check_result(t: Type) -> None:
+    if isinstance(t, TCon) and (t.name in DTYPES or t.name == "unit"):
+        return
+    if isinstance(t, (TPull, TPush)) and isinstance(chase(t.elem), TCon) \
+            and chase(t.elem).name in DTYPES:
+        return
+    if isinstance(t, TPair):
+        _check_result(chase(t.fst))
+        _check_result(chase(t.snd))
+        return
+    raise _NotCallable(f"its result has type `{t}`; Python can take ints, doubles, bools, "
+                       "arrays of them and pairs of these")
+
+
+def _interpreted_result(interpreter: Interpreter, value, t: Type):
+    """An interpreter result as the OpenCL back end gives it: push arrays forced."""
+    t = chase(t)
+    if isinstance(t, TProgram):
+        t = chase(t.result)
+    if isinstance(value, tuple) and isinstance(t, TPair):
+        return tuple(_interpreted_result(interpreter, v, u) for v, u in zip(value, (t.fst, t.snd)))
+    if isinstance(value, PushArray):
+        assert isinstance(t, TPush)
+        dtype = DTYPES[chase(t.elem).name].type
+        value, t = interpreter.force(value, interpreter.host, dtype, None), TPull(t.elem)
+    return to_host(value, t, interpreter)

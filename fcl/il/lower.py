@@ -139,8 +139,9 @@ class Lowerer:
             self.emit(ir.Declare(length, ir.Const(0, ir.INT)))
             self.emit(ir.Input(array, length, position))
             return Pull(length, lambda index: ir.Index(array, index))
-        scalar = self.fresh("arg", il_type(t))
-        self.emit(ir.Declare(scalar, ir.Const(ZERO[scalar.type], scalar.type)))
+        kind = il_type(t)
+        scalar = self.fresh("arg", kind)
+        self.emit(ir.Declare(scalar, ir.Const(ZERO[kind], kind)))
         self.emit(ir.Input(scalar, None, position))
         return scalar
 

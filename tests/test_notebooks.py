@@ -16,7 +16,7 @@ import pytest
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+from course import NOTEBOOKS, kernel_of  # noqa: E402
 
 # A kernelspec for this interpreter, found through JUPYTER_PATH (no installation needed).
 _SPEC_DIR = Path(tempfile.mkdtemp(prefix="fcl-kernelspec-"))
@@ -30,7 +30,7 @@ os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(_SPEC_DIR),
 
 def run_notebook(path: Path) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, kernel_name="fcl", timeout=300, startup_timeout=120,
+    client = NotebookClient(nb, kernel_name=kernel_of(path), timeout=300, startup_timeout=120,
                             allow_errors=True, resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     return nb
@@ -48,17 +48,18 @@ def texts(cell) -> list[str]:
 
 def test_there_are_course_notebooks():
     names = [p.name for p in NOTEBOOKS]
-    # The course, in order (issues 6 and 17): eight lessons, the puzzles, divergence and
-    # occupancy; none left in drafts.
+    # The course, in order (issues 6, 17 and 19): eight lessons, the puzzles, divergence and
+    # occupancy, then FCL from Python; none left in drafts.
     assert names == ["01-fcl-in-ten-minutes.ipynb", "02-machine-model.ipynb",
                      "03-coalescing.ipynb", "04-local-memory.ipynb", "05-reduction.ipynb",
                      "06-scan.ipynb", "07-matmul.ipynb", "08-lmads.ipynb", "09-puzzles.ipynb",
-                     "10-divergence.ipynb", "11-occupancy.ipynb"]
+                     "10-divergence.ipynb", "11-occupancy.ipynb", "12-fcl-from-python.ipynb"]
     assert not (ROOT / "notebooks" / "drafts").exists()
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
-        assert nb.metadata.kernelspec.name == "fcl"
+        assert nb.metadata.kernelspec.name == ("python3" if path.stem == "12-fcl-from-python"
+                                               else "fcl")
         # Committed without outputs: they are produced on the reader's machine.
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), path.name
 

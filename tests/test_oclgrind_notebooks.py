@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from course import FCL_NOTEBOOKS as NOTEBOOKS
 from fcl.notebook import Workspace
 from fcl.opencl.oclgrind import parse_reports
 
 pytestmark = pytest.mark.notebooks
-
-NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
 # Magics whose body is FCL to run.
 RUN_BODY = {"expect", "bench", "time", "costs", "memory", "graph"}
 # Sizes the notebooks time on a real device, and the small ones used here (multiples of every

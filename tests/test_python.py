@@ -13,7 +13,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fcl
+from fcl import pipeline
 from fcl.errors import FCLError
+from fcl.il import ir
 from fcl.opencl import device as opencl_device
 
 ENTRIES = Path(__file__).parent / "python" / "entries.fcl"
@@ -101,6 +103,16 @@ def test_one_build_serves_every_length():
     assert lib.addOne.opencl == source and "__kernel" in source
     # The length is a kernel argument, not a constant of the source.
     assert "100000" not in source and "4097" not in source
+
+
+def test_entry_points_verify_after_every_pass():
+    lib = fcl.load_file(ENTRIES)
+    for entry in lib.entry_points.values():
+        for block, checks in ((256, True), (32, False)):
+            options = pipeline.CompileOptions(block, checks, verify_il=True)
+            compiled = pipeline.compile_program(lib.session, entry.root(), options, entry=True)
+            assert any(isinstance(s, ir.Input) for s in ir.walk(compiled.host)) or \
+                not entry.params, entry.name
 
 
 def test_run_time_errors_carry_the_fcl_location(lib):

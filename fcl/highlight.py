@@ -13,12 +13,17 @@ levels are keywords; elsewhere `thread`, `block` and `grid` are ordinary names, 
 `forall`, `Program`, `unit` and `string` are soft keywords too, but they are nearly always
 types, so they are highlighted everywhere. `%magic` and `%%magic` lines at the top of a cell are
 kernel directives, not FCL.
+
+`ThemedStyle` colours tokens from the front end's theme, so highlighted code is readable in light
+and dark themes alike: JupyterLab's (and Notebook 7's) editor colour variables, which every
+JupyterLab theme defines, else VS Code's theme colours, else JupyterLab's light colours.
 """
 from __future__ import annotations
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import RegexLexer, bygroups, default
+from pygments.style import Style
 from pygments.token import (
     Comment,
     Error,
@@ -35,7 +40,7 @@ from fcl.syntax.lexer import KEYWORDS, SOFT_KEYWORDS
 from fcl.syntax.parser import CONCRETE_LEVEL_NAMES
 from fcl.types.builtins import BUILTINS
 
-__all__ = ["FCLLexer", "highlight_html"]
+__all__ = ["FCLLexer", "ThemedStyle", "TEXT_COLOUR", "highlight_html", "theme_colour"]
 
 _IDENT = r"(?:[^\W\d_]|#)[\w#']*"  # a letter or `#`, then letters, digits, `_`, `#`, `'`
 # What may follow the `<` of a level list: `<>` or `<lvl, ..., lvl>`, lvl ::= name | 1 + lvl.
@@ -130,14 +135,54 @@ class FCLLexer(RegexLexer):
     }
 
 
-_FORMATTER = HtmlFormatter(noclasses=True, cssclass="highlight fcl-highlight")
+def theme_colour(jupyterlab: str, vscode: str, light: str) -> str:
+    """A CSS colour: JupyterLab's variable `--jupyterlab`, else VS Code's `--vscode-vscode`, else
+    `light` (a page without either, such as the classic notebook, is light)."""
+    return f"var(--{jupyterlab},var(--vscode-{vscode},{light}))"
+
+
+TEXT_COLOUR = theme_colour("jp-content-font-color1", "editor-foreground", "#1a1a1a")
+
+
+def _editor(name: str, vscode: str, light: str) -> str:
+    return theme_colour(f"jp-mirror-editor-{name}-color", vscode, light)
+
+
+class ThemedStyle(Style):
+    """Token colours from the theme (no spaces inside a colour: Pygments splits styles on them).
+
+    Every colour reaches WCAG's contrast 4.5 in JupyterLab's light and dark themes, also on the
+    faint tints of the %%opencl view. JupyterLab's own comment and meta colours do not on the
+    dark background (4.2 and 3.9), nor its number colour on the light tints, so comments are
+    italic in the text's colour and numbers and directives borrow other editor colours. VS Code
+    names colours for few token kinds; the others take its text colour there.
+    """
+
+    background_color = None  # the output's own background
+    styles = {
+        Comment: "italic",
+        Comment.Preproc: "noitalic " + _editor("variable-2", "editor-foreground", "#00366d"),
+        Keyword: "bold " + _editor("keyword", "debugTokenExpression-boolean", "#008000"),
+        Keyword.Pseudo: "nobold",
+        Keyword.Type: "nobold " + _editor("string-2", "debugTokenExpression-name", "#770088"),
+        Name.Builtin: _editor("builtin", "debugTokenExpression-name", "#008000"),
+        Name.Function: _editor("property", "editor-foreground", "#0055aa"),
+        Name.Variable: _editor("string-2", "editor-foreground", "#770088"),
+        String: _editor("string", "debugTokenExpression-string", "#ba2121"),
+        String.Escape: "bold",
+        Number: _editor("operator", "editor-foreground", "#7800c2"),
+        Error: "border:" + _editor("error", "errorForeground", "#ff0000"),
+    }
+
+
+_FORMATTER = HtmlFormatter(noclasses=True, style=ThemedStyle, cssclass="highlight fcl-highlight")
 
 
 def highlight_html(code: str) -> str:
     """`code` as highlighted HTML: a `<div class="highlight fcl-highlight"><pre>` block.
 
-    The colours are inline `style` attributes (Pygments' "default" style), so the block looks the
-    same in JupyterLab, the classic notebook, VS Code and exported HTML without any stylesheet;
-    the classes only let a page restyle the block as a whole.
+    The colours are inline `style` attributes (`ThemedStyle`'s theme variables), so the block
+    looks right in JupyterLab, the classic notebook, VS Code and exported HTML without a
+    stylesheet; the classes only let a page restyle the block as a whole.
     """
     return highlight(code, FCLLexer(), _FORMATTER)

@@ -18,6 +18,7 @@ from fcl import pipeline
 from fcl.analysis.gpu import DEFAULT_GPU
 from fcl.errors import FCLError, Source
 from fcl.explain import explain
+from fcl.highlight import theme_colour
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.interp.lanes import lift_full
 from fcl.interp.values import (
@@ -227,6 +228,8 @@ class Opaque:
 
 # ---- showing results -------------------------------------------------------------------------
 
+# The theme's second text colour (readable in light and dark themes, see fcl.highlight).
+SECONDARY_COLOUR = theme_colour("jp-content-font-color2", "descriptionForeground", "#666")
 ELIDE_AFTER = 200  # longer arrays show their first and last elements only
 SHOW_EACH_END = 20
 
@@ -275,6 +278,6 @@ def _array_html(values: np.ndarray, type_text: str) -> str:
                     f"<td title='{len(values) - 2 * SHOW_EACH_END} more'>…</td>"
                     for item in _format_items(values))
     return ("<div class='fcl-array' style='font-family:monospace;font-size:90%'>"
-            f"<div style='color:#666'>{type_text} · {len(values)} elements</div>"
+            f"<div style='color:{SECONDARY_COLOUR}'>{type_text} · {len(values)} elements</div>"
             "<table style='border-collapse:collapse'><tr>"
             f"{cells}</tr></table></div>")

@@ -26,9 +26,13 @@ import numpy as np
 from fcl.analysis.costs import KernelCosts
 from fcl.errors import FCLError
 from fcl.explain import Explanation
+from fcl.highlight import theme_colour
 
 SHOW_MISMATCHES = 8
-OK_COLOUR, WRONG_COLOUR = "#1a7f37", "#cf222e"
+# The theme's success and error colours: each reaches contrast 4.5 on its own theme's background
+# (JupyterLab's success-color1 and error-color0 do not, in the light and the dark theme).
+OK_COLOUR = theme_colour("jp-success-color0", "gitDecoration-addedResourceForeground", "#1a7f37")
+WRONG_COLOUR = theme_colour("jp-error-color1", "errorForeground", "#cf222e")
 
 
 # ---- the arguments ----------------------------------------------------------------------------

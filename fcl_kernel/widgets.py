@@ -15,6 +15,7 @@ from fcl.errors import FCLError
 from fcl.lmad import LMAD, LMADError, render_svg
 from fcl.lmad.report import describe
 from fcl.notebook import BACKENDS
+from fcl_kernel.expect import WRONG_COLOUR
 
 
 def settings_panel(settings):
@@ -34,7 +35,7 @@ def settings_panel(settings):
 
 
 def _problem(message: str) -> str:
-    return f"<pre style='color:#b00000'>{html.escape(message)}</pre>"
+    return f"<pre style='color:{WRONG_COLOUR}'>{html.escape(message)}</pre>"
 
 
 def memory_explorer(explanation, array: str | None = None, pitch: int | None = None):

@@ -191,6 +191,9 @@ def test_highlight_html_is_self_contained():
     html = highlight_html("val a = push<block> xs")
     assert html.startswith('<div class="highlight fcl-highlight"')
     assert '<span style="' in html and 'class="k"' not in html  # inline colours, no stylesheet
+    # Each colour is the theme's (light and dark themes alike), with a fallback for light pages.
+    assert "color: var(--jp-mirror-editor-keyword-color," in html
+    assert "color: #" not in html and "background: #" not in html
     assert "&lt;" in html and "<block>" not in html  # the source is escaped
     assert ">val</span>" in html and ">push</span>" in html
 

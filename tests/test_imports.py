@@ -22,9 +22,12 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            # `from fcl import pipeline` imports the module fcl.pipeline.
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+            # `from fcl import pipeline` imports the module fcl.pipeline, as `import
+            # fcl.pipeline` does; only names that are not modules come from `fcl` itself.
+            named = {f"{node.module}.{alias.name}" for alias in node.names}
+            found |= named
+            if named - modules:
+                found.add(node.module)
     return {name for name in found if name in modules}
 
 
@@ -78,6 +81,9 @@ def test_the_cycle_finder_finds_cycles():
 def test_the_graph_sees_the_pipeline():
     graph = import_graph()
     assert "fcl.pipeline" in graph["fcl.cli"]
+    # `fcl.load` is the library's: the package imports it, the compiler's stages do not.
+    assert "fcl.python.library" in graph["fcl"]
+    assert "fcl" not in graph["fcl.pipeline"]
     assert {"fcl.il.lower", "fcl.opencl.kernelize", "fcl.opencl.shape",
             "fcl.opencl.emit"} <= graph["fcl.pipeline"]
     # The back end's stages build on the IL, never the other way round.

@@ -251,7 +251,8 @@ def test_opencl_view_colour_matches_lines(kernel):
     _, messages = execute(kc, "%%opencl\nforcePull<grid> (generate 8 (fn i => i * 2))")
     data = messages[-1]["content"]["data"]
     assert "__kernel void" in data["text/plain"]
-    assert data["text/html"].count("background:#fde2e4") >= 2  # the FCL line and its OpenCL
+    # The FCL line and its OpenCL share the first colour's tint.
+    assert data["text/html"].count("background:rgba(225,87,89,0.08)") >= 2
     # Long OpenCL lines scroll in the view instead of being cut off at the output's edge.
     assert data["text/html"].startswith("<div class='fcl-codeview-scroll' style='overflow:auto;")
 

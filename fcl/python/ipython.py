@@ -20,7 +20,7 @@ from IPython.display import display
 
 from fcl.analysis.gpu import DEFAULT_GPU
 from fcl.python.library import EntryPoint, load
-from fcl_kernel.codeview import side_by_side
+from fcl.viz.codeview import side_by_side
 
 
 def register(ipython) -> None:

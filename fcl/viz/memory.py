@@ -185,6 +185,8 @@ def _svg(heading: str, panels: list[_Panel], lanes: int) -> str:
     width = max(width, 520, 9 * len(heading) + 20, int(7.3 * titles) + 20)
     legend = _legend(lanes, 10, y)
     height = y + 54
+    # An opaque white background under dark text (and light-page colours): the diagram reads the
+    # same in dark themes, where the output's own background is dark.
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="fcl-diagram" width="{width}" '
             f'height="{height}" viewBox="0 0 {width} {height}" font-family="monospace" '
             f'font-size="12">'
@@ -208,7 +210,7 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
             x = LABEL + bank * cell
             marked = bank in panel.marked_columns
             out.append(f'<text x="{x + cell / 2}" y="{grid_top + 9}" font-size="8" '
-                       f'text-anchor="middle" fill="{"#d00000" if marked else "#777"}">'
+                       f'text-anchor="middle" fill="{"#d00000" if marked else "#666"}">'
                        f'{f"{panel.marked_columns[bank]}×" if marked else bank}</text>')
         grid_top += 14
     owners: dict[int, list[int]] = {}
@@ -221,7 +223,7 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
     grid = f"fcl-grid-{cell}-{panel.columns}"
     for row in _rows(panel):
         if isinstance(row, str):  # clear of the frames drawn around the rows above and below
-            out.append(f'<text x="{LABEL}" y="{y + 13}" font-size="10" fill="#777">{row}</text>')
+            out.append(f'<text x="{LABEL}" y="{y + 13}" font-size="10" fill="#666">{row}</text>')
             y += 20
             continue
         row_y[row] = y

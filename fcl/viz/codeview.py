@@ -6,15 +6,20 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers.c_cpp import CLexer
 
 from fcl.errors import Span
-from fcl.highlight import FCLLexer
+from fcl.highlight import TEXT_COLOUR, FCLLexer, ThemedStyle
 
-# Inline colours, so the view looks the same in every front end and in exported HTML.
-_FORMATTER = HtmlFormatter(nowrap=True, noclasses=True)
+# Inline colours from the theme's variables, so the view reads the same in every front end, in
+# exported HTML, and in light and dark themes.
+_FORMATTER = HtmlFormatter(nowrap=True, noclasses=True, style=ThemedStyle)
 _LEXERS = {"fcl": FCLLexer(), "opencl": CLexer()}
 
 SCROLL = "overflow:auto;max-width:100%;max-height:40em"
-PALETTE = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1c1", "#e8dff5", "#d6f5e3", "#fce1c8",
-           "#d7ecf7", "#f5d6eb", "#e6f2c2"]
+# The colours that pair lines (Tableau 10): a bar at the left of each paired line, and a tint of
+# the colour over the theme's own background. The tint is faint enough that the theme's text and
+# token colours keep WCAG's contrast 4.5 over it, in light and dark themes alike.
+PALETTE = ["225,87,89", "78,121,167", "89,161,79", "242,142,43", "176,122,161", "118,183,178",
+           "237,201,72", "255,157,167", "156,117,95", "186,176,172"]
+TINT = 0.08
 
 
 def side_by_side(fcl_source: str, opencl_source: str, line_table: list[tuple[int, Span]]) -> str:
@@ -34,12 +39,14 @@ def side_by_side(fcl_source: str, opencl_source: str, line_table: list[tuple[int
     style = ("font-family:monospace;font-size:85%;white-space:pre;vertical-align:top;"
              "text-align:left;padding:0 1em")
     head = "style='text-align:left;padding:0 1em'"
+    # JupyterLab stripes and hover-highlights table rows; the lines' own tints are the colours.
+    row = "style='background:transparent'"
     # Long lines and long kernels scroll inside the view rather than being clipped by the
     # output area.
-    return (f"<div class='fcl-codeview-scroll' style='{SCROLL}'>"
-            f"<table class='fcl-codeview'><tr><th {head}>FCL</th><th {head}>OpenCL</th></tr>"
-            f"<tr><td style='{style}'>{left}</td><td style='{style}'>{right}</td></tr></table>"
-            "</div>")
+    return (f"<div class='fcl-codeview-scroll' style='{SCROLL};color:{TEXT_COLOUR}'>"
+            f"<table class='fcl-codeview'><tr {row}><th {head}>FCL</th><th {head}>OpenCL</th></tr>"
+            f"<tr {row}><td style='{style}'>{left}</td><td style='{style}'>{right}</td></tr>"
+            "</table></div>")
 
 
 def _cell_source_name(line_table: list[tuple[int, Span]], text: str) -> str | None:
@@ -51,7 +58,7 @@ def _cell_source_name(line_table: list[tuple[int, Span]], text: str) -> str | No
 
 
 def _row(number: int, text: str, colour: str | None, language: str) -> str:
-    background = f"background:{colour};" if colour else ""
+    pairing = (f"background:rgba({colour},{TINT});box-shadow:inset 3px 0 rgb({colour});"
+               if colour else "")
     code = highlight(text, _LEXERS[language], _FORMATTER).rstrip("\n") if text.strip() else " "
-    return (f"<div style='{background}'><span style='color:#999'>{number:>3} </span>"
-            f"{code}</div>")
+    return f"<div style='{pairing}padding-left:6px'>{number:>3} {code}</div>"

@@ -1,6 +1,7 @@
 """FCL highlighting in JupyterLab's editor: the extension in labextension/, in headless Chromium.
 
-A notebook whose saved metadata still names Haskell's mode (as the course notebooks do) is opened
+A notebook whose saved metadata still names Haskell's mode (as notebooks saved before the extension
+do; the course's now name `fcl`) is opened
 on the FCL kernel; the kernel's language_info switches its cells to the extension's FCL language,
 and the CodeMirror token classes of a cell are read from the page. Same server and browser as
 test_e2e_lab.py; the extension is the one `make setup` builds and links into the venv.

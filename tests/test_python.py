@@ -87,6 +87,25 @@ def _same(a, b) -> bool:
         np.asarray(b).dtype
 
 
+def test_polymorphic_functions_take_their_types_from_the_arguments(lib):
+    for values in (ints(300), doubles(300), ints(300) > 0):
+        reversed_ = lib.revAny(values)
+        assert reversed_.dtype == values.dtype and np.array_equal(reversed_, values[::-1])
+    first, picked = lib.pick(False, 2.5, [1.0, 2.0])
+    assert first == 1.0 and isinstance(first, np.float64) and np.array_equal(picked, [1.0, 2.0])
+    first, picked = lib.pick(True, 7, ints(3))
+    assert first == 7 and isinstance(first, np.int32) and np.array_equal(picked, [7, 7, 7])
+    # One compiled instance per combination of types, not per call.
+    assert set(lib.revAny._instances) == {("int",), ("double",), ("bool",)}
+    with pytest.raises(TypeError, match=r"parameter `ys` is \['a\], and `x` made 'a int; got "
+                                        "double"):
+        lib.pick(True, 1, doubles(2))
+    with pytest.raises(TypeError, match=r"parameter `xs` is \['a\], 'a being int, double or "
+                                        r"bool \(int32, float64 or bool\); got int64"):
+        lib.revAny(np.arange(3))
+    assert lib.revAny.signature == "revAny : forall 'a. ['a] -> Program <grid> ['a]<grid>"
+
+
 def test_what_a_program_prints_goes_to_stdout(lib, capsys):
     assert lib.shout(np.arange(10, dtype=np.int32)) is None
     assert capsys.readouterr().out == "[0,1,2]\n"
@@ -110,7 +129,8 @@ def test_entry_points_verify_after_every_pass():
     for entry in lib.entry_points.values():
         for block, checks in ((256, True), (32, False)):
             options = pipeline.CompileOptions(block, checks, verify_il=True)
-            compiled = pipeline.compile_program(lib.session, entry.root(), options, entry=True)
+            root = entry.instance(tuple("double" for _ in entry.type_vars)).root
+            compiled = pipeline.compile_program(lib.session, root, options, entry=True)
             assert any(isinstance(s, ir.Input) for s in ir.walk(compiled.host)) or \
                 not entry.params, entry.name
 
@@ -161,8 +181,8 @@ def test_python_sequences_and_scalars_that_fit_are_converted(lib):
 
 def test_names_that_cannot_be_called_say_why(lib):
     assert set(lib.entry_points) == {"addOne", "saxpy", "flip", "clampAll", "scalars",
-                                     "shifted", "at", "shout", "sumAll"}
-    with pytest.raises(AttributeError, match="polymorphic; give it a signature"):
+                                     "shifted", "at", "shout", "sumAll", "revAny", "pick"}
+    with pytest.raises(AttributeError, match="its parameter `f` has type `'a -> 'a -> 'b`"):
         lib.step  # noqa: B018
     with pytest.raises(AttributeError, match="parameter `f` has type `int -> int`"):
         lib.applyAll  # noqa: B018

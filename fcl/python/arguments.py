@@ -13,25 +13,55 @@ import numpy as np
 
 from fcl.il.ranges import INT_MAX
 
-DTYPES = {"int": np.dtype(np.int32), "double": np.dtype(np.float64), "bool": np.dtype(np.bool_)}
+DTYPES: dict[str, np.dtype] = {"int": np.dtype(np.int32), "double": np.dtype(np.float64),
+                               "bool": np.dtype(np.bool_)}
 
 
 @dataclass(frozen=True)
 class Parameter:
     name: str
-    kind: str      # int, double or bool
+    kind: str      # int, double or bool; or a type variable, as `'a`
     array: bool    # an array of `kind` rather than one
+
+    @property
+    def polymorphic(self) -> bool:
+        return self.kind.startswith("'")
 
     def __str__(self) -> str:
         return f"[{self.kind}]" if self.array else self.kind
 
 
-def argument(function: str, param: Parameter, value):
+def argument(function: str, param: Parameter, value) -> tuple[object, str]:
     """A Python value for `param` of `function` as the numpy value the back ends take (a 1-D
-    array of the parameter's dtype, or a numpy scalar), or a TypeError/ValueError naming the
-    parameter. A pyopencl array stays one (fcl.python.opencl uses it in place)."""
+    array of the parameter's dtype, or a numpy scalar), with its FCL kind (int, double or bool:
+    what a type variable stands for here); or a TypeError/ValueError naming the parameter. A
+    pyopencl array stays one (fcl.python.opencl uses it in place)."""
     where = f"{function}: parameter `{param.name}` is {param}"
-    dtype = DTYPES[param.kind]
+    kind = _kind_of(where, param, value) if param.polymorphic else param.kind
+    return _argument(where, param, kind, value), kind
+
+
+def _kind_of(where: str, param: Parameter, value) -> str:
+    """The FCL kind a polymorphic parameter takes from its argument's dtype."""
+    if param.array and (isinstance(value, np.ndarray) or is_device_array(value)):
+        dtype = value.dtype
+    elif param.array and isinstance(value, (list, tuple, range)):
+        dtype = np.asarray(value).dtype
+        dtype = np.dtype(np.int32) if dtype.kind == "i" else dtype
+    else:
+        dtype = np.asarray(value).dtype if isinstance(value, (bool, int, float, np.generic)) \
+            else None
+        dtype = np.dtype(np.int32) if dtype is not None and dtype.kind == "i" else dtype
+    for kind, known in DTYPES.items():
+        if dtype == known:
+            return kind
+    what = f"{type(value).__name__}" if dtype is None else f"{dtype}"
+    raise TypeError(f"{where}, {param.kind} being int, double or bool (int32, float64 or bool); "
+                    f"got {what}")
+
+
+def _argument(where: str, param: Parameter, kind: str, value):
+    dtype = DTYPES[kind]
     if param.array:
         if is_device_array(value):
             if value.dtype != dtype or value.ndim != 1:
@@ -53,7 +83,7 @@ def argument(function: str, param: Parameter, value):
             raise ValueError(f"{where}; FCL arrays hold at most {INT_MAX} elements, not "
                              f"{len(array)}")
         return np.ascontiguousarray(array)
-    return _scalar(where, param.kind, value)
+    return _scalar(where, kind, value)
 
 
 def _from_sequence(where: str, value, dtype: np.dtype) -> np.ndarray:

@@ -15,6 +15,7 @@ import html
 import shlex
 
 from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 
@@ -44,6 +45,11 @@ def _cell_parser() -> _Parser:
 
 @magics_class
 class FCLMagics(Magics):
+    @property
+    def ipython(self) -> InteractiveShell:
+        assert self.shell is not None  # registered with a shell (register)
+        return self.shell
+
     @cell_magic
     def fcl(self, line: str, cell: str):
         """Compile the cell's FCL: its callable functions become Python functions here."""
@@ -53,7 +59,7 @@ class FCLMagics(Magics):
         self.cells = getattr(self, "cells", 0) + 1
         library = load(cell, backend=options.backend, block_size=options.block_size,
                        checks=not options.unsafe, name=f"<fcl cell {self.cells}>")
-        self.shell.push({options.name: library, **library.entry_points})
+        self.ipython.push({options.name: library, **library.entry_points})
         if options.opencl:
             for entry in library.entry_points.values():
                 compiled = entry.compiled()
@@ -79,11 +85,11 @@ class FCLMagics(Magics):
         if not isinstance(tree, python_ast.Call) or tree.keywords:
             raise UsageError("%fcl_costs: give one call of an FCL function, like "
                              "`%fcl_costs f(xs, 3)`")
-        entry = self.shell.ev(python_ast.unparse(tree.func))
+        entry = self.ipython.ev(python_ast.unparse(tree.func))
         if not isinstance(entry, EntryPoint):
             raise UsageError(f"%fcl_costs: `{python_ast.unparse(tree.func)}` is not an FCL "
                              "function (define it in a %%fcl cell)")
-        args = [self.shell.ev(python_ast.unparse(arg)) for arg in tree.args]
+        args = [self.ipython.ev(python_ast.unparse(arg)) for arg in tree.args]
         explanation = entry.costs(*args, gpu=gpu)
         display(explanation)
         for _, diagram in explanation.memory():

@@ -5,7 +5,8 @@
 
 A top-level function whose parameters are ints, doubles, bools or arrays of them, and whose
 result is a `Program <grid>` of such values (pairs of them too) or such a value itself, is an
-entry point: an attribute of the library. It is compiled on its first call with its arrays'
+entry point: an attribute of the library. Type variables stand for int, double or bool, taken
+from the arguments, one compiled instance per combination. It is compiled on its first call with its arrays'
 lengths as run-time values (ir.Input), so one compiled program, one OpenCL build, serves every
 length. Arguments are checked against the FCL type before anything runs, and a mismatch is a
 TypeError or ValueError naming the parameter; a failed run-time check is an FCLError carrying
@@ -31,12 +32,27 @@ from fcl.interp.values import Buffer, PushArray
 from fcl.mono import MonoProgram
 from fcl.notebook import to_host
 from fcl.opencl.device import open_device
+from fcl.opencl.kernel import Compiled
 from fcl.opencl.timing import Policy, Sample, Timing, repeat
 from fcl.python import opencl
 from fcl.python.arguments import DTYPES, Parameter, argument
 from fcl.session import Session
 from fcl.syntax import ast
-from fcl.types.types import TArrow, TCon, TPair, TProgram, TPull, TPush, Type, chase, level_depth
+from fcl.types.types import (
+    Namer,
+    TArrow,
+    TCon,
+    TPair,
+    TProgram,
+    TPull,
+    TPush,
+    TVar,
+    Type,
+    chase,
+    level_depth,
+    show_type,
+)
+from fcl.types.unify import unify
 
 BACKENDS = ("opencl", "interp")
 RESULTS = ("host", "device")
@@ -86,12 +102,12 @@ class Library:
             if binding is None or binding.scheme is not decl.scheme:
                 continue  # shadowed by a later definition
             try:
-                params, result = _signature(decl)
+                params = _signature(decl)
             except _NotCallable as reason:
                 self.not_callable[decl.name] = str(reason)
                 self.entry_points.pop(decl.name, None)
             else:
-                self.entry_points[decl.name] = EntryPoint(self, decl, params, result)
+                self.entry_points[decl.name] = EntryPoint(self, decl, params)
                 self.not_callable.pop(decl.name, None)
 
     def __getattr__(self, name: str) -> EntryPoint:
@@ -121,16 +137,19 @@ class Library:
 
 
 class EntryPoint:
-    """One callable FCL function: `f(*args, out="host")`, `f.bench(*args)`, `f.costs(*args)`."""
+    """One callable FCL function: `f(*args, out="host")`, `f.bench(*args)`, `f.costs(*args)`.
 
-    def __init__(self, library: Library, decl: ast.Decl, params: list[Parameter], result: Type):
-        self.library, self.decl, self.params, self.result_type = library, decl, params, result
+    A polymorphic function (`forall 'a. ['a] -> ...`) takes its type variables from the
+    arguments' dtypes and is compiled once per combination of them."""
+
+    def __init__(self, library: Library, decl: ast.Decl, params: list[Parameter]):
+        self.library, self.decl, self.params = library, decl, params
         self.name = decl.name
         self.signature = f"{decl.name} : {decl.scheme}"
         self.__doc__ = self.signature
-        self._root: ast.Var | None = None
-        self._compiled = None
-        self._mono: MonoProgram | None = None
+        # The scheme's type variables, in the order of the parameters that fix them.
+        self.type_vars = list(dict.fromkeys(p.kind for p in params if p.polymorphic))
+        self._instances: dict[tuple[str, ...], Instance] = {}
 
     def __repr__(self) -> str:
         return f"<FCL entry point {self.signature}>"
@@ -143,52 +162,47 @@ class EntryPoint:
         (the OpenCL back end only)."""
         if out not in RESULTS:
             raise ValueError(f"out must be one of {', '.join(RESULTS)}, not {out!r}")
-        values = self._check(args)
+        instance, values = self._check(args)
         if self.library.backend == "interp":
             if out == "device":
                 raise ValueError("out='device' needs the OpenCL back end; this library runs on "
                                  "the interpreter")
-            return self._interpret(values)
-        return opencl.call(self, values, out)
+            return instance.interpret(values)
+        return opencl.call(self, instance, values, out)
 
-    def _check(self, args: tuple) -> list:
+    def _check(self, args: tuple) -> tuple[Instance, list]:
+        """The instance these arguments call, and the arguments as the back ends take them."""
         if len(args) != len(self.params):
             names = ", ".join(p.name for p in self.params) or "none"
             raise TypeError(f"{self.name} takes {len(self.params)} arguments ({names}), "
                             f"not {len(args)}")
-        return [argument(self.name, p, a) for p, a in zip(self.params, args)]
+        values: list = []
+        kinds: dict[str, tuple[str, str]] = {}  # a type variable: (its kind, who fixed it)
+        for param, arg in zip(self.params, args):
+            value, kind = argument(self.name, param, arg)
+            if param.polymorphic:
+                first = kinds.setdefault(param.kind, (kind, param.name))
+                if first[0] != kind:
+                    raise TypeError(f"{self.name}: parameter `{param.name}` is {param}, and "
+                                    f"`{first[1]}` made {param.kind} {first[0]}; got {kind}")
+            values.append(value)
+        return self.instance(tuple(kinds[v][0] for v in self.type_vars)), values
 
-    def root(self) -> ast.Var:
-        """The function as an expression, type-checked once."""
-        if self._root is None:
-            root = ast.Var(self.decl.name_span, self.name)
-            self.library.session.checker.check_expr(self.library.session.scope, root)
-            self._root = root
-        return self._root
+    def instance(self, kinds: tuple[str, ...]) -> Instance:
+        """The function with its type variables set to `kinds` (int, double or bool)."""
+        if kinds not in self._instances:
+            self._instances[kinds] = Instance(self, dict(zip(self.type_vars, kinds)))
+        return self._instances[kinds]
 
-    def compiled(self):
-        """The program compiled for the OpenCL back end (fcl.opencl.kernel.Compiled)."""
-        if self._compiled is None:
-            library = self.library
-            options = pipeline.CompileOptions(library.block_size, library.checks)
-            self._compiled = pipeline.compile_program(library.session, self.root(), options,
-                                                      entry=True)
-        return self._compiled
+    def compiled(self) -> Compiled:
+        """The OpenCL program (fcl.opencl.kernel.Compiled); of a polymorphic function, its
+        instance on ints, as FCL defaults type variables."""
+        return self.instance(tuple("int" for _ in self.type_vars)).compiled()
 
     @property
     def opencl(self) -> str:
-        """The OpenCL C of the function's kernels."""
+        """The OpenCL C of the function's kernels (see compiled)."""
         return self.compiled().source
-
-    def _interpret(self, values: list):
-        if self._mono is None:
-            self._mono = pipeline.mono_program(self.library.session, self.root())
-        config = RunConfig(self.library.block_size, sys.stdout, sys.stderr)
-        interpreter = Interpreter(config)
-        arguments = [Buffer(v, np.int64(0), np.int32(len(v))) if isinstance(v, np.ndarray)
-                     else v for v in values]
-        value = pipeline.on_big_stack(interpreter.run)(self._mono, arguments)
-        return _interpreted_result(interpreter, value, self.result_type)
 
     # ---- timing and costs
     @_fcl_errors
@@ -198,13 +212,13 @@ class EntryPoint:
         interpreter the wall time of a call; repeated until the spread settles, `runs` times,
         or `budget_s` seconds. Its repr is the report."""
         policy = Policy(budget_s=budget_s, runs=runs)
-        values = self._check(args)
+        instance, values = self._check(args)
         if self.library.backend == "opencl":
-            return opencl.bench(self, values, policy)
+            return opencl.bench(self, instance, values, policy)
 
         def once() -> Sample:
             start = time.perf_counter()
-            self._interpret(values)
+            instance.interpret(values)
             return Sample((time.perf_counter() - start) * 1000)
 
         once()
@@ -216,62 +230,103 @@ class EntryPoint:
         notebook), `.memory()` diagrams and predicted time on `gpu`, from the OpenCL program
         (traced on the OpenCL device whichever back end the library runs on)."""
         chosen = load_gpu(gpu)  # an unknown GPU is an error before anything runs
-        return opencl.explain_call(self, self._check(args), chosen)
+        instance, values = self._check(args)
+        return opencl.explain_call(self, instance, values, chosen)
+
+
+class Instance:
+    """An entry point at concrete types: its expression, type-checked and compiled once."""
+
+    def __init__(self, entry: EntryPoint, kinds: dict[str, str]):
+        self.library = entry.library
+        session = self.library.session
+        self.root = ast.Var(entry.decl.name_span, entry.name)
+        t = chase(session.checker.check_expr(session.scope, self.root))
+        for param in entry.params:
+            assert isinstance(t, TArrow)
+            if param.polymorphic:
+                fresh = chase(t.arg)
+                unify(chase(fresh.elem) if isinstance(fresh, TPull) else fresh,
+                      TCon(kinds[param.kind]))
+            t = chase(t.res)
+        self.result_type = chase(t.result) if isinstance(t, TProgram) else t
+        self._compiled: Compiled | None = None
+        self._mono: MonoProgram | None = None
+
+    def compiled(self) -> Compiled:
+        if self._compiled is None:
+            library = self.library
+            options = pipeline.CompileOptions(library.block_size, library.checks)
+            self._compiled = pipeline.compile_program(library.session, self.root, options,
+                                                      entry=True)
+        return self._compiled
+
+    def interpret(self, values: list):
+        if self._mono is None:
+            self._mono = pipeline.mono_program(self.library.session, self.root)
+        interpreter = Interpreter(RunConfig(self.library.block_size, sys.stdout, sys.stderr))
+        arguments = [Buffer(v, np.int64(0), np.int32(len(v))) if isinstance(v, np.ndarray)
+                     else v for v in values]
+        value = pipeline.on_big_stack(interpreter.run)(self._mono, arguments)
+        return _interpreted_result(interpreter, value, self.result_type)
 
 
 class _NotCallable(Exception):
     pass
 
 
-def _signature(decl: ast.Decl) -> tuple[list[Parameter], Type]:
-    """The parameters and result type of a callable definition, or _NotCallable saying why not."""
+def _signature(decl: ast.Decl) -> list[Parameter]:
+    """The parameters of a callable definition, or _NotCallable saying why it is not one."""
     scheme = decl.scheme
-    if scheme.type_vars:
-        raise _NotCallable("it is polymorphic; give it a signature with concrete types "
-                           "(`sig`) to call it")
+    namer = Namer(scheme.type_vars, scheme.level_vars)
     names = []
     value = decl.value
     while isinstance(value, ast.Lam):
         names.append(value.param)
         value = value.body
-    params = []
+    params: list[Parameter] = []
     t = chase(scheme.body)
     while isinstance(t, TArrow):
         position = len(params)
         name = names[position] if position < len(names) else f"argument {position + 1}"
-        params.append(_parameter(name, chase(t.arg)))
+        params.append(_parameter(name, chase(t.arg), namer))
         t = chase(t.res)
+    fixed = {p.kind for p in params if p.polymorphic}
     if isinstance(t, TProgram):
         if level_depth(t.level) != (2, None):
             raise _NotCallable("its result is a program at a level below <grid>; only "
                                "`Program <grid>` runs from the host")
-        _check_result(chase(t.result))
-    else:
-        _check_result(t)
-    return params, t
+        t = chase(t.result)
+    _check_result(t, namer, fixed)
+    return params
 
 
-def _parameter(name: str, t: Type) -> Parameter:
-    if isinstance(t, TCon) and t.name in DTYPES:
-        return Parameter(name, t.name, False)
-    if isinstance(t, TPull) and isinstance(chase(t.elem), TCon) and chase(t.elem).name in DTYPES:
-        return Parameter(name, chase(t.elem).name, True)
-    raise _NotCallable(f"its parameter `{name}` has type `{t}`; Python can pass ints, doubles, "
-                       "bools and arrays of them")
+def _parameter(name: str, t: Type, namer: Namer) -> Parameter:
+    elem = chase(t.elem) if isinstance(t, TPull) else t
+    if isinstance(elem, TCon) and elem.name in DTYPES:
+        return Parameter(name, elem.name, isinstance(t, TPull))
+    if isinstance(elem, TVar):
+        return Parameter(name, namer.tvar(elem), isinstance(t, TPull))
+    raise _NotCallable(f"its parameter `{name}` has type `{show_type(t, namer)}`; Python can "
+                       "pass ints, doubles, bools and arrays of them")
 
 
-def _check_result(t: Type) -> None:
-    if isinstance(t, TCon) and (t.name in DTYPES or t.name == "unit"):
+def _check_result(t: Type, namer: Namer, fixed: set[str]) -> None:
+    """Whether Python can take a result of type t (its type variables `fixed` by parameters)."""
+    elem = chase(t.elem) if isinstance(t, (TPull, TPush)) else t
+    if isinstance(elem, TCon) and (elem.name in DTYPES or (elem is t and elem.name == "unit")):
         return
-    if isinstance(t, (TPull, TPush)) and isinstance(chase(t.elem), TCon) \
-            and chase(t.elem).name in DTYPES:
-        return
+    if isinstance(elem, TVar):
+        if namer.tvar(elem) in fixed:
+            return
+        raise _NotCallable(f"the type `{namer.tvar(elem)}` of its result is not the type of "
+                           "any parameter; give it a signature with concrete types (`sig`)")
     if isinstance(t, TPair):
-        _check_result(chase(t.fst))
-        _check_result(chase(t.snd))
+        _check_result(chase(t.fst), namer, fixed)
+        _check_result(chase(t.snd), namer, fixed)
         return
-    raise _NotCallable(f"its result has type `{t}`; Python can take ints, doubles, bools, "
-                       "arrays of them and pairs of these")
+    raise _NotCallable(f"its result has type `{show_type(t, namer)}`; Python can take ints, "
+                       "doubles, bools, arrays of them and pairs of these")
 
 
 def _interpreted_result(interpreter: Interpreter, value, t: Type):
@@ -283,6 +338,8 @@ def _interpreted_result(interpreter: Interpreter, value, t: Type):
         return tuple(_interpreted_result(interpreter, v, u) for v, u in zip(value, (t.fst, t.snd)))
     if isinstance(value, PushArray):
         assert isinstance(t, TPush)
-        dtype = DTYPES[chase(t.elem).name].type
+        elem = chase(t.elem)
+        assert isinstance(elem, TCon)
+        dtype = DTYPES[elem.name].type
         value, t = interpreter.force(value, interpreter.host, dtype, None), TPull(t.elem)
     return to_host(value, t, interpreter)

@@ -22,9 +22,9 @@ from fcl.opencl.timing import Policy, Timing
 from fcl.python.arguments import is_device_array
 
 
-def call(entry, values: list, out: str):
+def call(entry, instance, values: list, out: str):
     library = entry.library
-    compiled = entry.compiled()
+    compiled = instance.compiled()
     device = open_device(library.device)
     arguments, uploaded, given = _to_device(entry, device, values)
     run = prepare_run(compiled, library.device, library.block_size, sys.stdout, sys.stderr,
@@ -43,23 +43,23 @@ def call(entry, values: list, out: str):
     return _on_device(device, result, given) if out == "device" else result
 
 
-def bench(entry, values: list, policy: Policy) -> Timing:
+def bench(entry, instance, values: list, policy: Policy) -> Timing:
     library = entry.library
     device = open_device(library.device)
     arguments, uploaded, _ = _to_device(entry, device, values)
     try:
-        return time_compiled(entry.compiled(), library.device, library.block_size, policy,
+        return time_compiled(instance.compiled(), library.device, library.block_size, policy,
                              arguments=arguments)
     finally:
         for buffer in uploaded:
             buffer.release()
 
 
-def explain_call(entry, values: list, gpu: GPU) -> Explanation:
+def explain_call(entry, instance, values: list, gpu: GPU) -> Explanation:
     """The call's Explanation; the arguments' buffers live as long as it does."""
     library = entry.library
     arguments, _, _ = _to_device(entry, open_device(library.device), values)
-    return Explanation(entry.compiled(), library.block_size, library.device, gpu,
+    return Explanation(instance.compiled(), library.block_size, library.device, gpu,
                        arguments=arguments)
 
 

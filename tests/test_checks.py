@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import fcl
 from fcl import pipeline
 from fcl.cli import main as cli_main
 from fcl.errors import FCLError, Source
@@ -200,6 +201,58 @@ def test_an_xor_index_is_bounded_by_the_next_power_of_two(length, checks):
         "    return<block> (push<block> (generate 32 (fn i => index a (xor i 16)))) })\n"
         "  |> concat<block> 32) }\n")
     assert len(kernel_checks(program)) == checks
+
+
+def entry_checks(source: str) -> dict[str, list[str]]:
+    """The checks left in the kernels of each function of `source`, called from Python (the
+    arrays' lengths known only at run time)."""
+    lib = fcl.load(source)
+    return {name: kernel_checks(entry.compiled()) for name, entry in lib.entry_points.items()}
+
+
+def test_conditions_and_loops_tell_linear_facts():
+    """`i - n >= 0` in the else branch of `i < n`, `n - 1 >= 0` inside `for i < n`, and
+    `min`/`max` decided side by side: the usual ways of joining and clamping need no checks,
+    whatever the lengths; an index one past them keeps its check, which fires."""
+    checks = entry_checks(
+        "sig append : [int] -> [int] -> Program <grid> [int]\n"
+        "fun append xs ys = let n = length xs in forcePull<grid> (generate (n + length ys)\n"
+        "  (fn i => if i < n then index xs i else index ys (i - n)))\n"
+        "sig clamped : [int] -> Program <grid> [int]\n"
+        "fun clamped xs = let n = length xs in\n"
+        "  forcePull<grid> (generate n (fn i => index xs (mini (n - 1) (maxi 0 (i - 1)))))\n"
+        "sig selected : [int] -> int -> Program <grid> [int]\n"
+        "fun selected xs k = forcePull<grid> (generate (length xs) (fn i =>\n"
+        "  if k >= 0 && i >= k then index xs (i - k) else 0))\n"
+        "sig pastTheEnd : [int] -> [int] -> Program <grid> [int]\n"
+        "fun pastTheEnd xs ys = let n = length xs in forcePull<grid> (generate (n + length ys)\n"
+        "  (fn i => if i < n then index xs i else index ys (i - n + 1)))\n")
+    assert checks == {"append": [], "clamped": [], "selected": [], "pastTheEnd": [
+        f"{checks['pastTheEnd'][0].split(':')[0]}: index {{}} is out of bounds for an array of "
+        "length {} (in work-item {})"]}
+    for backend in ("opencl", "interp"):
+        lib = fcl.load("sig pastTheEnd : [int] -> [int] -> Program <grid> [int]\n"
+                       "fun pastTheEnd xs ys = let n = length xs in\n"
+                       "  forcePull<grid> (generate (n + length ys)\n"
+                       "  (fn i => if i < n then index xs i else index ys (i - n + 1)))\n",
+                       backend=backend)
+        with pytest.raises(FCLError, match="index 2 is out of bounds for an array of length 2 "
+                                           r"\(in work-item 4\)"):
+            lib.pastTheEnd(np.arange(3, dtype=np.int32), np.arange(2, dtype=np.int32))
+
+
+def test_a_multiple_is_at_least_its_divisor():
+    """Harris's interleaved step the other way round: where `(i + 1) % (2 * s) == 0`, i + 1 is
+    at least 2 * s, so `i - s` is not negative (s >= 1 from the loop)."""
+    program = compile_checked(
+        "fun step s arr = return<block> (push<block> (generate (length arr) (fn i =>\n"
+        "  if (i + 1) % (2 * s) == 0 then index arr i + index arr (i - s) else index arr i)))\n"
+        "val main = do<grid> { xs <- forcePull<grid> (iota 1024);\n"
+        "  forceM<grid> (splitUp 256 xs |> map (fn c => do<block> { a <- forcePull<block> c;\n"
+        "  b <- power<block> 4 (fn k => step (k + 1)) (return<block> (push<block> a));\n"
+        "  return<block> (push<block> b) })\n"
+        "  |> concat<block> 256) }\n")
+    assert kernel_checks(program) == []
 
 
 # ---- adversarial programs that once crashed the compiler --------------------------------------

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from fcl.il import ir
-from fcl.il.prove import Bounds, decide
+from fcl.il.prove import Bounds, decide, loop_fact, with_facts
 from fcl.il.ranges import FACTS, INT_MAX, Interval, Ranges, interval, note, refine
 from fcl.il.simplify import linear, mk_bin, mk_select, mk_un, rebuild
 from fcl.il.traverse import assigned, expr_fields, map_bodies, map_exprs, names, stmt_exprs
@@ -80,11 +80,15 @@ def bound(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
                 limits[new.var.name] = ("=", new.init)
             if isinstance(new, ir.If):
                 # Each branch knows its condition's outcome: `if i >= 1 then index a (i - 1)`
-                # needs no check that i - 1 >= 0.
-                new = replace(new, then=visit(new.then, refine(new.cond, True, ranges, changed),
-                                              dict(limits), host),
-                              else_=visit(new.else_, refine(new.cond, False, ranges, changed),
-                                          dict(limits), host))
+                # needs no check that i - 1 >= 0; nor `if i < n then .. else index b (i - n)`
+                # that i - n >= 0 (a linear fact, while nothing it mentions changes).
+                def branch(body: list[ir.Stmt], holds: bool, cond: ir.Expr) -> list[ir.Stmt]:
+                    steady = assigned(body)
+                    facts = with_facts(limits, cond, holds, ranges,
+                                       lambda fact: not names(fact) & steady)
+                    return visit(body, refine(cond, holds, ranges, changed), facts, host)
+                new = replace(new, then=branch(new.then, True, new.cond),
+                              else_=branch(new.else_, False, new.cond))
             elif isinstance(new, ir.Fail) and host:
                 # The host stops at a failed check, so what follows may assume it passed, until
                 # a variable it mentions changes (a failing work-item goes on: not in kernels).
@@ -102,6 +106,8 @@ def bound(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         if isinstance(s, (ir.SeqFor, ir.ParFor, ir.Distribute)) and \
                 not names(s.bound) & assigned(s.body):
             inner[s.var.name] = ("<", s.bound)
+            if s.var.name not in assigned(s.body):
+                inner = loop_fact(inner, s.var, s.bound, ranges)
         parallel = isinstance(s, (ir.ParFor, ir.Distribute))
         return map_bodies(s, lambda body: visit(body, dict(ranges), inner,
                                                 host and not parallel))
@@ -132,13 +138,16 @@ def _ranged(e: ir.Expr, ranges: Ranges, limits: Bounds) -> ir.Expr:
         return mk_un(e.op, again(e.arg), e.type)
     if isinstance(e, ir.Select):
         cond = again(e.cond)
-        return mk_select(cond, _ranged(e.then, refine(cond, True, ranges, set()), limits),
-                         _ranged(e.else_, refine(cond, False, ranges, set()), limits), e.type)
+        return mk_select(cond, _ranged(e.then, refine(cond, True, ranges, set()),
+                                       with_facts(limits, cond, True, ranges)),
+                         _ranged(e.else_, refine(cond, False, ranges, set()),
+                                 with_facts(limits, cond, False, ranges)), e.type)
     if isinstance(e, ir.Bin) and e.op in ("&&", "||"):
         # The right operand is only evaluated when the left one has decided nothing yet.
         left = again(e.left)
-        return mk_bin(e.op, left, _ranged(e.right, refine(left, e.op == "&&", ranges, set()),
-                                          limits), e.type)
+        holds = e.op == "&&"
+        return mk_bin(e.op, left, _ranged(e.right, refine(left, holds, ranges, set()),
+                                          with_facts(limits, left, holds, ranges)), e.type)
     if isinstance(e, ir.Var):
         known = ranges.get(e.name)
         return ir.Const(known[0], ir.INT) if known and known[0] == known[1] else e

@@ -9,9 +9,16 @@ replaced by their bounds, symbolic ones first so that they can cancel: a loop va
 loop's limit minus one (each side of a `min` in turn), a variable defined once by its value,
 `x / c` and `x >> k` by `x / c` in rational arithmetic (for x >= 0, c > 0), then any atom by its
 interval (`x % c` by [0, c - 1] where x >= 0 can be shown), or by the range of an int.
+
+Conditions also tell linear facts, kept with the bounds (with_facts): in the else branch of
+`if t < a`, `t - a >= 0`, so `index xs (t - a)` needs no check; inside `for i < n`,
+`n - i - 1 >= 0`, so `n - 1 >= 0` there; where `x % m == 0` with x, m >= 1, `x - m >= 0`. A
+comparison adds one fact at a time to the difference it bounds, which cancels what they share.
+`min` and `max` are decided side by side: `min(n - 1, max(0, i)) >= 0` when both sides are.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 
 from fcl.il import ir
@@ -21,6 +28,10 @@ from fcl.il.ranges import INT_MAX, INT_MIN, Ranges, interval
 # once and never assigned.
 Bounds = dict[str, tuple[str, ir.Expr]]
 DEPTH = 4  # symbolic substitutions tried one inside another
+# A linear fact `e >= 0` is kept in the bounds by its text after this prefix, which no variable's
+# name has; e's exact value is the one C computes (it cannot wrap around).
+FACT = ">=0 "
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 
 
 class Form:
@@ -63,19 +74,132 @@ def decide(op: str, left: ir.Expr, right: ir.Expr, ranges: Ranges, bounds: Bound
         return None
     if op in (">", ">="):  # a > b is b < a
         left, right, op = right, left, "<" if op == ">" else "<="
+    sides = _by_sides(op, left, right, ranges, bounds)
+    if sides is not None:
+        return sides
     difference = linear(left).plus(linear(right), Fraction(-1))  # left - right
     # +, - and * wrap around modulo 2^32 in C, so the exact values of both sides must fit in an
     # int: then C computes them, whatever their parts did on the way. When left < right, that
     # is left >= INT_MIN and right <= INT_MAX; when left >= right, the other way round.
-    most = _largest(difference, ranges, bounds, DEPTH)
+    most = _with_facts(difference, ranges, bounds)
     if most is not None and (most < 0 if op == "<" else most <= 0) \
             and _fits(left, INT_MIN, ranges, bounds) and _fits(right, INT_MAX, ranges, bounds):
         return True
-    least = _largest(Form().plus(difference, Fraction(-1)), ranges, bounds, DEPTH)
+    least = _with_facts(Form().plus(difference, Fraction(-1)), ranges, bounds)
     if least is not None and (-least >= 0 if op == "<" else -least > 0) \
             and _fits(right, INT_MIN, ranges, bounds) and _fits(left, INT_MAX, ranges, bounds):
         return False
     return None
+
+
+def _by_sides(op: str, left: ir.Expr, right: ir.Expr, ranges: Ranges, bounds: Bounds
+              ) -> bool | None:
+    """`left op right` (op < or <=) decided through a `min` or `max` on either side: `min(a, b)
+    < r` holds when either of `a < r` and `b < r` does, fails when both fail; `max` the other way
+    round, and the same on the right. None when neither side is one, or nothing is decided."""
+    for e, on_left in ((left, True), (right, False)):
+        if isinstance(e, ir.Bin) and e.op in ("min", "max"):
+            outcomes = [decide(op, part, right, ranges, bounds) if on_left
+                        else decide(op, left, part, ranges, bounds) for part in (e.left, e.right)]
+            either = (e.op == "min") == on_left  # a < min(x, y) needs both: a < x and a < y
+            if any(o is either for o in outcomes):
+                return either
+            if all(o is (not either) for o in outcomes):
+                return not either
+            return None
+    return None
+
+
+def _with_facts(form: Form, ranges: Ranges, bounds: Bounds) -> Fraction | None:
+    """An upper bound on the form's value: the least of its own and of it plus each known fact
+    (a fact f >= 0 makes form <= form + f, where their atoms may cancel)."""
+    found = [_largest(form, ranges, bounds, DEPTH)]
+    found += [_largest(form.plus(linear(fact)), ranges, bounds, DEPTH)
+              for key, (_, fact) in bounds.items() if key.startswith(FACT)]
+    known = [f for f in found if f is not None]
+    return min(known) if known else None
+
+
+def with_facts(bounds: Bounds, cond: ir.Expr, holds: bool, ranges: Ranges,
+               keep: Callable[[ir.Expr], bool] = lambda fact: True) -> Bounds:
+    """The bounds and the linear facts that `cond` having the value `holds` tells (those that
+    `keep` accepts: the caller drops facts about variables that may change while they hold)."""
+    found = dict(bounds)
+    for fact in _facts(cond, holds, ranges, bounds):
+        if keep(fact):
+            found[FACT + ir.show_expr(fact)] = (">=", fact)
+    return found
+
+
+def loop_fact(bounds: Bounds, var: ir.Var, limit: ir.Expr, ranges: Ranges) -> Bounds:
+    """The bounds inside `for var < limit`: `limit - var - 1 >= 0` besides var's own bound."""
+    if not _exact(limit, ranges):
+        return bounds
+    return {**bounds, FACT + f"{var.name} < {ir.show_expr(limit)}": (
+        ">=", _minus(limit, ir.Bin("+", var, ir.Const(1, ir.INT), ir.INT)))}
+
+
+def _facts(cond: ir.Expr, holds: bool, ranges: Ranges, bounds: Bounds) -> list[ir.Expr]:
+    """Int expressions that are >= 0 when `cond` is `holds` (the forms of fcl.il.ranges.refine)."""
+    if isinstance(cond, ir.Un) and cond.op == "not":
+        return _facts(cond.arg, not holds, ranges, bounds)
+    if isinstance(cond, ir.Select) and isinstance(cond.else_, ir.Const) \
+            and bool(cond.else_.value) != holds:  # `c ? t : false` holding: c and t hold
+        return _facts(cond.cond, True, ranges, bounds) + _facts(cond.then, holds, ranges, bounds)
+    if isinstance(cond, ir.Select) and isinstance(cond.then, ir.Const) \
+            and bool(cond.then.value) != holds:  # `c ? true : e` failing: neither holds
+        return _facts(cond.cond, False, ranges, bounds) + \
+            _facts(cond.else_, holds, ranges, bounds)
+    if not isinstance(cond, ir.Bin):
+        return []
+    if (cond.op == "&&" and holds) or (cond.op == "||" and not holds):
+        return _facts(cond.left, holds, ranges, bounds) + _facts(cond.right, holds, ranges, bounds)
+    if cond.op not in _NEGATED or ir.type_of(cond.left) != ir.INT:
+        return []
+    op = cond.op if holds else _NEGATED[cond.op]
+    left, right = cond.left, cond.right
+    if op == "==" and isinstance(right, ir.Const) and right.value == 0 \
+            and isinstance(left, ir.Bin) and _modulus(left) is not None:
+        # x a multiple of m, both at least 1: x >= m.
+        x, m = left.left, _modulus(left)
+        assert m is not None
+        one = ir.Const(1, ir.INT)
+        if _exact(x, ranges) and _exact(m, ranges) and decide(">=", x, one, ranges, bounds) \
+                and decide(">=", m, one, ranges, bounds):
+            return [_minus(x, m)]
+    if not (_exact(left, ranges) and _exact(right, ranges)):
+        return []
+    if op in (">", ">="):  # a > b is b < a
+        left, right, op = right, left, "<" if op == ">" else "<="
+    if op == "<":
+        return [_minus(right, ir.Bin("+", left, ir.Const(1, ir.INT), ir.INT))]
+    if op == "<=":
+        return [_minus(right, left)]
+    return [_minus(left, right), _minus(right, left)] if op == "==" else []
+
+
+def _modulus(e: ir.Bin) -> ir.Expr | None:
+    """m where e is `x % m`, or `x & (m - 1)` for m a power of two (as passes.bound writes
+    `x % m` where x >= 0)."""
+    if e.op == "%":
+        return e.right
+    if e.op == "&" and isinstance(e.right, ir.Const):
+        mask = int(e.right.value)
+        if mask > 0 and mask & (mask + 1) == 0:
+            return ir.Const(mask + 1, ir.INT)
+    return None
+
+
+def _minus(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    return ir.Bin("-", a, b, ir.INT)
+
+
+def _exact(e: ir.Expr, ranges: Ranges) -> bool:
+    """Whether C computes e's exact value: an atom (a variable, or an expression the linear forms
+    do not look into), or one whose range shows that nothing wraps around."""
+    form = linear(e)
+    return (not form.constant and list(form.terms.values()) == [1]) or \
+        interval(e, ranges) is not None
 
 
 def _fits(e: ir.Expr, limit: int, ranges: Ranges, bounds: Bounds) -> bool:

@@ -179,15 +179,20 @@ def test_a_branch_guarded_by_and_needs_no_check(guard):
         "  forceM<grid> (splitUp 256 xs |> map (fn c => do<block> { a <- forcePull<block> c;"
         " step 1 a }) |> concat<block> 256) }\n")
     assert kernel_checks(program) == []
-    # Without the guard's second half the index can leave the array: the check stays.
+
+
+@pytest.mark.parametrize("length, checks", [(256, 0), (255, 1)])
+def test_an_even_index_lies_below_the_last_even_number(length, checks):
+    """Without the guard's second half, `i % 2 == 0` alone keeps `i + 1` in an array of 256 (i
+    is at most 254), not in one of 255 (i = 254 reads element 255): the check stays there."""
     unguarded = compile_checked(
         "fun step s arr = return<block> (push<block> (generate (length arr) (fn i =>\n"
         "  if i % (2 * s) == 0 then (let right = index arr (i + s) in index arr i + right)\n"
         "  else index arr i)))\n"
         "val main = do<grid> { xs <- forcePull<grid> (iota 1024);\n"
-        "  forceM<grid> (splitUp 256 xs |> map (fn c => do<block> { a <- forcePull<block> c;"
-        " step 1 a }) |> concat<block> 256) }\n")
-    assert len(kernel_checks(unguarded)) == 1
+        "  forceM<grid> (splitUp 256 xs |> map (fn c => do<block> { a <- forcePull<block>"
+        f" (generate {length} (fn i => index c i)); step 1 a }}) |> concat<block> {length}) }}\n")
+    assert len(kernel_checks(unguarded)) == checks
 
 
 @pytest.mark.parametrize("length, checks", [(32, 0), (24, 1)])

@@ -104,6 +104,8 @@ def _narrow(cond: ir.Expr, holds: bool, ranges: Ranges, assigned: set[str]) -> N
     if cond.op not in _NEGATED:
         return
     outcome = cond.op if holds else _NEGATED[cond.op]
+    if outcome == "==":
+        _multiple(cond, ranges, assigned)
     for side, other, op in ((cond.left, cond.right, outcome),
                             (cond.right, cond.left, _MIRRORED[outcome])):
         if ir.type_of(side) != ir.INT or isinstance(side, ir.Const) or _names(side) & assigned:
@@ -128,6 +130,29 @@ def _narrow(cond: ir.Expr, holds: bool, ranges: Ranges, assigned: set[str]) -> N
             low, high = low + (low == bound[0]), high - (high == bound[0])
         if low <= high:
             ranges[key] = (low, high)
+
+
+def _multiple(cond: ir.Bin, ranges: Ranges, assigned: set[str]) -> None:
+    """`x % m == 0` or `x & (m - 1) == 0` (m a power of two) holding, for a variable x and a
+    constant m > 0: x's range shrinks to the multiples of m in it. Harris's interleaved step,
+    `if i % (2 * s) == 0 then .. index a (i + s)` for i < n, reads below n - s then."""
+    test, zero = (cond.left, cond.right) if isinstance(cond.right, ir.Const) else \
+        (cond.right, cond.left)
+    if not (isinstance(zero, ir.Const) and zero.value == 0 and isinstance(test, ir.Bin)
+            and isinstance(test.left, ir.Var) and test.left.name not in assigned
+            and isinstance(test.right, ir.Const)):
+        return
+    amount = int(test.right.value)
+    if test.op == "%" and amount > 0:
+        m = amount
+    elif test.op == "&" and amount >= 0 and amount & (amount + 1) == 0:
+        m = amount + 1
+    else:
+        return
+    low, high = ranges.get(test.left.name, interval(test.left, ranges) or (INT_MIN, INT_MAX))
+    low, high = -(-low // m) * m, high // m * m
+    if low <= high:
+        ranges[test.left.name] = (low, high)
 
 
 def _names(e: ir.Expr) -> set[str]:

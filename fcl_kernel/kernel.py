@@ -10,6 +10,8 @@ from ipykernel.kernelbase import Kernel
 from fcl import __version__
 from fcl.errors import FCLError
 from fcl.notebook import Workspace, render
+from fcl.opencl.device import free_held_memory
+from fcl.opencl.lean import lean_process
 from fcl_kernel import complete
 from fcl_kernel.history import History
 from fcl_kernel.magics import Magics, split_magics
@@ -65,6 +67,7 @@ class FCLKernel(Kernel):
                 "message": "the FCL kernel has no debugger"}
 
     def __init__(self, **kwargs):
+        lean_process()  # a class may share this machine: bounded threads, memory given back
         super().__init__(**kwargs)
         self.workspace = Workspace()
         self.magics = Magics(self)
@@ -108,6 +111,7 @@ class FCLKernel(Kernel):
         reply = self._execute(code, silent)
         if store_history and not silent:
             self.history.add(self.execution_count, code, self.last_result)
+        free_held_memory()  # the kernel goes idle: the cell's arrays are no longer needed
         return reply
 
     def _help(self, name: str) -> None:

@@ -85,18 +85,23 @@ def test_restart_gives_a_fresh_kernel_that_works(kernel):
     assert result_text(execute(kc, "forcePull<grid> (generate 3 (fn i => i * 7))")[1]) == "[0,7,14]"
 
 
-def _rss_bytes(km) -> int:
+def rss_bytes(km) -> int:
     status = Path(f"/proc/{km.provisioner.process.pid}/status").read_text()
     kb = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
     return int(kb) * 1024
 
 
-# 8 million ints (32 MB) forced three times per run: a run that kept its arrays would grow the
-# kernel by about 100 MB each time.
-BIG_CELL = ("do<grid> { a <- forcePull<grid> (generate 8000000 (fn i => i)) ;"
+def big_cell(n: int) -> str:
+    """Three arrays of n ints, the last element of the last one the result (2 n)."""
+    return (f"do<grid> {{ a <- forcePull<grid> (generate {n} (fn i => i)) ;"
             " b <- forcePull<grid> (mapPull (fn x => x + 1) a) ;"
             " c <- forcePull<grid> (mapPull (fn x => x * 2) b) ;"
-            " return<grid> (index c 7999999) }")
+            f" return<grid> (index c {n - 1}) }}")
+
+
+# 8 million ints (32 MB) forced three times per run: a run that kept its arrays would grow the
+# kernel by about 100 MB each time.
+BIG_CELL = big_cell(8_000_000)
 
 
 def _floor_rise(km, kc, group: int = 8, apart: int = 12) -> int:
@@ -110,7 +115,7 @@ def _floor_rise(km, kc, group: int = 8, apart: int = 12) -> int:
     samples = []
     for _ in range(apart + group):
         assert result_text(execute(kc, BIG_CELL)[1]) == "16000000"
-        samples.append(_rss_bytes(km))
+        samples.append(rss_bytes(km))
     return min(samples[apart:]) - min(samples[:group])
 
 

@@ -7,9 +7,10 @@ that check programs (see fcl.opencl.oclgrind_icd).
 
 Device memory comes from a pool kept with the device (pyopencl's MemoryPool): a buffer released
 goes back to the pool, and the next run, repetition or cell that needs one of its size gets the
-same memory. Fresh memory costs its first touch (page faults, on PoCL) inside the first kernel
-that writes it: with a fresh output per repetition, the original's benchmark programs copy and
-reverse timed 3.3-3.6 times a hand-written kernel on PoCL (a 64 MiB copy: 16 ms, not 4.5).
+same memory (a Jupyter kernel going idle gives it all back: free_held_memory). Fresh memory costs
+its first touch (page faults, on PoCL) inside the first kernel that writes it: with a fresh
+output per repetition, the original's benchmark programs copy and reverse timed 3.3-3.6 times a
+hand-written kernel on PoCL (a 64 MiB copy: 16 ms, not 4.5).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from pyopencl.tools import ImmediateAllocator, MemoryPool
 
 from fcl.errors import FCLError
 from fcl.opencl.kernel import nearest_span
+from fcl.opencl.lean import build_in_helper, reap_helper, trim_heap
 from fcl.opencl.oclgrind_icd import vendors_dir
 
 
@@ -212,7 +214,23 @@ def trim_pool(device: Device, used: int) -> None:
         pool.free_held()
 
 
-_programs: dict[tuple[int, str], dict[str, cl.Kernel]] = {}  # by (context, source)
+def free_held_memory() -> None:
+    """Give back all the memory the pools hold unused: for a Jupyter kernel going idle, which
+    would otherwise keep its last cell's arrays (on PoCL, the process's own memory) while the
+    student reads. The cell run again pays only the first touch of fresh memory, which timed
+    runs leave out with their warm-up run."""
+    for device in _devices.values():
+        if device.pool is not None:
+            device.pool.free_held()
+    reap_helper()
+    trim_heap()
+
+
+# Built programs kept, the least recently used dropped first: a notebook of the course builds 30
+# to 40, and each keeps its compiled code loaded (on PoCL, a shared library mapped into the
+# process), which a long session would otherwise pile up.
+PROGRAMS_KEPT = 64
+_programs: dict[tuple[int, str], dict[str, cl.Kernel]] = {}  # by (context, source), oldest first
 build_count = 0  # programs actually built, for tests of the cache
 
 
@@ -221,7 +239,9 @@ def build(device: Device, source: str, line_table: list | None = None) -> dict[s
     at the FCL line of the first OpenCL line the compiler complains about (via line_table)."""
     global build_count
     key = (device.context.int_ptr, source)
-    if key not in _programs:
+    if key in _programs:
+        _programs[key] = _programs.pop(key)  # now the most recently used
+    else:
         try:
             with warnings.catch_warnings(), _compiler_notes():
                 if not _show_compiler_output():
@@ -230,8 +250,11 @@ def build(device: Device, source: str, line_table: list | None = None) -> dict[s
                 # Oclgrind interprets LLVM IR but not all of what LLVM's optimizer makes of it
                 # (closed forms of loops use odd-width integers): it gets the code unoptimized.
                 options = ["-cl-opt-disable"] if is_oclgrind(device.device) else []
+                build_in_helper(device.device, source, options)
                 program = cl.Program(device.context, source).build(options=options)
             _programs[key] = {k.function_name: k for k in program.all_kernels()}
+            while len(_programs) > PROGRAMS_KEPT:
+                del _programs[next(iter(_programs))]
         except cl.RuntimeError as err:
             raise build_error(str(err), line_table or []) from None
         build_count += 1

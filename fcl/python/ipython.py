@@ -20,12 +20,25 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 
 from fcl.analysis.gpu import DEFAULT_GPU
+from fcl.opencl.device import free_held_memory
+from fcl.opencl.lean import bound_opencl_threads, use_build_helper
 from fcl.python.library import EntryPoint, load
 from fcl.viz.codeview import side_by_side
 
 
 def register(ipython) -> None:
     ipython.register_magics(FCLMagics)
+    # As in the FCL kernel, the OpenCL side keeps little while the user reads (a class may share
+    # the server): bounded threads, programs built in a helper process, and the device memory
+    # pool's unused arrays given back after each cell. Python's own malloc policy stays as it is:
+    # numpy's work would pay for fresh pages at every large array.
+    bound_opencl_threads()
+    use_build_helper()
+    ipython.events.register("post_run_cell", _release_held_memory)
+
+
+def _release_held_memory(result) -> None:
+    free_held_memory()
 
 
 class _Parser(argparse.ArgumentParser):

@@ -44,9 +44,26 @@ $(LABEXT): $(wildcard labextension/*.json labextension/src/*.ts labextension/sty
 	touch $(LABEXT)
 
 # The end-to-end test drives JupyterLab with the system Chromium (Debian's `chromium` package;
-# Playwright never downloads a browser of its own).
-test-setup: setup
+# Playwright never downloads a browser of its own); the hub tests and the load test need the
+# proxy JupyterHub starts, configurable-http-proxy (npm, at deploy/proxy's version).
+PROXY := build/proxy/node_modules/.bin/configurable-http-proxy
+test-setup: setup $(PROXY)
 	@sh tools/system_deps.sh chromium:chromium
+
+$(PROXY): deploy/proxy/package.json deploy/proxy/package-lock.json
+	@sh tools/system_deps.sh node:nodejs npm:npm
+	mkdir -p build/proxy
+	cp deploy/proxy/package.json deploy/proxy/package-lock.json build/proxy/
+	cd build/proxy && npm ci --no-audit --no-fund --loglevel=error
+	touch $(PROXY)
+
+# A class on a real JupyterHub on this machine (tools/loadtest.py): N students at once run a
+# course notebook, then share the CPU with one student's benchmark; prints the table README's
+# "A whole class on one JupyterHub" quotes. N may list several rounds: `make loadtest N=5,10,20`.
+N ?= 20
+.PHONY: loadtest
+loadtest: test-setup
+	$(PY) tools/loadtest.py --students $(N)
 
 test: test-setup lint
 	$(PY) -m pytest -q
@@ -68,9 +85,10 @@ lint: setup
 	$(PY) -m mypy
 
 # FCL programs against hand-written OpenCL on the selected device (PYOPENCL_CTX or the default):
-# kernel times, compile speed; appends the table to bench/README.md. BENCH_ARGS passes options.
+# kernel times, compile speed, the Jupyter kernel (its memory after each course notebook on a
+# local JupyterHub: the proxy); appends the tables to bench/README.md. BENCH_ARGS passes options.
 BENCH_ARGS ?=
-bench: setup
+bench: setup $(PROXY)
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 # Retake the README's pictures (docs/jupyterlab*.png) in JupyterLab: needs Chromium, like the

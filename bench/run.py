@@ -13,13 +13,15 @@ the same work (see "the original repository's benchmark programs" below).
     python bench/run.py [--runs N] [--tiny] [--device D] [--only WHAT] [--original PATH]
                         [--no-record] [--no-cell]
 
-`--only` (repeatable) names a task, or originals, compile, startup, interrupt, cell, or jupyter
-(the last three): `make bench BENCH_ARGS="--only jupyter"` measures only the kernel.
+`--only` (repeatable) names a task, or originals, compile, startup, interrupt, cell, memory (the
+kernel's memory after each course notebook, bench/memory.py), or jupyter (startup, interrupt and
+cell): `make bench BENCH_ARGS="--only jupyter"` measures only the kernel.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import io
 import json
 import os
@@ -777,7 +779,8 @@ def _prediction_cells(r: dict, on_gpu: bool) -> str:
 
 
 def table(rows: list[dict], compile_ms: float | None, kernel: dict | None = None,
-          original_rows: list[dict] | None = None, on_gpu: bool = False) -> str:
+          original_rows: list[dict] | None = None, on_gpu: bool = False,
+          memory_table: str | None = None) -> str:
     lines = []
     if rows:
         gpu = next((r["predicted_gpu"] for r in rows if "predicted_gpu" in r), None)
@@ -807,10 +810,21 @@ def table(rows: list[dict], compile_ms: float | None, kernel: dict | None = None
             runs = ", ".join(f"{t:.1f}" for t in entry["runs_ms"])
             lines.append(f"| {entry['what']} | {_ms(entry['median_ms'])} | < {goal_text} | "
                          f"{'yes' if entry['met'] else '**no**'} | {runs} ms |")
+    if memory_table:
+        lines += [""] if lines else []
+        lines.append(memory_table)
     return "\n".join(lines)
 
 
-SECTIONS = ("originals", "compile", "startup", "interrupt", "cell")
+def kernel_memory():
+    """bench/memory.py (the kernel's memory after each course notebook, by the load test)."""
+    spec = importlib.util.spec_from_file_location("bench_memory", HERE / "memory.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SECTIONS = ("originals", "compile", "startup", "interrupt", "cell", "memory")
 JUPYTER = ("startup", "interrupt", "cell")
 
 
@@ -860,7 +874,15 @@ def main(argv: list[str] | None = None) -> int:
     compile_ms = compile_speed(sizes) if wanted("compile") else None
     sections = set() if args.tiny or args.no_cell else {s for s in JUPYTER if wanted(s)}
     kernel = jupyter(sections) if sections else None
-    report = table(rows, compile_ms, kernel, original_rows, is_gpu(device))
+    memory_rows, memory = None, kernel_memory()
+    if wanted("memory") and not (args.tiny or args.no_cell):
+        if memory.available():
+            memory_rows = memory.measure(memory.course_notebooks())
+        else:
+            print("note: no configurable-http-proxy (`make test-setup` installs it): the "
+                  "kernel's memory after the course notebooks is left out\n")
+    report = table(rows, compile_ms, kernel, original_rows, is_gpu(device),
+                   memory.table(memory_rows) if memory_rows else None)
     date = datetime.date.today().isoformat()
     print(f"{device.name}, {date}\n\n{report}")
     missed = [entry["what"] for entry in (kernel or {}).values() if not entry["met"]]
@@ -873,6 +895,9 @@ def main(argv: list[str] | None = None) -> int:
                for r in rows if r["checked_ratio"] > CHECKED_GOAL]
     missed += [f"original {r['program']} ({r['benchmark']}): FCL / reference {r['ratio']:.2f} > "
                f"{GOAL_RATIO}" for r in original_rows or [] if r["ratio"] > GOAL_RATIO]
+    missed += [f"{r['notebook']}: the kernel holds {r['private_mb']:.0f} MB after it (goal "
+               f"{memory.GOAL_MB:.0f}){', ' if r['problems'] else ''}{'; '.join(r['problems'])}"
+               for r in memory_rows or [] if not r["met"]]
     if missed:
         print(f"\ngoals missed: {'; '.join(missed)}")
     if not args.no_record:
@@ -890,6 +915,8 @@ def main(argv: list[str] | None = None) -> int:
             entry["originals"] = original_rows
         if compile_ms is not None:
             entry["compile_ms"] = compile_ms
+        if memory_rows:
+            entry["kernel_memory"] = memory_rows
         if kernel:
             entry.setdefault("kernel", {}).update(kernel)
             if "cell" in kernel:

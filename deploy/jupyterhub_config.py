@@ -1,0 +1,44 @@
+"""JupyterHub on one server, for a small class: `sudo jupyterhub -f deploy/jupyterhub_config.py`.
+
+Install first, as root, into the Python environment the hub and the students share:
+`pip install jupyterhub jupyterhub-systemdspawner jupyterhub-idle-culler jupyterlab nbgrader .`
+(from this checkout), `python install_kernel.py --sys-prefix`, and the proxy:
+`npm install -g configurable-http-proxy` (or put deploy/proxy's on PATH). Students log in with
+their accounts on this machine (PAM, JupyterHub's default authenticator). The sizes are the load
+test's (`make loadtest`, README "Binder or JupyterHub"). tests/test_deploy.py checks that every
+setting here is one the classes named document, and starts a hub from this file.
+"""
+import sys
+
+c = get_config()  # noqa: F821 (JupyterHub's config loader defines it)
+
+c.JupyterHub.bind_url = "http://:8000"  # behind a TLS proxy, or set ssl_cert and ssl_key
+c.Authenticator.admin_users = {"instructor"}
+c.Authenticator.allow_all = True  # every account on this machine; or list allowed_users
+
+# Each student's server is a systemd unit running as the student, with hard limits: a kernel
+# holds about 170 MB after a course notebook (the FCL kernel's programs are built by a helper
+# process, which takes about 250 MB more while it compiles), the server about 170 MB, and notebook
+# 06's largest cells about 550 MB at their peak.
+c.JupyterHub.spawner_class = "systemdspawner.SystemdSpawner"
+c.SystemdSpawner.mem_limit = "1536M"
+c.SystemdSpawner.cpu_limit = 1.0
+c.SystemdSpawner.isolate_tmp = True
+c.SystemdSpawner.disable_user_sudo = True
+# Not isolate_devices: it would hide a GPU's device files from the kernels.
+c.Spawner.default_url = "/lab"
+# PoCL runs a kernel's OpenCL work on this many threads (the FCL kernel's default on a hub is 1):
+# one student's benchmark cannot take the cores the others' cells need.
+c.Spawner.environment = {"FCL_CPU_THREADS": "1"}
+
+# Servers idle for an hour are stopped (jupyterhub-idle-culler, a service the hub runs), with only
+# the permissions it needs.
+c.JupyterHub.services = [{
+    "name": "idle-culler",
+    "command": [sys.executable, "-m", "jupyterhub_idle_culler", "--timeout=3600"],
+}]
+c.JupyterHub.load_roles = [{
+    "name": "idle-culler",
+    "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+    "services": ["idle-culler"],
+}]

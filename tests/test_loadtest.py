@@ -1,0 +1,108 @@
+"""A class on one machine: tools/loadtest.py's students on a real JupyterHub, and the parts of the
+FCL kernel that let a class share a server (what the load test measures, one part at a time):
+PoCL's bounded thread count, the pool given back when the kernel goes idle, the bounded program
+cache. The hub and the proxy are the real ones (`make test-setup` installs configurable-http-proxy
+into build/proxy); without the proxy the hub tests are skipped, except under FCL_E2E=required (CI,
+where a skipped test would hide that it is missing)."""
+import importlib.util
+import io
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+import test_kernel  # noqa: F401  (registers the FCL kernelspec through JUPYTER_PATH)
+from fcl.notebook import Workspace
+from fcl.opencl import device as cl_device
+from test_kernel import execute, result_text
+from test_kernel_robustness import BIG_CELL, big_cell, rss_bytes
+
+_PATH = Path(__file__).parents[1] / "tools" / "loadtest.py"
+_spec = importlib.util.spec_from_file_location("loadtest", _PATH)
+loadtest = sys.modules["loadtest"] = importlib.util.module_from_spec(_spec)  # dataclasses need it
+_spec.loader.exec_module(loadtest)
+
+MB = 10**6
+
+
+def hub_proxy() -> str:
+    """configurable-http-proxy's command, or the test is skipped (failed on CI)."""
+    proxy = loadtest.proxy_command()
+    if proxy is None:
+        reason = "no configurable-http-proxy (`make test-setup` installs it into build/proxy)"
+        if os.environ.get("FCL_E2E") == "required":
+            pytest.fail(f"{reason}, and FCL_E2E=required (CI must run the hub tests)")
+        pytest.skip(reason)
+    return proxy
+
+
+@pytest.mark.slow
+def test_five_students_run_a_course_notebook_on_a_hub():
+    """Every cell of notebook 03 for five students at once, each through the hub's API, the proxy
+    and a kernel's websocket: none fails, no kernel is lost, and once idle a student's kernel
+    (with its build helper gone) holds at most 200 MB, private or resident; then the
+    fair-sharing round runs."""
+    row = loadtest.run_class(5, proxy=hub_proxy())
+    assert row["failures"] == [] and row["lost"] == []
+    assert row["cells"] == 5 * len(loadtest.code_cells(loadtest.NOTEBOOK))
+    assert len(row["settled"]) == 5
+    # What each student costs the server, and even counted with the libraries' shared pages.
+    assert max(loadtest.settled_mb(row, "private")) <= 200, row["settled"]
+    assert max(loadtest.settled_mb(row, "rss")) <= 200, row["settled"]
+    assert row["light_p95_during"] > 0 and row["heavy_s"] > 0
+    assert loadtest.table([row]).splitlines()[2].startswith("| 5 | ")
+
+
+def _worker_threads(**env) -> int:
+    """The threads of a kernel that has run an OpenCL cell: PoCL's pthread device starts one
+    worker per compute unit when OpenCL loads, next to the kernel's own."""
+    settings = {k: v for k, v in os.environ.items()
+                if not k.startswith(("POCL_", "FCL_CPU", "JUPYTERHUB_"))}
+    km, kc = start_new_kernel(kernel_name="fcl", env={**settings, **env})
+    try:
+        assert result_text(execute(kc, "forcePull<grid> (generate 3 (fn i => i))")[1]) == "[0,1,2]"
+        return len(os.listdir(f"/proc/{km.provisioner.process.pid}/task"))
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+@pytest.mark.slow
+def test_the_kernels_opencl_thread_bound_reaches_pocl():
+    one, three = _worker_threads(FCL_CPU_THREADS="1"), _worker_threads(FCL_CPU_THREADS="3")
+    assert three - one == 2
+    # On a JupyterHub (which sets JUPYTERHUB_USER) the kernel takes one thread unless told.
+    assert _worker_threads(JUPYTERHUB_USER="student") == one
+
+
+@pytest.mark.slow
+def test_an_idle_kernel_gives_its_cells_arrays_back():
+    """After a cell of 96 MB of arrays, the kernel, idle, holds less than one of them more than
+    before: its pool gave them back, and glibc returned them to the system."""
+    km, kc = start_new_kernel(kernel_name="fcl")
+    try:
+        assert result_text(execute(kc, big_cell(8))[1]) == "16"  # built, OpenCL loaded
+        before = rss_bytes(km)
+        assert result_text(execute(kc, BIG_CELL)[1]) == "16000000"
+        assert rss_bytes(km) - before < 32 * MB
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_the_program_cache_keeps_the_most_recently_used(monkeypatch):
+    monkeypatch.setattr(cl_device, "PROGRAMS_KEPT", 2)
+    workspace, out = Workspace(), io.StringIO()
+
+    def run(k: int) -> None:
+        workspace.execute(f"forcePull<grid> (generate 4 (fn i => i * {k}))", out, out)
+
+    for k in (101, 102, 101, 103):  # 101 used again after 102: 102 is the one dropped
+        run(k)
+    builds = cl_device.build_count
+    run(101)
+    assert cl_device.build_count == builds
+    run(102)
+    assert cl_device.build_count == builds + 1

@@ -5,8 +5,8 @@ Install first, as root, into the Python environment the hub and the students sha
 (from this checkout), `python install_kernel.py --sys-prefix`, and the proxy:
 `npm install -g configurable-http-proxy` (or put deploy/proxy's on PATH). Students log in with
 their accounts on this machine (PAM, JupyterHub's default authenticator). The sizes are the load
-test's (`make loadtest`, README "Binder or JupyterHub"). tests/test_deploy.py checks that every
-setting here is one the classes named document, and starts a hub from this file.
+test's (`make loadtest`, README "A whole class on one JupyterHub"). tests/test_deploy.py checks
+that every setting here is one the classes named document, and starts a hub from this file.
 """
 import sys
 

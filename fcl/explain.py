@@ -2,11 +2,12 @@
 
 One `Explanation` per program, shared by the kernel's magics and the `fcl costs/memory/graph`
 commands. Tracing runs the program with instrumented kernels, so each traced work-group is
-run once and kept.
+run once and kept, by the TRACES_KEPT explanations traced last.
 """
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass, field
 
 from fcl import pipeline
@@ -31,6 +32,12 @@ from fcl.viz.memory import Diagram, memory_diagram
 # enough for a cell.
 MEASURE_BUDGET_S = 1.0
 
+# A memory explorer keeps its explanation for as long as the notebook shows it, and a course
+# notebook shows a dozen, each trace a log of every access of a work-group: only the explanations
+# traced last keep their traces. An older one traces again if asked (its explorer's group moved).
+TRACES_KEPT = 4
+_traced: list[weakref.ref[Explanation]] = []  # the most recently traced last
+
 
 @dataclass
 class Explanation:
@@ -48,6 +55,7 @@ class Explanation:
         if group not in self._traces:
             self._traces[group] = trace_program(self.compiled, group, self.device, self.block_size,
                                                 arguments=self.arguments)
+            _keep_traces_of(self)
         return self._traces[group]
 
     def costs(self, group: int = 0) -> list[KernelCosts]:
@@ -159,6 +167,15 @@ def predict_costs(compiled: Compiled, gpu: GPU, costs: list[KernelCosts]) -> Pro
     the GPU."""
     registers = {k.name: estimate_registers(k) for k in compiled.kernels}
     return predict_program(gpu, [kernel_work(c, registers[c.kernel]) for c in costs])
+
+
+def _keep_traces_of(explanation: Explanation) -> None:
+    _traced[:] = [ref for ref in _traced if ref() is not None and ref() is not explanation]
+    _traced.append(weakref.ref(explanation))
+    while len(_traced) > TRACES_KEPT:
+        older = _traced.pop(0)()
+        if older is not None:
+            older._traces.clear()
 
 
 def explain(session: Session, root: ast.Expr, options: pipeline.CompileOptions,

@@ -14,6 +14,7 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 import test_kernel  # noqa: F401  (registers the FCL kernelspec through JUPYTER_PATH)
+from fcl import explain
 from fcl.notebook import Workspace
 from fcl.opencl import device as cl_device
 from test_kernel import execute, result_text
@@ -106,3 +107,17 @@ def test_the_program_cache_keeps_the_most_recently_used(monkeypatch):
     assert cl_device.build_count == builds
     run(102)
     assert cl_device.build_count == builds + 1
+
+
+def test_only_the_explanations_traced_last_keep_their_traces(monkeypatch):
+    """A notebook's memory explorers keep their explanations; the older ones' traces go, and come
+    back, the same, when asked for again."""
+    monkeypatch.setattr(explain, "TRACES_KEPT", 1)
+    workspace = Workspace()
+    first = workspace.explain_cell("forcePull<grid> (generate 64 (fn i => i * 3))")
+    counted = [(k.load_requests, k.store_requests) for k in first.costs()]
+    second = workspace.explain_cell("forcePull<grid> (generate 64 (fn i => i + 1))")
+    second.costs()
+    assert first._traces == {} and list(second._traces) == [0]
+    assert [(k.load_requests, k.store_requests) for k in first.costs()] == counted  # traced again
+    assert second._traces == {}

@@ -14,9 +14,9 @@ One table row per N: cells run, failed cells, lost kernels, the cells' p50 and p
 until it exits): private (what each student adds: resident memory less the clean pages of
 files, the libraries' code the system keeps once for all kernels) and resident (RSS, those pages
 counted in every kernel); its peak RSS, sampled twice a second; the largest single-user server's
-RSS; and the light cells' p95 alone and during the benchmark.
+memory, private and RSS; and the light cells' p95 alone and during the benchmark.
 
-    python tools/loadtest.py [--students 5,20] [--notebook PATH]
+    python tools/loadtest.py [--students 5,20] [--notebook PATH] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -296,6 +296,11 @@ async def attend(hub: Hub, student: Student, cells: list[str], kernel: str) -> N
                 student.failures.append(f"cell {number}: {status}")
     except (LostKernel, HTTPClientError, OSError, TimeoutError) as err:
         student.lost = str(err) or type(err).__name__
+        if student.kernel:  # what the server says of the kernel: dead, or alive and unreachable
+            with contextlib.suppress(HTTPClientError, OSError):
+                model = await call(hub, "GET", f"/user/{student.name}/api/kernels/"
+                                   f"{student.kernel}", token=student.token)
+                student.lost += f" (the server says the kernel is {model['execution_state']})"
 
 
 async def run_light(student: Student, until: asyncio.Task | None = None) -> list[float]:
@@ -423,14 +428,18 @@ async def _round(hub: Hub, n: int, cells: list[str], kernel: str) -> dict:
             student.lost = "its process is gone"
     alive = {name: process for name, process in kernels.items() if process is not None}
     settled = await settled_memory(alive)
-    servers = [family_rss(process.parent()) - family_rss(process) for process in alive.values()]
+    # A student's server: its process, without the kernel (one per student here).
+    servers = [{"rss": family_rss(process.parent()) - family_rss(process),
+                "private": family_private(process.parent()) - family_private(process)}
+               for process in alive.values()]
     latencies = [seconds for s in students for seconds in s.latencies]
     return {"students": n, "cells": len(latencies),
             "failures": [f"{s.name} {f}" for s in students for f in s.failures],
             "lost": [f"{s.name}: {s.lost}" for s in students if s.lost],
             "p50_s": percentile(latencies, 50), "p95_s": percentile(latencies, 95),
             "settled": settled, "peak_bytes": peaks,
-            "server_bytes": max(servers, default=0), **sharing}
+            "server_rss": max((s["rss"] for s in servers), default=0),
+            "server_private": max((s["private"] for s in servers), default=0), **sharing}
 
 
 def settled_mb(row: dict, kind: str) -> list[float]:
@@ -441,7 +450,7 @@ def settled_mb(row: dict, kind: str) -> list[float]:
 def table(rows: list[dict]) -> str:
     lines = ["| students | cells run | failures | lost kernels | cell p50 | cell p95 | "
              "kernel private MB after (max, median) | kernel RSS MB after (max) | "
-             "kernel RSS MB peak | server RSS MB | light p95 alone | "
+             "kernel RSS MB peak | server MB private, RSS | light p95 alone | "
              "light p95 during a benchmark | benchmark cell |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
@@ -453,7 +462,7 @@ def table(rows: list[dict]) -> str:
                      f"{max(private):.0f}, {statistics.median(private):.0f} | "
                      f"{max(settled_mb(r, 'rss')):.0f} | "
                      f"{max(r['peak_bytes'].values(), default=0) / 1e6:.0f} | "
-                     f"{r['server_bytes'] / 1e6:.0f} | {sharing} |")
+                     f"{r['server_private'] / 1e6:.0f}, {r['server_rss'] / 1e6:.0f} | {sharing} |")
     return "\n".join(lines)
 
 
@@ -463,10 +472,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="how many at once, or several rounds: 5,10,20 (default 20)")
     parser.add_argument("--notebook", type=Path, default=NOTEBOOK,
                         help=f"the course notebook each runs (default {NOTEBOOK.name})")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="keep each round's hub directory (hub.log, with the servers' and "
+                             "kernels' logs; the students' homes) in DIR/N")
     args = parser.parse_args(argv)
     rows = []
     for n in (int(part) for part in args.students.replace(",", " ").split()):
-        rows.append(run_class(n, args.notebook))
+        workdir = args.keep / str(n) if args.keep else None
+        if workdir:
+            workdir.mkdir(parents=True, exist_ok=True)
+        rows.append(run_class(n, args.notebook, workdir))
         for problem in rows[-1]["failures"] + rows[-1]["lost"]:
             print(f"{n} students: {problem}")
     threads = os.environ.get("FCL_CPU_THREADS", "1 (the default on a hub)")

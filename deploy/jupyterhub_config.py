@@ -16,10 +16,10 @@ c.JupyterHub.bind_url = "http://:8000"  # behind a TLS proxy, or set ssl_cert an
 c.Authenticator.admin_users = {"instructor"}
 c.Authenticator.allow_all = True  # every account on this machine; or list allowed_users
 
-# Each student's server is a systemd unit running as the student, with hard limits: a kernel
-# holds about 170 MB after a course notebook (the FCL kernel's programs are built by a helper
-# process, which takes about 250 MB more while it compiles), the server about 170 MB, and notebook
-# 06's largest cells about 550 MB at their peak.
+# Each student's server is a systemd unit running as the student, with hard limits: after a
+# course notebook a kernel holds 70 to 126 MB of its own and the server 134 MB, besides the code
+# of the libraries every student's processes share; a kernel reaches about 400 MB for a few
+# seconds while it builds programs, and notebook 06's largest cells about 720 MB.
 c.JupyterHub.spawner_class = "systemdspawner.SystemdSpawner"
 c.SystemdSpawner.mem_limit = "1536M"
 c.SystemdSpawner.cpu_limit = 1.0

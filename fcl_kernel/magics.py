@@ -295,10 +295,20 @@ class Magics:
             Policy(budget_s=options.budget, runs=options.runs)
         display_id = uuid.uuid4().hex
         self._progress(0.0, policy, display_id, new=True)
+        shown = {"at": time.monotonic(), "runs": 0, "elapsed_s": 0.0}
 
-        def progress(runs: int, elapsed_s: float) -> None:
-            self._progress(runs if policy.runs else elapsed_s, policy, display_id, runs)
+        def progress(runs: int, elapsed_s: float, final: bool = False) -> None:
+            shown.update(runs=runs, elapsed_s=elapsed_s)
+            if final or time.monotonic() - shown["at"] >= PROGRESS_EVERY_S:
+                shown["at"] = time.monotonic()
+                self._progress(runs if policy.runs else elapsed_s, policy, display_id, runs)
 
+        try:
+            self._text(self._bench_report(body, policy, progress))
+        finally:
+            progress(shown["runs"], shown["elapsed_s"], final=True)
+
+    def _bench_report(self, body: str, policy: Policy, progress) -> str:
         settings = self.workspace.settings
         if settings.backend == "opencl":
             with self.workspace.scratch(body) as root:
@@ -309,8 +319,8 @@ class Magics:
                     timing = time_compiled(compiled, settings.device, settings.block_size,
                                            policy, progress)
                     device = open_device(settings.device)
-                    return self._text(f"timed on {device.name}\n{timing.report()}")
-        self._text(self._bench_cell(body, policy, progress).report())
+                    return f"timed on {device.name}\n{timing.report()}"
+        return self._bench_cell(body, policy, progress).report()
 
     def _bench_cell(self, body: str, policy: Policy, progress) -> Timing:
         """The wall time of running the cell (after a warm-up run), for the interpreter."""
@@ -394,6 +404,11 @@ OPTION = r"--pitch[ =]\s*-?\d+|--\w+"  # %lmad's options, among the LMAD's own c
 class _MagicParser(argparse.ArgumentParser):
     def error(self, message: str):  # a usage error is the user's, shown like other errors
         raise FCLError(f"%{self.prog}: {message}; `%{self.prog}?` describes its options")
+
+
+# A %%bench progress bar is redrawn at most five times a second: a fast kernel runs thousands of
+# times in its budget, and each redraw is a message to the browser (on a hub, through its proxy).
+PROGRESS_EVERY_S = 0.2
 
 
 def _options(magic: str, args: str, **kinds) -> argparse.Namespace:

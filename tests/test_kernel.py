@@ -2,6 +2,7 @@
 import json
 import os
 import queue
+import re
 import sys
 import tempfile
 import time
@@ -210,6 +211,12 @@ def test_bench_times_kernels_and_host_overhead_apart_on_stdout(kernel):
     # Without --runs, runs go on until they settle or the budget is spent.
     reply, messages = execute(kc, f"%%bench --budget 0.5\n{DOUBLED}")
     assert reply["status"] == "ok" and "kernel time per run" in stdout(messages)
+    # The progress bar shows every run at the end, redrawn at most five times a second on the
+    # way (a fast kernel runs hundreds of times: one message each would flood the browser).
+    runs = int(re.search(r"; (\d+) runs", stdout(messages)).group(1))
+    bars = [m["content"]["data"]["text/plain"] for m in messages
+            if m["msg_type"] in ("display_data", "update_display_data")]
+    assert bars[-1] == f"{runs} runs" and len(bars) <= 2 + 0.5 / 0.2 + 2
     reply, _ = execute(kc, f"%%bench --runs 0\n{DOUBLED}")
     assert reply["ename"] == "FCLError" and "--runs" in reply["evalue"]
     execute(kc, "%config backend=interp")

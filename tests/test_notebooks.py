@@ -7,6 +7,7 @@ exercises are checked: a `%%expect` cell must show ✓, except the exercise cell
 """
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -83,4 +84,35 @@ def test_notebook_runs_without_errors(path):
                 assert verdicts, where + "no verdict"
             elif not (verdicts and verdicts[-1].startswith("✓")):
                 problems.append(where + f"expected ✓, got {verdicts}")
+    problems += unprinted_figures(path, nb)
     assert not problems, "\n\n".join(problems)
+
+
+# The µs figures a notebook's text quotes that none of its cells prints: times measured on an
+# NVIDIA H100 (a lent GPU, bench/README.md's "NVIDIA H100" run), figures worked out in the text
+# (a latency times a count), and predictions for sizes, work-group sizes or GPUs the notebook
+# describes but does not run. Every other figure in the text must be one its outputs show: a
+# prediction the cost model no longer makes, or a number mistyped, fails here.
+NOT_PRINTED = {
+    "02-machine-model": {"34", "10.8"},  # the two programs it times, predicted on an H100
+    "03-coalescing": {"65.1", "422", "475",  # the copy of 16M ints, predicted on an H100 and a T4
+                      "7.6", "8.1", "11.3", "19.2",  # strided reads, measured on an H100
+                      "4.9", "6.1", "8.6"},  # ... and predicted there for 16M ints
+    "05-reduction": {"27",  # version 4, measured on an H100
+                     "81", "29.8"},  # the exercise's k = 128 and k = 1, which it leaves to try
+    "06-scan": {"20", "26", "18", "41"},  # measured on an H100
+    "11-occupancy": {"15.5", "128",  # worked out in the text
+                     "208", "108", "18.8", "112",  # other work-group sizes, and the T4's column
+                     "19.1", "55.6", "35.1"},  # the variants' table beyond the cells run
+}
+
+
+def unprinted_figures(path: Path, nb) -> list[str]:
+    outputs = " ".join(text for cell in nb.cells if cell.cell_type == "code"
+                       for text in texts(cell))
+    printed = set(re.findall(r"(\d+(?:\.\d+)?) µs", outputs))
+    allowed = NOT_PRINTED.get(path.stem, set())
+    return [f"{path.name}, cell {number}: {figure} µs is quoted but no cell prints it"
+            for number, cell in enumerate(nb.cells, 1) if cell.cell_type == "markdown"
+            for figure in re.findall(r"(\d+(?:\.\d+)?) µs", cell.source)
+            if figure not in printed | allowed]

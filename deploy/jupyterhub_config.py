@@ -27,6 +27,11 @@ c.SystemdSpawner.isolate_tmp = True
 c.SystemdSpawner.disable_user_sudo = True
 # Not isolate_devices: it would hide a GPU's device files from the kernels.
 c.Spawner.default_url = "/lab"
+# Kernels talk to their servers over Unix sockets in the student's runtime directory: over TCP,
+# servers starting kernels at the same moment (a class pressing Run All) pick the same free
+# ports, and a kernel that cannot bind its port dies (the load test lost one in 20 that way);
+# sockets are also closed to the other users of the machine.
+c.Spawner.args = ["--KernelManager.transport=ipc"]
 # PoCL runs a kernel's OpenCL work on this many threads (the FCL kernel's default on a hub is 1):
 # one student's benchmark cannot take the cores the others' cells need.
 c.Spawner.environment = {"FCL_CPU_THREADS": "1"}

@@ -69,6 +69,16 @@ def test_single_server_settings_are_documented_traits_with_valid_values():
         values["singleuser"]["extraEnv"]["FCL_CPU_THREADS"]
 
 
+def test_kernels_use_unix_sockets_as_in_the_load_test():
+    """The single-user servers' one option, kernels on Unix sockets, is a setting of the kernel
+    manager with a value it takes; the load test runs its students' servers with it."""
+    from jupyter_client.manager import KernelManager
+    (option,) = single_server_config().Spawner.args
+    name, value = option.removeprefix("--KernelManager.").split("=")
+    KernelManager.class_traits(config=True)[name].validate(HasTraits(), value)
+    assert option == loadtest.IPC_KERNELS
+
+
 def test_the_idle_cullers_options_are_its_own():
     culler = next(s for s in single_server_config().JupyterHub.services
                   if s["name"] == "idle-culler")

@@ -77,6 +77,9 @@ CELL_TIMEOUT = 600.0  # s: a cell that takes longer counts as a lost kernel
 START_TIMEOUT = 600  # s for a server to start: 20 of them at once on 2 cores take minutes
 
 
+IPC_KERNELS = "--KernelManager.transport=ipc"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -129,8 +132,10 @@ def hub_settings(workdir: Path, proxy: str, token: str, port: int) -> dict[str, 
         "JupyterHub.spawner_class": "simple",
         "SimpleLocalProcessSpawner.home_dir_template": str(workdir / "home" / "{username}"),
         "Spawner.cmd": [sys.executable, "-m", "jupyterhub.singleuser"],
+        # Kernels on Unix sockets, as deploy/jupyterhub_config.py has them: with TCP, servers
+        # starting kernels at once pick the same free ports, and a kernel that cannot bind dies.
         # jupyter_server refuses to run as root unless told it may (CI runs as root).
-        "Spawner.args": ["--allow-root"] if os.geteuid() == 0 else [],
+        "Spawner.args": [IPC_KERNELS] + (["--allow-root"] if os.geteuid() == 0 else []),
         # The bound on PoCL's threads is the kernel's default on a hub, unless given here.
         "Spawner.environment": {"JUPYTER_PATH": str(workdir / "jupyter"), **{
             name: os.environ[name] for name in ("FCL_CPU_THREADS",) if name in os.environ}},

@@ -33,8 +33,10 @@ c.Spawner.default_url = "/lab"
 # sockets are also closed to the other users of the machine.
 c.Spawner.args = ["--KernelManager.transport=ipc"]
 # PoCL runs a kernel's OpenCL work on this many threads (the FCL kernel's default on a hub is 1):
-# one student's benchmark cannot take the cores the others' cells need.
-c.Spawner.environment = {"FCL_CPU_THREADS": "1"}
+# one student's benchmark cannot take the cores the others' cells need. The kernels' sockets go
+# in the student's own /tmp (isolate_tmp): a Unix socket's path has at most 107 bytes, which a
+# long user name under ~/.local/share/jupyter/runtime can exceed.
+c.Spawner.environment = {"FCL_CPU_THREADS": "1", "JUPYTER_RUNTIME_DIR": "/tmp/jupyter-runtime"}
 
 # Servers idle for an hour are stopped (jupyterhub-idle-culler, a service the hub runs), with only
 # the permissions it needs.

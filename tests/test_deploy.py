@@ -77,6 +77,11 @@ def test_kernels_use_unix_sockets_as_in_the_load_test():
     name, value = option.removeprefix("--KernelManager.").split("=")
     KernelManager.class_traits(config=True)[name].validate(HasTraits(), value)
     assert option == loadtest.IPC_KERNELS
+    # A kernel's socket, in the student's private /tmp, fits a Unix socket's 107 bytes.
+    config = single_server_config()
+    runtime = config.Spawner.environment["JUPYTER_RUNTIME_DIR"]
+    assert runtime.startswith("/tmp/") and config.SystemdSpawner.isolate_tmp
+    assert len(f"{runtime}/kernel-{'0' * 36}-ipc-65535") <= 107
 
 
 def test_the_idle_cullers_options_are_its_own():

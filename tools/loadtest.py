@@ -137,7 +137,10 @@ def hub_settings(workdir: Path, proxy: str, token: str, port: int) -> dict[str, 
         # jupyter_server refuses to run as root unless told it may (CI runs as root).
         "Spawner.args": [IPC_KERNELS] + (["--allow-root"] if os.geteuid() == 0 else []),
         # The bound on PoCL's threads is the kernel's default on a hub, unless given here.
-        "Spawner.environment": {"JUPYTER_PATH": str(workdir / "jupyter"), **{
+        # The kernels' sockets in a short directory: a Unix socket's path has at most 107 bytes,
+        # and a student's home under a scratch directory leaves too few for a kernel's.
+        "Spawner.environment": {"JUPYTER_PATH": str(workdir / "jupyter"),
+                                "JUPYTER_RUNTIME_DIR": str(workdir / "rt"), **{
             name: os.environ[name] for name in ("FCL_CPU_THREADS",) if name in os.environ}},
         "Spawner.start_timeout": START_TIMEOUT,
         "Spawner.http_timeout": START_TIMEOUT,

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -351,13 +351,19 @@ def kernel_process(hub: Hub, kernel_id: str) -> psutil.Process | None:
     return None
 
 
-def family_rss(process: psutil.Process) -> int:
-    """The resident memory of a process and its children (the kernel's: its build helper)."""
+def _family_total(process: psutil.Process, measure: Callable[[psutil.Process], int]) -> int:
+    """measure summed over a process and its children (the kernel's: its build helper), those
+    that exit meanwhile left out."""
     total = 0
     for member in [process, *process.children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            total += member.memory_info().rss
+        with contextlib.suppress(psutil.Error, OSError):
+            total += measure(member)
     return total
+
+
+def family_rss(process: psutil.Process) -> int:
+    """The resident memory of a process and its children."""
+    return _family_total(process, lambda member: member.memory_info().rss)
 
 
 async def watch_memory(hub: Hub, students: list[Student], peaks: dict[str, int]) -> None:
@@ -378,13 +384,13 @@ def family_private(process: psutil.Process) -> int:
     """The private memory of a process and its children: their resident memory less the clean
     pages of files (the code of Python, numpy, PoCL's LLVM: 50 MB of libpocl alone), which the
     system keeps once for every kernel on the server. The dirty pages of /proc's smaps_rollup."""
-    total = 0
-    for member in [process, *process.children(recursive=True)]:
-        with contextlib.suppress(psutil.Error, OSError):
-            rollup = Path(f"/proc/{member.pid}/smaps_rollup").read_text().splitlines()
-            total += 1024 * sum(int(line.split()[1]) for line in rollup
-                                if line.startswith(("Private_Dirty:", "Shared_Dirty:")))
-    return total
+    return _family_total(process, _dirty_bytes)
+
+
+def _dirty_bytes(process: psutil.Process) -> int:
+    rollup = Path(f"/proc/{process.pid}/smaps_rollup").read_text().splitlines()
+    return 1024 * sum(int(line.split()[1]) for line in rollup
+                      if line.startswith(("Private_Dirty:", "Shared_Dirty:")))
 
 
 async def settled_memory(processes: dict[str, psutil.Process]) -> dict[str, dict[str, int]]:

@@ -61,22 +61,22 @@ def bound_opencl_threads() -> None:
 # own setting, wins if set.
 M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 MMAP_THRESHOLD = 1 << 20
+_LIBC = ctypes.CDLL(None)  # the C library this process already has loaded
+_MALLOC_TRIM = getattr(_LIBC, "malloc_trim", None)  # glibc's only
+_MALLOPT = getattr(_LIBC, "mallopt", None)  # glibc's and musl's; not macOS's
 
 
 def trim_heap() -> None:
     """Give the heap's free pages back to the system (glibc's malloc_trim, which also releases
-    free pages inside the heap, not only at its end)."""
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's only
-    if trim is not None:
-        trim(0)
+    free pages inside the heap, not only at its end): after every cell, so looked up once."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 def hold_mmap_threshold() -> None:
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or _MALLOPT is None:
         return
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # glibc's and musl's; not macOS's
-    if mallopt is not None:
-        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    _MALLOPT(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 # ---- building in a helper process

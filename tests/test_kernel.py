@@ -209,14 +209,17 @@ def test_bench_times_kernels_and_host_overhead_apart_on_stdout(kernel):
     assert lines[3].startswith("kernels (median per run): kernel")
     assert lines[4].startswith("verdict: ")
     # Without --runs, runs go on until they settle or the budget is spent.
+    started = time.monotonic()
     reply, messages = execute(kc, f"%%bench --budget 0.5\n{DOUBLED}")
+    cell_s = time.monotonic() - started
     assert reply["status"] == "ok" and "kernel time per run" in stdout(messages)
     # The progress bar shows every run at the end, redrawn at most five times a second on the
-    # way (a fast kernel runs hundreds of times: one message each would flood the browser).
+    # way (a fast kernel runs hundreds of times: one message each would flood the browser). The
+    # bound comes from the cell's own time, so a slow machine cannot fail it.
     runs = int(re.search(r"; (\d+) runs", stdout(messages)).group(1))
     bars = [m["content"]["data"]["text/plain"] for m in messages
             if m["msg_type"] in ("display_data", "update_display_data")]
-    assert bars[-1] == f"{runs} runs" and len(bars) <= 2 + 0.5 / 0.2 + 2
+    assert bars[-1] == f"{runs} runs" and len(bars) <= 3 + cell_s / 0.2
     reply, _ = execute(kc, f"%%bench --runs 0\n{DOUBLED}")
     assert reply["ename"] == "FCLError" and "--runs" in reply["evalue"]
     execute(kc, "%config backend=interp")

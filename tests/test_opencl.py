@@ -241,8 +241,9 @@ def test_tiles_run_in_two_dimensional_work_groups():
     # The output index `row * 8 + col` is one expression over the ids, and it provably lies in
     # [0, 64): it stays in size_t, untruncated (see the test below). Work-group b writes the
     # output tile of row b & 1: neighbouring work-groups read along a row of input tiles
-    # (tests/test_tile_order.py).
-    assert "arr_3[(((((b_4 & 1) * 4) + get_local_id(1)) * 8) + " in compiled.source
+    # (tests/test_tile_order.py). The row stride 8 is a kernel argument (fcl/opencl/strides.py).
+    assert "arr_3[(((((b_4 & 1) * 4) + get_local_id(1)) * fcl_stride8) + " in compiled.source
+    assert [(v.name, value) for v, value in compiled.kernels[1].constants] == [("fcl_stride8", 8)]
     assert run_cl(TILED_TRANSPOSE, block_size=16)[0] == run_interp(TILED_TRANSPOSE)
 
 

@@ -109,8 +109,8 @@ val main = do<grid> {
 
 @pytest.mark.parametrize("program, coordinates", [
     (LETS_TRANSPOSE, ["int tileRow_5 = (b_4 / 3);", "int tileCol_6 = (b_4 % 3);"]),
-    (ROWS_TRANSPOSE, ["arr_1[(((((b_4 / 3) * 4) + get_local_id(1)) * 12) + (((b_4 % 3) * 4) + "
-                      "get_local_id(0)))]"])], ids=["swapped", "kept"])
+    (ROWS_TRANSPOSE, ["arr_1[(((((b_4 / 3) * 4) + get_local_id(1)) * fcl_stride12) + "
+                      "(((b_4 % 3) * 4) + get_local_id(0)))]"])], ids=["swapped", "kept"])
 def test_neighbouring_work_groups_read_neighbouring_tiles(program, coordinates):
     # Work-group b reads input tile (b / 3, b % 3): b + 1 reads the next tile of the row.
     text = compiled_source(program, block_size=16)
@@ -137,3 +137,55 @@ def test_subscripts_that_might_be_negative_keep_int_arithmetic():
     text = compiled_source(SHIFTED_READ, block_size=16)
     assert "get_local_id(0) - 1" not in text and " - 1)]" in text
     assert run_cl(SHIFTED_READ, block_size=16)[0] == run_interp(SHIFTED_READ)
+
+
+# The original's splitGrid names every coordinate, the work-item's own included, and indexes
+# with a variable holding the whole subscript.
+IDS_NAMED_TRANSPOSE = """
+fun tiles size width xs =
+  let perRow = width / size in
+  generate (perRow * perRow) (fn g =>
+    generate (size * size) (fn t =>
+      let col = t % size in
+      let row = t / size in
+      let ix = (g / perRow * size + row) * width + g % perRow * size + col
+      in index xs ix))
+fun transposeTile xs = do<block> {
+  tile <- forcePull<block> xs ;
+  pushM<block> (transpose 4 4 tile) }
+val main = do<grid> {
+  m <- forcePull<grid> (generate 144 (fn i => i * 7 % 50)) ;
+  t <- tiles 4 12 m |> mapPull transposeTile |> transpose 3 3 |> concatGrid<block> 4 12 ;
+  forceAndPrint 144 t }
+"""
+
+
+def test_tile_subscripts_see_through_named_ids_and_pass_their_row_stride():
+    # In a 2-D work-group the read `xs[ix]` is one size_t expression over the ids, whatever
+    # variables named its parts, and its row stride (12, the matrix's width) is an argument:
+    # PoCL vectorizes a constant stride over rows into gathers (fcl/opencl/strides.py).
+    text = compiled_source(IDS_NAMED_TRANSPOSE, block_size=16)
+    kernel = text.split("__kernel")[2]
+    assert "int fcl_stride12" in kernel.splitlines()[0]
+    read = kernel.split("= arr_1[")[1].split("];")[0]
+    assert "get_local_id(1) * fcl_stride12" in read and "get_local_id(0)" in read
+    assert "(int)" not in read and "12" not in read.replace("fcl_stride12", "")
+    assert run_cl(IDS_NAMED_TRANSPOSE, block_size=16)[0] == run_interp(IDS_NAMED_TRANSPOSE)
+
+
+STRIDED_ROWS = """
+val main = do<grid> {
+  xs <- forcePull<grid> (generate 512 (fn i => i)) ;
+  ys <- splitUp 16 (generate 32 (fn i => i)) |> mapPull (fn c => do<block> {
+          t <- forcePull<block> (generate 16 (fn i => index xs (index c i * 16))) ;
+          pushM<block> t })
+        |> concat<block> 16 ;
+  forceAndPrint 32 ys }
+"""
+
+
+def test_one_dimensional_work_groups_keep_their_constant_strides():
+    # PoCL vectorizes a 1-D work-group along its items: a constant there is no gather's.
+    text = compiled_source(STRIDED_ROWS, block_size=16)
+    assert "fcl_stride" not in text and "* 16)]" in text
+    assert run_cl(STRIDED_ROWS, block_size=16)[0] == run_interp(STRIDED_ROWS)

@@ -319,6 +319,7 @@ class KernelPrinter:
                 params.append(f"__global {MEMORY_TYPES[p.type.elem]}* restrict {p.name}")
             else:
                 params.append(f"{C_TYPES[p.type]} {p.name}")
+        params += [f"int {var.name}" for var, _ in k.constants]
         for n, _ in enumerate(k.slots):
             # Typed by the widest element: NVIDIA places a `__local uchar*` argument without
             # the alignment an int or double needs, and such accesses fault.

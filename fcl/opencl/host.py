@@ -248,6 +248,7 @@ class HostRun:
                 args.append(value.buffer)
             else:
                 args.append(np.int32(value) if p.type == ir.BOOL else NP_TYPES[p.type](value))
+        args += [np.int32(value) for _, value in kernel.constants]
         sizes = []
         for slot in kernel.slots:  # arrays never live at once share one buffer
             sizes.append(max(self.local_bytes(kernel, local, 1) for local in slot))

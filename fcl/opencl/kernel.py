@@ -82,6 +82,8 @@ class Kernel:
     name: str
     body: list[ir.Stmt]
     params: list[ir.Var] = field(default_factory=list)  # host values, by value or __global
+    # Compile-time ints passed as arguments after the params (see shape.strides).
+    constants: list[tuple[ir.Var, int]] = field(default_factory=list)
     locals: list[LocalArray] = field(default_factory=list)
     # Local arrays grouped into slots that share memory (per-work-item slices stay apart).
     slots: list[list[LocalArray]] = field(default_factory=list)

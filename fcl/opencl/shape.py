@@ -8,10 +8,11 @@ After `kernelize` has cut a kernel out of the IL, this decides, in order:
     interface  the kernel's parameters, and local memory sizes over host values
     slots      local arrays never live at once share memory (sharing.py)
     widen      index arithmetic over local ids in size_t (widen.py)
+    strides    row strides of 2-D work-groups' global accesses as arguments (strides.py)
     checks     each run-time check's failure code
 
-The results live on the kernel (width, locals, private, params, slots, fails) and in its
-statements (WideInt, FailFlag), so that `emit` only prints them.
+The results live on the kernel (width, locals, private, params, constants, slots, fails) and in
+its statements (WideInt, FailFlag), so that `emit` only prints them.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from fcl.opencl.kernel import (
 from fcl.opencl.order import group_order
 from fcl.opencl.registers import registers
 from fcl.opencl.sharing import lifetimes, pack
+from fcl.opencl.strides import stride_arguments
 from fcl.opencl.tiles import tiles
 from fcl.opencl.widen import widen
 
@@ -55,6 +57,7 @@ def shape_kernel(kernel: Kernel) -> None:
     kernel.slots = [[shared[name] for name in slot]
                     for slot in pack(lifetimes(kernel.body, set(shared)))]
     widen(kernel)
+    stride_arguments(kernel)
     number_checks(kernel)
 
 

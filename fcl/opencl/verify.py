@@ -51,7 +51,8 @@ class KernelVerifier(Verifier):
         k = self.kernel
         assert k is not None
         # Defined at the kernel's start: arguments, local memory, private arrays.
-        for var in [*k.params, *(local.var for local in k.locals), *(v for v, _ in k.private)]:
+        for var in [*k.params, *(v for v, _ in k.constants), *(local.var for local in k.locals),
+                    *(v for v, _ in k.private)]:
             self.declare(var)
         self.stmts(k.body, ITEMS if k.group_var is None else BLOCK)
         self.current = None

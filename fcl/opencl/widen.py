@@ -16,6 +16,12 @@ work-items stay scalar (the tiled transpose took about 1.3 times as long as with
 indices). There the size_t value is the same number: ring operations agree modulo 2^64, and the
 range check means no int operation wrapped.
 
+In a 2-D work-group (a tile's), copies of the ids (`x = (int)get_local_id(0)`) count as such
+arithmetic, and so does a variable used as a whole subscript (`ix = y * 4096 + x; xs[ix]`, the
+original FCL's style): the original's transpose then gets the size_t subscripts above. Not in
+1-D ones: there PoCL ran a reduction tree's `buf[i + 128]` 2.7 times slower over the id than
+over its int copy.
+
 Not inside a loop of one work-item (no barrier in it): there the id's reload is hoisted out of
 the loop, and int arithmetic (which cannot wrap) lets the compiler step the loop's indices.
 """
@@ -68,9 +74,10 @@ def kernel_ranges(kernel: Kernel) -> Ranges:
     return ranges
 
 
-def _wide_definitions(body: list[ir.Stmt]) -> dict[str, ir.Expr]:
+def _wide_definitions(body: list[ir.Stmt], copies: bool) -> dict[str, ir.Expr]:
     """Int variables defined once by arithmetic over local ids, from values that never change
-    (no assigned variable, no memory), so that their definition may stand for them."""
+    (no assigned variable, no memory), so that their definition may stand for them; with
+    `copies`, also variables holding an id itself."""
     changed = assigned(body)
 
     def fixed(e: ir.Expr) -> bool:
@@ -82,8 +89,11 @@ def _wide_definitions(body: list[ir.Stmt]) -> dict[str, ir.Expr]:
 
     defs: dict[str, ir.Expr] = {}
     for s in ir.walk(body):
-        if isinstance(s, ir.Declare) and s.var.type == ir.INT and s.var.name not in changed \
-                and is_ring(s.init) and _uses_local_id(s.init, defs) and fixed(s.init):
+        if not isinstance(s, ir.Declare) or s.var.type != ir.INT or s.var.name in changed:
+            continue
+        arithmetic = is_ring(s.init) and _uses_local_id(s.init, defs) and fixed(s.init)
+        copy = copies and isinstance(s.init, Special) and s.init.name in LOCAL_IDS
+        if arithmetic or copy:
             defs[s.var.name] = s.init
     return defs
 
@@ -102,7 +112,10 @@ def _barrier_free(stmts: list[ir.Stmt]) -> bool:
 
 class _Widener:
     def __init__(self, kernel: Kernel):
-        self.defs = _wide_definitions(kernel.body)
+        # Through copies of the ids, and variables naming a whole subscript, in 2-D work-groups
+        # only (see the module docstring).
+        self.two_d = bool(kernel.width)
+        self.defs = _wide_definitions(kernel.body, copies=self.two_d)
         self.ranges = kernel_ranges(kernel)
 
     def block(self, stmts: list[ir.Stmt], loops: int) -> list[ir.Stmt]:
@@ -147,7 +160,8 @@ class _Widener:
         return self.expr(e)
 
     def subscript(self, index: ir.Expr) -> ir.Expr:
-        if is_ring(index) and _uses_local_id(index, self.defs):
+        whole = is_ring(index) or (self.two_d and isinstance(index, ir.Var))
+        if whole and _uses_local_id(index, self.defs):
             found = interval(inline_ints(index, {}), self.ranges)
             if found is not None and found[0] >= 0:
                 return WideInt(index, self.wide(index), truncate=False)

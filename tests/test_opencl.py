@@ -10,8 +10,10 @@ from hypothesis import HealthCheck, given, settings
 
 from fcl import pipeline
 from fcl.errors import FCLError, Source
+from fcl.il import ir
 from fcl.interp.eval import RunConfig
 from fcl.opencl import device as cl_device
+from fcl.opencl.kernel import Launch
 from fcl.session import Session
 from fclgen import programs
 
@@ -202,6 +204,29 @@ def test_loops_with_known_tests_are_unrolled_and_loops_of_known_shape_are_not_lo
     assert "while" not in text and "for (" not in text and "fcl_abort" not in text
     assert "get_local_id(0)) < 16)" in text and "get_num_groups" not in text
     assert run_cl(CHUNKED_SUMS, block_size=64)[0] == run_interp(CHUNKED_SUMS)
+
+
+GRID_MAPS = """
+val main = do<grid> {
+  xs <- forcePull<grid> (generate 1000 (fn i => 2 * i)) ;
+  ys <- forcePull<grid> (map (fn x => x + 1) xs) ;
+  forceAndPrint 1000 (push<grid> ys) }
+"""
+
+
+def test_a_grid_loop_gets_a_work_item_per_iteration():
+    # 1000 iterations on 4 work-groups of 256: each work-item runs at most one, tested
+    # against the bound, not a loop (PoCL ran a copy in a loop at half the speed).
+    session = session_for(GRID_MAPS)
+    compiled = pipeline.compile_program(session, pipeline.main_root(session),
+                                        pipeline.CompileOptions(256))
+    assert "for (" not in compiled.source and "get_global_size" not in compiled.source
+    assert compiled.source.count("if (i_") == 2 and "< 1000) {" in compiled.source
+    launches = [s for s in ir.walk(compiled.host) if isinstance(s, Launch)]
+    assert [ir.show_expr(s.groups) for s in launches] == ["4", "4"]
+    assert run_cl(GRID_MAPS)[0] == run_interp(GRID_MAPS)
+    # Unknown at compile time, the work-group size leaves a loop over the grid.
+    assert "get_global_size(0)" in compiled_source(GRID_MAPS, block_size=None)
 
 
 POWER_LOOP = """

@@ -400,8 +400,12 @@ class KernelPrinter:
                 self.line(self._record("store", s.array, s.index, span) + ";", indent, None)
         elif isinstance(s, StridedFor):
             v = s.var.name
-            self.line(f"for (int {v} = {self.expr(s.start)}; {v} < {self.expr(s.bound)}; "
-                      f"{v} += {self.expr(s.step)}) {{", indent, span)
+            if s.once:
+                self.line(f"int {v} = {self.expr(s.start)};", indent, span)
+                self.line(f"if ({v} < {self.expr(s.bound)}) {{", indent, span)
+            else:
+                self.line(f"for (int {v} = {self.expr(s.start)}; {v} < {self.expr(s.bound)}; "
+                          f"{v} += {self.expr(s.step)}) {{", indent, span)
             self._record_branch("loop", ir.Bin("<", s.var, s.bound, ir.BOOL), span, indent + 1)
             self.block(s.body, indent + 1)
             self.line("}", indent, None)

@@ -47,13 +47,15 @@ class WideInt(ir.Expr):
 
 @dataclass(eq=False)
 class StridedFor(ir.Stmt):
-    """for (var = start; var < bound; var += step) body"""
+    """for (var = start; var < bound; var += step) body; with `once`, the launch gives each
+    iteration a work-item of its own, and it is printed as var = start; if (var < bound) body."""
 
     var: ir.Var
     start: ir.Expr
     bound: ir.Expr
     step: ir.Expr
     body: list[ir.Stmt]
+    once: bool = False
 
 
 @dataclass(eq=False)
@@ -91,7 +93,8 @@ class Kernel:
     fails: list[ir.Fail] = field(default_factory=list)  # the checks, by FailFlag code - 1
     span: Span | None = None
     # For one-group-per-iteration kernels: local sizes may depend on the iteration; the host
-    # sizes local memory for the largest.
+    # sizes local memory for the largest. group_bound alone: the work-groups of a kernel with
+    # one work-item per iteration.
     group_var: ir.Var | None = None
     group_bound: ir.Expr | None = None
     # A `while` may never end: such kernels watch a flag the host sets on an interrupt.

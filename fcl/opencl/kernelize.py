@@ -9,7 +9,8 @@ few elements, private memory).
 When the work-group size is known, a block-level loop over at most one iteration per work-item
 is no loop (CPU OpenCL compilers vectorize across work-items only over straight-line code), and
 a kernel with at most MAX_GROUPS iterations gets one work-group each instead of work-groups
-looping with a barrier at the end of each iteration. Everything else about a kernel's shape is
+looping with a barrier at the end of each iteration; a grid-level loop of at most MAX_GROUPS
+work-groups' worth of iterations gets one work-item each. Everything else about a kernel's shape is
 decided afterwards, by `shape`.
 """
 from __future__ import annotations
@@ -74,6 +75,15 @@ class Kernelizer:
     def parfor_kernel(self, s: ir.ParFor) -> Launch:
         kernel = self._new_kernel(s.span)
         body = KernelBody(kernel, self.block_size).block(s.body, level="thread")
+        size = self.block_size
+        if size is not None and isinstance(s.bound, ir.Const) \
+                and 0 < s.bound.value <= MAX_GROUPS * size:
+            # One work-item per iteration, no loop: PoCL ran a copy in a loop (of one
+            # iteration) at half the speed of straight-line code.
+            kernel.group_bound = ir.Const(-(-int(s.bound.value) // size), ir.INT)
+            kernel.body = [StridedFor(s.var, Special("global_id"), s.bound,
+                                      Special("global_size"), body, span=s.span, once=True)]
+            return Launch(kernel, kernel.group_bound, span=s.span)
         kernel.body = [StridedFor(s.var, Special("global_id"), s.bound, Special("global_size"),
                                   body, span=s.span)]
         per_group = Special("local_size")

@@ -64,7 +64,7 @@ def kernel_ranges(kernel: Kernel) -> Ranges:
         ranges["<group_id>"] = (0, min(int(kernel.group_bound.value), MAX_GROUPS) - 1)
     if kernel.block_size:
         ranges["<local_id>"] = (0, kernel.block_size - 1)
-        ranges["<global_id>"] = (0, MAX_GROUPS * kernel.block_size - 1)
+        ranges["<global_id>"] = (0, (ranges["<group_id>"][1] + 1) * kernel.block_size - 1)
         if kernel.width:
             ranges["<local_x>"] = (0, kernel.width - 1)
             ranges["<local_y>"] = (0, kernel.block_size // kernel.width - 1)

@@ -170,6 +170,8 @@ def test_tile_subscripts_see_through_named_ids_and_pass_their_row_stride():
     read = kernel.split("= arr_1[")[1].split("];")[0]
     assert "get_local_id(1) * fcl_stride12" in read and "get_local_id(0)" in read
     assert "(int)" not in read and "12" not in read.replace("fcl_stride12", "")
+    # The variables themselves stay int copies: only global subscripts see through them.
+    assert "int ix_9 = (((((b_4 / 3) * 48) + (row_8 * 12))" in kernel
     assert run_cl(IDS_NAMED_TRANSPOSE, block_size=16)[0] == run_interp(IDS_NAMED_TRANSPOSE)
 
 

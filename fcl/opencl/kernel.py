@@ -142,6 +142,28 @@ def own_index(kernel: Kernel) -> ir.Expr:
     return Special("local_id")
 
 
+def global_arrays(kernel: Kernel) -> set[str]:
+    """The kernel's global arrays: its array parameters, and variables only ever set to global
+    arrays (local arrays are swapped through such variables too; a swap's cycle of variables
+    is global when what enters it is)."""
+    sources: dict[str, list[ir.Expr]] = {}
+    for s in ir.walk(kernel.body):
+        if isinstance(s, ir.Declare) and isinstance(s.var.type, ir.ArrayType):
+            sources.setdefault(s.var.name, []).append(s.init)
+        elif isinstance(s, ir.Assign) and isinstance(s.var.type, ir.ArrayType):
+            sources.setdefault(s.var.name, []).append(s.value)
+    found = {p.name for p in kernel.params if isinstance(p.type, ir.ArrayType)} | set(sources)
+    changed = True
+    while changed:  # drop variables set to anything else, until none is
+        changed = False
+        for name, values in sources.items():
+            if name in found and not all(isinstance(v, ir.Var) and v.name in found
+                                         for v in values):
+                found.discard(name)
+                changed = True
+    return found
+
+
 # ---- work-item ids as variables ----------------------------------------------------------------
 # The IL's sums and ranges are over variables; to reason about an index the ids become
 # variables named <local_id>, <local_x>, ... and back.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from fcl.il import ir
 from fcl.il.traverse import map_bodies, map_children, map_stmt_exprs, sub_exprs
-from fcl.opencl.kernel import Kernel, Special, WideInt
+from fcl.opencl.kernel import Kernel, Special, WideInt, global_arrays
 
 
 def stride_arguments(kernel: Kernel) -> None:
@@ -24,7 +24,7 @@ def stride_arguments(kernel: Kernel) -> None:
     a global array's size_t subscript becomes an int argument (kernel.constants)."""
     if not kernel.width:
         return
-    on_chip = {local.var.name for local in kernel.locals} | {v.name for v, _ in kernel.private}
+    in_global = global_arrays(kernel)
     arguments: dict[int, ir.Var] = {}
 
     def argument(value: int) -> ir.Var:
@@ -43,7 +43,7 @@ def stride_arguments(kernel: Kernel) -> None:
         return e
 
     def subscript(array: ir.Var, index: ir.Expr) -> ir.Expr:
-        if array.name in on_chip or not isinstance(index, WideInt) or index.truncate:
+        if array.name not in in_global or not isinstance(index, WideInt) or index.truncate:
             return expr(index)
         return WideInt(index.expr, stride(index.wide), truncate=False)
 

@@ -16,11 +16,12 @@ work-items stay scalar (the tiled transpose took about 1.3 times as long as with
 indices). There the size_t value is the same number: ring operations agree modulo 2^64, and the
 range check means no int operation wrapped.
 
-In a 2-D work-group (a tile's), copies of the ids (`x = (int)get_local_id(0)`) count as such
-arithmetic, and so does a variable used as a whole subscript (`ix = y * 4096 + x; xs[ix]`, the
-original FCL's style): the original's transpose then gets the size_t subscripts above. Not in
-1-D ones: there PoCL ran a reduction tree's `buf[i + 128]` 2.7 times slower over the id than
-over its int copy.
+In a 2-D work-group (a tile's), a global array's subscript also sees through copies of the ids
+(`x = (int)get_local_id(0)`) and through a variable naming the whole subscript (`ix = y * 4096 +
+x; xs[ix]`, the original FCL's style): the original's transpose then gets the size_t subscripts
+above (1.21 to 1.10 of the reference). Not elsewhere: PoCL ran a reduction tree's `buf[i + 128]`
+(1-D) 2.7 times slower over the id than over its int copy, and a tiled matmul whose local
+tiles were indexed so (2-D) 1.17 times slower.
 
 Not inside a loop of one work-item (no barrier in it): there the id's reload is hoisted out of
 the loop, and int arithmetic (which cannot wrap) lets the compiler step the loop's indices.
@@ -37,6 +38,7 @@ from fcl.opencl.kernel import (
     Special,
     StridedFor,
     WideInt,
+    global_arrays,
     inline_ints,
 )
 
@@ -112,10 +114,11 @@ def _barrier_free(stmts: list[ir.Stmt]) -> bool:
 
 class _Widener:
     def __init__(self, kernel: Kernel):
-        # Through copies of the ids, and variables naming a whole subscript, in 2-D work-groups
-        # only (see the module docstring).
-        self.two_d = bool(kernel.width)
-        self.defs = _wide_definitions(kernel.body, copies=self.two_d)
+        self.defs = _wide_definitions(kernel.body, copies=False)
+        # A 2-D work-group's global subscripts also see through copies of the ids and variables
+        # naming a whole subscript (see the module docstring).
+        self.global_defs = _wide_definitions(kernel.body, copies=True) if kernel.width else None
+        self.in_global = global_arrays(kernel)
         self.ranges = kernel_ranges(kernel)
 
     def block(self, stmts: list[ir.Stmt], loops: int) -> list[ir.Stmt]:
@@ -130,8 +133,8 @@ class _Widener:
             # The header's test runs in the loop, as its body does.
             inner = loops + (s.level != "block" and _barrier_free(s.test + s.body))
         if loops == 0 and isinstance(s, ir.Store):
-            new: ir.Stmt = ir.Store(s.array, self.subscript(s.index), self.expr(s.value),
-                                    span=s.span)
+            new: ir.Stmt = ir.Store(s.array, self.subscript(s.array, s.index),
+                                    self.expr(s.value), span=s.span)
         elif loops == 0:
             header = inner if isinstance(s, ir.While) else loops
             new = map_stmt_exprs(s, self.expr) if header == 0 else s
@@ -142,29 +145,33 @@ class _Widener:
     def expr(self, e: ir.Expr) -> ir.Expr:
         """e as it is computed outside loops of one work-item."""
         if isinstance(e, ir.Index):
-            return ir.Index(e.array, self.subscript(e.index))
+            return ir.Index(e.array, self.subscript(e.array, e.index))
         if is_ring(e) and _uses_local_id(e, self.defs):
-            return WideInt(e, self.wide(e), truncate=True)
+            return WideInt(e, self.wide(e, self.defs), truncate=True)
         if isinstance(e, (ir.Bin, ir.Un, ir.Select)):
             return map_children(e, self.expr)
         return e
 
-    def wide(self, e: ir.Expr) -> ir.Expr:
+    def wide(self, e: ir.Expr, defs: dict[str, ir.Expr]) -> ir.Expr:
         """What is computed in size_t: ring operations over the ids, definitions expanded."""
         if isinstance(e, Special) and e.name in LOCAL_IDS:
             return e
         if is_ring(e):
-            return map_children(e, self.wide)
-        if isinstance(e, ir.Var) and e.name in self.defs:
-            return self.wide(self.defs[e.name])
+            return map_children(e, lambda part: self.wide(part, defs))
+        if isinstance(e, ir.Var) and e.name in defs:
+            return self.wide(defs[e.name], defs)
         return self.expr(e)
 
-    def subscript(self, index: ir.Expr) -> ir.Expr:
-        whole = is_ring(index) or (self.two_d and isinstance(index, ir.Var))
-        if whole and _uses_local_id(index, self.defs):
+    def subscript(self, array: ir.Var, index: ir.Expr) -> ir.Expr:
+        defs = self.defs
+        whole = is_ring(index)
+        if self.global_defs is not None and array.name in self.in_global:
+            defs = self.global_defs
+            whole = whole or isinstance(index, ir.Var)
+        if whole and _uses_local_id(index, defs):
             found = interval(inline_ints(index, {}), self.ranges)
             if found is not None and found[0] >= 0:
-                return WideInt(index, self.wide(index), truncate=False)
+                return WideInt(index, self.wide(index, defs), truncate=False)
         return self.expr(index)
 
 

@@ -13,6 +13,13 @@ tile, item, n = (ir.Var(name, INT) for name in ("tile", "item", "n"))
 out = ir.Var("out", ir.ArrayType(INT))
 
 
+def checked_source(program: str) -> str:
+    """The program's OpenCL for work-groups of 16, once it has printed on OpenCL what the
+    interpreter prints."""
+    assert run_cl(program, block_size=16)[0] == run_interp(program)
+    return compiled_source(program, block_size=16)
+
+
 def bounded(e: ir.Expr, items: int = 256) -> str:
     """e stored, as the bound pass leaves it, where 0 <= tile < 256 and 0 <= item < items."""
     stmts = [ir.SeqFor(tile, ir.Const(256, INT), [ir.SeqFor(item, ir.Const(items, INT), [
@@ -67,6 +74,17 @@ def test_taking_multiples_out_keeps_the_value_for_every_value_in_range(op, amoun
             assert rebuild(rewritten, values).value == rebuild(whole, values).value
 
 
+# A 12 x 12 matrix transposed in 4 x 4 tiles, after a definition of `tiles`.
+TILES_TRANSPOSED = """fun transposeTile xs = do<block> {
+  tile <- forcePull<block> xs ;
+  pushM<block> (transpose 4 4 tile) }
+val main = do<grid> {
+  m <- forcePull<grid> (generate 144 (fn i => i * 7 % 50)) ;
+  t <- tiles 4 12 m |> mapPull transposeTile |> transpose 3 3 |> concatGrid<block> 4 12 ;
+  forceAndPrint 144 t }
+"""
+
+
 # The original FCL's benchmark programs build the output tile by tile, naming each coordinate:
 # work-group g reads input tile (g % 3, g / 3), so neighbouring work-groups read down a column
 # of input tiles (12 elements apart), unless the compiler swaps the coordinates.
@@ -81,14 +99,7 @@ fun tiles size width xs =
       let y = tileRow * size + t / size in
       let ix = y * width + x
       in index xs ix))
-fun transposeTile xs = do<block> {
-  tile <- forcePull<block> xs ;
-  pushM<block> (transpose 4 4 tile) }
-val main = do<grid> {
-  m <- forcePull<grid> (generate 144 (fn i => i * 7 % 50)) ;
-  t <- tiles 4 12 m |> mapPull transposeTile |> transpose 3 3 |> concatGrid<block> 4 12 ;
-  forceAndPrint 144 t }
-"""
+""" + TILES_TRANSPOSED
 
 # The same transpose with output tiles placed by hand, so that work-group g reads input tile
 # (g / 3, g % 3): neighbouring work-groups already read along a row of tiles.
@@ -113,9 +124,8 @@ val main = do<grid> {
                       "(((b_4 % 3) * 4) + get_local_id(0)))]"])], ids=["swapped", "kept"])
 def test_neighbouring_work_groups_read_neighbouring_tiles(program, coordinates):
     # Work-group b reads input tile (b / 3, b % 3): b + 1 reads the next tile of the row.
-    text = compiled_source(program, block_size=16)
+    text = checked_source(program)
     assert all(c in text for c in coordinates)
-    assert run_cl(program, block_size=16)[0] == run_interp(program)
 
 
 SHIFTED_READ = """
@@ -134,9 +144,8 @@ def test_subscripts_that_might_be_negative_keep_int_arithmetic():
     # `j - 1` over a copy of the id may be -1 as far as the ranges know (the test is beside
     # it): `(int)(get_local_id(0) - 1)` would hide what `j - 1`, which cannot wrap, tells the
     # compiler, so that subscript keeps the int variable.
-    text = compiled_source(SHIFTED_READ, block_size=16)
+    text = checked_source(SHIFTED_READ)
     assert "get_local_id(0) - 1" not in text and " - 1)]" in text
-    assert run_cl(SHIFTED_READ, block_size=16)[0] == run_interp(SHIFTED_READ)
 
 
 # The original's splitGrid names every coordinate, the work-item's own included, and indexes
@@ -150,21 +159,14 @@ fun tiles size width xs =
       let row = t / size in
       let ix = (g / perRow * size + row) * width + g % perRow * size + col
       in index xs ix))
-fun transposeTile xs = do<block> {
-  tile <- forcePull<block> xs ;
-  pushM<block> (transpose 4 4 tile) }
-val main = do<grid> {
-  m <- forcePull<grid> (generate 144 (fn i => i * 7 % 50)) ;
-  t <- tiles 4 12 m |> mapPull transposeTile |> transpose 3 3 |> concatGrid<block> 4 12 ;
-  forceAndPrint 144 t }
-"""
+""" + TILES_TRANSPOSED
 
 
 def test_tile_subscripts_see_through_named_ids_and_pass_their_row_stride():
     # In a 2-D work-group the read `xs[ix]` is one size_t expression over the ids, whatever
     # variables named its parts, and its row stride (12, the matrix's width) is an argument:
     # PoCL vectorizes a constant stride over rows into gathers (fcl/opencl/strides.py).
-    text = compiled_source(IDS_NAMED_TRANSPOSE, block_size=16)
+    text = checked_source(IDS_NAMED_TRANSPOSE)
     kernel = text.split("__kernel")[2]
     assert "int fcl_stride12" in kernel.splitlines()[0]
     read = kernel.split("= arr_1[")[1].split("];")[0]
@@ -172,7 +174,6 @@ def test_tile_subscripts_see_through_named_ids_and_pass_their_row_stride():
     assert "(int)" not in read and "12" not in read.replace("fcl_stride12", "")
     # The variables themselves stay int copies: only global subscripts see through them.
     assert "int ix_9 = (((((b_4 / 3) * 48) + (row_8 * 12))" in kernel
-    assert run_cl(IDS_NAMED_TRANSPOSE, block_size=16)[0] == run_interp(IDS_NAMED_TRANSPOSE)
 
 
 STRIDED_ROWS = """
@@ -188,6 +189,5 @@ val main = do<grid> {
 
 def test_one_dimensional_work_groups_keep_their_constant_strides():
     # PoCL vectorizes a 1-D work-group along its items: a constant there is no gather's.
-    text = compiled_source(STRIDED_ROWS, block_size=16)
+    text = checked_source(STRIDED_ROWS)
     assert "fcl_stride" not in text and "* 16)]" in text
-    assert run_cl(STRIDED_ROWS, block_size=16)[0] == run_interp(STRIDED_ROWS)

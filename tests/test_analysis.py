@@ -581,21 +581,19 @@ def check_formula_against_trace(run: Traced, kernel: int, accesses: SiteAccesses
 def test_formula_of_reverse(reverse_group3):
     (load,) = reverse_group3.accesses(1, "load", "global")
     text, loops = check_formula_against_trace(reverse_group3, 1, load)
-    # 4095 - i for the loop counter i, which runs over the global ids with the global size as step
-    (loop,) = loops
-    counter, start, step, bound = LOOP.fullmatch(loop).groups()
-    assert re.search(rf"\b{counter}\b", text) and "4095" in text
-    assert (start, step, bound) == ("global_item", "global_size", "4096")
+    # 4095 - i for the work-item's global id i: each work-item runs the grid loop once, so its
+    # counter is the id, and there is no loop to describe
+    assert loops == []
+    assert re.search(r"\bglobal_item\b", text) and "4095" in text
 
 
 def test_formula_of_naive_transpose(naive):
     (load,) = naive.accesses(1, "load", "global")
-    text, (loop,) = check_formula_against_trace(naive, 1, load)
-    counter = LOOP.fullmatch(loop).group(1)
-    assert re.search(rf"\b{counter}\b", text) and "64" in text  # (i % 64) * 64 + i / 64
+    text, loops = check_formula_against_trace(naive, 1, load)
+    assert loops == [] and "64" in text  # (i % 64) * 64 + i / 64 over the global id i
     # the formula really is the transpose's, for every i
     i = np.arange(4096)
-    assert np.array_equal(evaluate(text, {counter: i}), i % 64 * 64 + i // 64)
+    assert np.array_equal(evaluate(text, {"global_item": i}), i % 64 * 64 + i // 64)
 
 
 def test_formula_of_tiled_transpose(tiled):

@@ -48,8 +48,9 @@ def test_costs_table_counts_the_naive_transpose(kc):
     assert "kernel1_line3, line 3: reads global arr_1[" in each
     assert "    warp 0:     0 + {(32:64)}\n    32 sectors per warp request (ideal 4) in 32 " \
            "lines" in each
-    # ... and each branch its SIMT efficiency: the copy loop runs once in all 256 work-items.
-    assert "kernel1_line3, line 3: runs the loop body while (" in each
+    # ... and each branch its SIMT efficiency: the test of the work-item's element against the
+    # array's length (a work-item per element) passes in all 256 work-items.
+    assert "kernel1_line3, line 3: takes the if (global_item < 4096)" in each
     assert "    SIMT efficiency 1: 256 of 256 lanes active in 8 warp executions" in each
     assert "<details><summary>each access" in table["text/html"]
     # Warp 2 is work-items 64..95: column 1 (i >> 6 = 1), rows 0..31.

@@ -23,10 +23,14 @@ MAX_SIZE = 60  # inlined definitions that would make the formula longer than thi
 
 
 def definitions(kernel: Kernel) -> dict[str, ir.Expr]:
-    """Variables of the kernel declared once and never assigned, with their values."""
+    """Variables of the kernel declared once and never assigned, with their values (the
+    counter of a loop run once by each work-item is its start)."""
     found = single_definitions(kernel.body)
     if kernel.group_var is not None:
         found.setdefault(kernel.group_var.name, Special("group_id"))
+    for s in ir.walk(kernel.body):
+        if isinstance(s, StridedFor) and s.once:
+            found.setdefault(s.var.name, s.start)
     return found
 
 
@@ -35,7 +39,7 @@ def loops(kernel: Kernel) -> dict[str, str]:
     defs = definitions(kernel)
     ranges = {}
     for s in ir.walk(kernel.body):
-        if isinstance(s, StridedFor):
+        if isinstance(s, StridedFor) and not s.once:
             start, step, bound = (show(_expand(e, defs, set())) for e in (s.start, s.step, s.bound))
             ranges[s.var.name] = f"{s.var.name} = {start}, + {step} while < {bound}"
         elif isinstance(s, ir.SeqFor):

@@ -406,7 +406,8 @@ class KernelPrinter:
             else:
                 self.line(f"for (int {v} = {self.expr(s.start)}; {v} < {self.expr(s.bound)}; "
                           f"{v} += {self.expr(s.step)}) {{", indent, span)
-            self._record_branch("loop", ir.Bin("<", s.var, s.bound, ir.BOOL), span, indent + 1)
+            self._record_branch("then" if s.once else "loop",
+                                ir.Bin("<", s.var, s.bound, ir.BOOL), span, indent + 1)
             self.block(s.body, indent + 1)
             self.line("}", indent, None)
         elif isinstance(s, ir.SeqFor):

@@ -84,7 +84,7 @@ class Kernel:
     name: str
     body: list[ir.Stmt]
     params: list[ir.Var] = field(default_factory=list)  # host values, by value or __global
-    # Compile-time ints passed as arguments after the params (see shape.strides).
+    # Compile-time ints passed as arguments after the params (see strides.py).
     constants: list[tuple[ir.Var, int]] = field(default_factory=list)
     locals: list[LocalArray] = field(default_factory=list)
     # Local arrays grouped into slots that share memory (per-work-item slices stay apart).
@@ -93,8 +93,7 @@ class Kernel:
     fails: list[ir.Fail] = field(default_factory=list)  # the checks, by FailFlag code - 1
     span: Span | None = None
     # For one-group-per-iteration kernels: local sizes may depend on the iteration; the host
-    # sizes local memory for the largest. group_bound alone: the work-groups of a kernel with
-    # one work-item per iteration.
+    # sizes local memory for the largest.
     group_var: ir.Var | None = None
     group_bound: ir.Expr | None = None
     # A `while` may never end: such kernels watch a flag the host sets on an interrupt.
@@ -140,28 +139,6 @@ def own_index(kernel: Kernel) -> ir.Expr:
         x, y = Special("local_x"), Special("local_y")
         return ir.Bin("+", ir.Bin("*", y, ir.Const(kernel.width, ir.INT), ir.INT), x, ir.INT)
     return Special("local_id")
-
-
-def global_arrays(kernel: Kernel) -> set[str]:
-    """The kernel's global arrays: its array parameters, and variables only ever set to global
-    arrays (local arrays are swapped through such variables too; a swap's cycle of variables
-    is global when what enters it is)."""
-    sources: dict[str, list[ir.Expr]] = {}
-    for s in ir.walk(kernel.body):
-        if isinstance(s, ir.Declare) and isinstance(s.var.type, ir.ArrayType):
-            sources.setdefault(s.var.name, []).append(s.init)
-        elif isinstance(s, ir.Assign) and isinstance(s.var.type, ir.ArrayType):
-            sources.setdefault(s.var.name, []).append(s.value)
-    found = {p.name for p in kernel.params if isinstance(p.type, ir.ArrayType)} | set(sources)
-    changed = True
-    while changed:  # drop variables set to anything else, until none is
-        changed = False
-        for name, values in sources.items():
-            if name in found and not all(isinstance(v, ir.Var) and v.name in found
-                                         for v in values):
-                found.discard(name)
-                changed = True
-    return found
 
 
 # ---- work-item ids as variables ----------------------------------------------------------------

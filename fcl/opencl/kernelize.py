@@ -76,16 +76,14 @@ class Kernelizer:
         kernel = self._new_kernel(s.span)
         body = KernelBody(kernel, self.block_size).block(s.body, level="thread")
         size = self.block_size
-        if size is not None and isinstance(s.bound, ir.Const) \
-                and 0 < s.bound.value <= MAX_GROUPS * size:
-            # One work-item per iteration, no loop: PoCL ran a copy in a loop (of one
-            # iteration) at half the speed of straight-line code.
-            kernel.group_bound = ir.Const(-(-int(s.bound.value) // size), ir.INT)
-            kernel.body = [StridedFor(s.var, Special("global_id"), s.bound,
-                                      Special("global_size"), body, span=s.span, once=True)]
-            return Launch(kernel, kernel.group_bound, span=s.span)
+        # One work-item per iteration where one launch has enough, no loop: PoCL ran a copy in
+        # a loop (of one iteration) at half the speed of straight-line code.
+        once = size is not None and isinstance(s.bound, ir.Const) \
+            and 0 < s.bound.value <= MAX_GROUPS * size
         kernel.body = [StridedFor(s.var, Special("global_id"), s.bound, Special("global_size"),
-                                  body, span=s.span)]
+                                  body, span=s.span, once=once)]
+        if once:
+            return Launch(kernel, ir.Const(-(-int(s.bound.value) // size), ir.INT), span=s.span)
         per_group = Special("local_size")
         rounded_up = ir.Bin("+", s.bound, ir.Bin("-", per_group, ir.Const(1, ir.INT), ir.INT),
                             ir.INT)

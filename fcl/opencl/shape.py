@@ -7,8 +7,8 @@ After `kernelize` has cut a kernel out of the IL, this decides, in order:
     registers  local arrays each work-item only touches at its own index, in registers
     interface  the kernel's parameters, and local memory sizes over host values
     slots      local arrays never live at once share memory (sharing.py)
-    widen      index arithmetic over local ids in size_t (widen.py)
-    strides    row strides of 2-D work-groups' global accesses as arguments (strides.py)
+    widen      index arithmetic over local ids in size_t (widen.py), and the row strides of
+               2-D work-groups' global subscripts as arguments (strides.py)
     checks     each run-time check's failure code
 
 The results live on the kernel (width, locals, private, params, constants, slots, fails) and in
@@ -33,7 +33,6 @@ from fcl.opencl.kernel import (
 from fcl.opencl.order import group_order
 from fcl.opencl.registers import registers
 from fcl.opencl.sharing import lifetimes, pack
-from fcl.opencl.strides import stride_arguments
 from fcl.opencl.tiles import tiles
 from fcl.opencl.widen import widen
 
@@ -57,7 +56,6 @@ def shape_kernel(kernel: Kernel) -> None:
     kernel.slots = [[shared[name] for name in slot]
                     for slot in pack(lifetimes(kernel.body, set(shared)))]
     widen(kernel)
-    stride_arguments(kernel)
     number_checks(kernel)
 
 

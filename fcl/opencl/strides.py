@@ -9,60 +9,45 @@ are one vector access. The original repository's 4096 x 4096 transpose took 1.1 
 reference kernel's time with the constant stride and 0.7 times with an argument
 (bench/README.md). A GPU reads a kernel argument from constant memory for the same cost.
 
-Only size_t subscripts (WideInt, see widen.py) are rewritten: there the ids are visible, and the
-argument is never negative. Analyses see the constant still, in the WideInt's `expr`.
+widen.py applies this to the size_t part of the global subscripts it widens: there the ids are
+visible, and the argument is never negative. Analyses see the constant still, in the WideInt's
+`expr`.
 """
 from __future__ import annotations
 
 from fcl.il import ir
-from fcl.il.traverse import map_bodies, map_children, map_stmt_exprs, sub_exprs
-from fcl.opencl.kernel import Kernel, Special, WideInt, global_arrays
+from fcl.il.traverse import map_children, sub_exprs
+from fcl.opencl.kernel import Special
 
 
-def stride_arguments(kernel: Kernel) -> None:
-    """In a 2-D work-group's kernel, each constant multiplying an expression over the row id in
-    a global array's size_t subscript becomes an int argument (kernel.constants)."""
-    if not kernel.width:
-        return
-    in_global = global_arrays(kernel)
-    arguments: dict[int, ir.Var] = {}
+class StrideArguments:
+    """The int arguments standing for a kernel's row strides, by value."""
 
-    def argument(value: int) -> ir.Var:
-        if value not in arguments:
-            # The IL's own names end in _N: this one cannot clash with them.
-            arguments[value] = ir.Var(f"fcl_stride{value}", ir.INT)
-        return arguments[value]
+    def __init__(self) -> None:
+        self.arguments: dict[int, ir.Var] = {}
 
-    def stride(e: ir.Expr) -> ir.Expr:
+    def rewrite(self, e: ir.Expr) -> ir.Expr:
+        """e, a size_t subscript, with each constant multiplying an expression over the row id
+        replaced by an argument."""
         if isinstance(e, ir.Bin) and e.op == "*":
             for factor, const in ((e.left, e.right), (e.right, e.left)):
                 if isinstance(const, ir.Const) and const.type == ir.INT and const.value > 1 \
                         and _mentions_row(factor):
-                    return ir.Bin("*", stride(factor), argument(int(const.value)), ir.INT)
+                    return ir.Bin("*", self.rewrite(factor), self._argument(int(const.value)),
+                                  ir.INT)
         if isinstance(e, ir.Bin) and e.op in ("+", "*"):
-            return map_children(e, stride)
+            return map_children(e, self.rewrite)
         return e
 
-    def subscript(array: ir.Var, index: ir.Expr) -> ir.Expr:
-        if array.name not in in_global or not isinstance(index, WideInt) or index.truncate:
-            return expr(index)
-        return WideInt(index.expr, stride(index.wide), truncate=False)
+    def constants(self) -> list[tuple[ir.Var, int]]:
+        """(argument, value) pairs, for Kernel.constants."""
+        return [(var, value) for value, var in sorted(self.arguments.items())]
 
-    def expr(e: ir.Expr) -> ir.Expr:
-        if isinstance(e, ir.Index):
-            return ir.Index(e.array, subscript(e.array, e.index))
-        return map_children(e, expr)
-
-    def stmt(s: ir.Stmt) -> ir.Stmt:
-        if isinstance(s, ir.Store):
-            new: ir.Stmt = ir.Store(s.array, subscript(s.array, s.index), expr(s.value),
-                                    span=s.span)
-        else:
-            new = map_stmt_exprs(s, expr)
-        return map_bodies(new, lambda body: [stmt(child) for child in body])
-
-    kernel.body = [stmt(s) for s in kernel.body]
-    kernel.constants = [(var, value) for value, var in sorted(arguments.items())]
+    def _argument(self, value: int) -> ir.Var:
+        if value not in self.arguments:
+            # The IL's own names end in _N: this one cannot clash with them.
+            self.arguments[value] = ir.Var(f"fcl_stride{value}", ir.INT)
+        return self.arguments[value]
 
 
 def _mentions_row(e: ir.Expr) -> bool:

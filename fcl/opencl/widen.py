@@ -38,9 +38,9 @@ from fcl.opencl.kernel import (
     Special,
     StridedFor,
     WideInt,
-    global_arrays,
     inline_ints,
 )
+from fcl.opencl.strides import StrideArguments
 
 # Integer operations whose result's low 32 bits depend only on their operands' low 32 bits.
 RING_OPS = frozenset(("+", "-", "*", "&", "|", "^"))
@@ -54,8 +54,11 @@ def is_ring(e: ir.Expr) -> bool:
 
 
 def widen(kernel: Kernel) -> None:
-    """Rewrite the kernel's body with its index arithmetic in size_t (see the module docstring)."""
-    kernel.body = _Widener(kernel).block(kernel.body, 0)
+    """Rewrite the kernel's body with its index arithmetic in size_t (see the module docstring),
+    and a 2-D work-group's row strides of global subscripts as arguments (strides.py)."""
+    widener = _Widener(kernel)
+    kernel.body = widener.block(kernel.body, 0)
+    kernel.constants = widener.strides.constants()
 
 
 def kernel_ranges(kernel: Kernel) -> Ranges:
@@ -66,7 +69,7 @@ def kernel_ranges(kernel: Kernel) -> Ranges:
         ranges["<group_id>"] = (0, min(int(kernel.group_bound.value), MAX_GROUPS) - 1)
     if kernel.block_size:
         ranges["<local_id>"] = (0, kernel.block_size - 1)
-        ranges["<global_id>"] = (0, (ranges["<group_id>"][1] + 1) * kernel.block_size - 1)
+        ranges["<global_id>"] = (0, MAX_GROUPS * kernel.block_size - 1)
         if kernel.width:
             ranges["<local_x>"] = (0, kernel.width - 1)
             ranges["<local_y>"] = (0, kernel.block_size // kernel.width - 1)
@@ -100,6 +103,28 @@ def _wide_definitions(body: list[ir.Stmt], copies: bool) -> dict[str, ir.Expr]:
     return defs
 
 
+def _global_arrays(kernel: Kernel) -> set[str]:
+    """The kernel's global arrays: its array parameters, and variables only ever set to global
+    arrays (local arrays are swapped through such variables too; a swap's cycle of variables
+    is global when what enters it is)."""
+    sources: dict[str, list[ir.Expr]] = {}
+    for s in ir.walk(kernel.body):
+        if isinstance(s, ir.Declare) and isinstance(s.var.type, ir.ArrayType):
+            sources.setdefault(s.var.name, []).append(s.init)
+        elif isinstance(s, ir.Assign) and isinstance(s.var.type, ir.ArrayType):
+            sources.setdefault(s.var.name, []).append(s.value)
+    found = {p.name for p in kernel.params if isinstance(p.type, ir.ArrayType)} | set(sources)
+    changed = True
+    while changed:  # drop variables set to anything else, until none is
+        changed = False
+        for name, values in sources.items():
+            if name in found and not all(isinstance(v, ir.Var) and v.name in found
+                                         for v in values):
+                found.discard(name)
+                changed = True
+    return found
+
+
 def _uses_local_id(e: ir.Expr, defs: dict[str, ir.Expr]) -> bool:
     if isinstance(e, Special):
         return e.name in LOCAL_IDS
@@ -118,7 +143,8 @@ class _Widener:
         # A 2-D work-group's global subscripts also see through copies of the ids and variables
         # naming a whole subscript (see the module docstring).
         self.global_defs = _wide_definitions(kernel.body, copies=True) if kernel.width else None
-        self.in_global = global_arrays(kernel)
+        self.in_global = _global_arrays(kernel) if kernel.width else set()
+        self.strides = StrideArguments()
         self.ranges = kernel_ranges(kernel)
 
     def block(self, stmts: list[ir.Stmt], loops: int) -> list[ir.Stmt]:
@@ -165,13 +191,16 @@ class _Widener:
     def subscript(self, array: ir.Var, index: ir.Expr) -> ir.Expr:
         defs = self.defs
         whole = is_ring(index)
-        if self.global_defs is not None and array.name in self.in_global:
+        tile_global = self.global_defs is not None and array.name in self.in_global
+        if tile_global:
             defs = self.global_defs
             whole = whole or isinstance(index, ir.Var)
         if whole and _uses_local_id(index, defs):
             found = interval(inline_ints(index, {}), self.ranges)
             if found is not None and found[0] >= 0:
-                return WideInt(index, self.wide(index, defs), truncate=False)
+                wide = self.wide(index, defs)
+                return WideInt(index, self.strides.rewrite(wide) if tile_global else wide,
+                               truncate=False)
         return self.expr(index)
 
 

@@ -9,9 +9,12 @@ LABEXT_DIR := $(VENV)/share/jupyter/labextensions/fcl-jupyterlab
 
 # The Python side in .venv, then Graphviz's `dot` (for IR graphs) through apt where we can: as
 # root or with sudo on Debian/Ubuntu. Elsewhere tools/system_deps.sh prints a note and carries on;
-# the magics then show the DOT text instead of a drawing.
+# the magics then show the DOT text instead of a drawing. Where no OpenCL device can build a
+# kernel (pip's PoCL on a CPU its LLVM does not know), the distribution's PoCL the same way
+# (tools/opencl_device.sh); without one FCL runs on its interpreter.
 setup: $(STAMP) $(LABEXT)
 	@sh tools/system_deps.sh dot:graphviz
+	@sh tools/opencl_device.sh $(VENV)/bin/fcl
 
 # JupyterLab on the course notebooks, with the FCL kernel. LAB_ARGS passes options through, e.g.
 # `make lab LAB_ARGS="--no-browser --port 8899"`.

@@ -2,9 +2,9 @@
 
     fcl --version
     fcl check [--types] [--no-prelude] FILE...
-    fcl run [--backend opencl|interp] [--device D] [--block-size N] [--unsafe] FILE...
+    fcl run [--backend auto|opencl|interp] [--device D] [--block-size N] [--unsafe] FILE...
     fcl compile [-o out.cl] [--dump-il] FILE...
-    fcl devices
+    fcl devices                                              # exit status 1: none usable
     fcl costs [--group G] [--warp W] [--gpu NAME] FILE...  # memory traffic, occupancy, time
     fcl memory [--kernel K] [--array A] [--group G] [--warp W] [--pitch P] [--svg OUT]
                [--gpu NAME] FILE...
@@ -27,7 +27,12 @@ from fcl.explain import explain
 from fcl.il.ir import show_stmts
 from fcl.interp.eval import RunConfig
 from fcl.lmad.cli import main_lmad
-from fcl.opencl.device import describe_devices
+from fcl.opencl.device import (
+    BACKENDS,
+    any_usable_device,
+    choose_backend,
+    describe_devices,
+)
 from fcl.opencl.oclgrind import run_checked
 from fcl.session import Session, print_warnings
 
@@ -44,8 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     _common(check)
 
     run = commands.add_parser("run", help="run a program's `main`")
-    run.add_argument("--backend", choices=["opencl", "interp"], default="opencl",
-                     help="where to run: generated OpenCL (default) or the reference interpreter")
+    run.add_argument("--backend", choices=BACKENDS, default="auto",
+                     help="where to run: generated OpenCL, or the reference interpreter; auto "
+                          "(the default) is OpenCL where a device works, else the interpreter "
+                          "(with a note saying why)")
     run.add_argument("--device", metavar="D",
                      help="OpenCL device: `platform:device` (see `fcl devices`) or part of its "
                           "name")
@@ -66,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     _compile_options(comp)
     _common(comp)
 
-    commands.add_parser("devices", help="list the OpenCL devices")
+    commands.add_parser("devices", help="list the OpenCL devices, each usable or why not")
 
     costs = commands.add_parser("costs", help="count each kernel's memory traffic (one traced "
                                 "work-group): loads, stores, sectors, bank conflicts; and predict "
@@ -159,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "devices":
             print("\n".join(describe_devices()))
-            return 0
+            return 0 if any_usable_device() else 1
         session = load(args.files, prelude=not args.no_prelude)
         if args.command == "check":
             if args.types:
@@ -200,7 +207,9 @@ def _run_or_compile(args, session: Session) -> int:
         return 0
     if args.command == "run" and args.check:
         return _check(args, session, root, options)
-    if args.backend == "interp":
+    backend = choose_backend(args.backend, args.device, asked_as="`--backend opencl`",
+                             note=lambda text: print(text, file=sys.stderr, flush=True))
+    if backend == "interp":
         pipeline.run_interpreter(session, root, RunConfig(block_size=args.block_size))
     else:
         pipeline.run_opencl(session, root, options, device=args.device)

@@ -19,7 +19,7 @@ from fcl.analysis.predict import ProgramPrediction, kernel_work, predict_program
 from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
 from fcl.errors import FCLError
-from fcl.opencl.device import is_oclgrind, open_device
+from fcl.opencl.device import is_oclgrind, open_device, require_device
 from fcl.opencl.host import time_compiled
 from fcl.opencl.kernel import Compiled, Kernel
 from fcl.opencl.timing import Policy, Timing
@@ -53,6 +53,9 @@ class Explanation:
     # ---- traces and counters
     def trace(self, group: int = 0) -> Trace:
         if group not in self._traces:
+            require_device("Counting a program's accesses (costs, memory diagrams), which runs "
+                           "its kernels instrumented,", self.device,
+                           "`%%opencl`, `%%graph` and the interpreter need no device")
             self._traces[group] = trace_program(self.compiled, group, self.device, self.block_size,
                                                 arguments=self.arguments)
             _keep_traces_of(self)

@@ -32,16 +32,15 @@ from fcl.interp.values import (
     PushPull,
 )
 from fcl.mono import level_number
+from fcl.opencl.device import choose_backend
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.types.types import TArrow, TCon, TPair, TProgram, Type, chase, show_types
 
-BACKENDS = ("opencl", "interp")
-
 
 @dataclass
 class Settings:
-    backend: str = "opencl"
+    backend: str = "auto"  # see fcl.opencl.device.BACKENDS
     block_size: int = 256
     checks: bool = True
     device: str | None = None
@@ -91,25 +90,32 @@ class Workspace:
                 outcome.type = chase(root.type)
                 # The program's err stream carries only `benchmark` reports (on stderr in `fcl
                 # run`, as in the original): in a notebook a timing is ordinary output.
-                outcome.value = self.evaluate(root, out, out)
+                outcome.value = self.evaluate(root, out, out, note_to=err)
                 outcome.shown = not _is_unit(_result_type(outcome.type))
             return outcome
         except BaseException:
             self.session.restore(snapshot)
             raise
 
-    def evaluate(self, root: ast.Expr, out: TextIO, err: TextIO):
-        """Run a grid program on the chosen back end, or evaluate a pure expression."""
+    def evaluate(self, root: ast.Expr, out: TextIO, err: TextIO, note_to: TextIO | None = None):
+        """Run a grid program on the chosen back end, or evaluate a pure expression; the note
+        that `auto` runs on the interpreter, for want of a device, goes to `note_to`."""
         t = chase(root.type)
         if isinstance(t, TProgram):
             if level_number(t.level) != 2:
                 raise FCLError(f"only grid-level programs can run from a cell; this is a "
                                f"`{show_types(t)[0]}`", root.span,
                                ["wrap it in a grid-level program, e.g. with concat<block>"])
-            if self.settings.backend == "opencl":
+            if self.backend(note_to or err) == "opencl":
                 return pipeline.run_opencl(self.session, root, self.settings.options(),
                                          self.settings.device, out, err)
         return self.interpret(root, out, err)
+
+    def backend(self, note_to: TextIO | None = None) -> str:
+        """The back end grid programs run on now: `opencl` or `interp` (see choose_backend)."""
+        return choose_backend(self.settings.backend, self.settings.device,
+                              None if note_to is None else lambda text: print(text, file=note_to),
+                              asked_as="`%config backend=opencl`")
 
     def interpret(self, root: ast.Expr, out: TextIO, err: TextIO):
         config = RunConfig(block_size=self.settings.block_size, out=out, err=err)

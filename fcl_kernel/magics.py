@@ -20,8 +20,15 @@ from fcl.il.ir import show_stmts
 from fcl.lmad import LMADError, render_svg
 from fcl.lmad.report import report
 from fcl.mono import level_number
-from fcl.notebook import BACKENDS, render
-from fcl.opencl.device import describe_devices, open_device, pick_device
+from fcl.notebook import render
+from fcl.opencl.device import (
+    BACKENDS,
+    NoUsableDevice,
+    describe_devices,
+    open_device,
+    pick_device,
+    require_device,
+)
 from fcl.opencl.host import time_compiled
 from fcl.opencl.timing import Policy, Sample, Timing, measuring, repeat, single_run_report
 from fcl.types.types import TProgram, chase
@@ -113,7 +120,7 @@ class Magics:
         transfers, host code) apart. `%%bench` times repeated runs."""
         clock = None
         start = time.perf_counter()
-        if self.workspace.settings.backend == "opencl":
+        if self.workspace.backend() == "opencl":
             with measuring() as clock:
                 self.kernel.run_fcl(args)
         else:
@@ -127,14 +134,17 @@ class Magics:
             self.workspace.settings.device = args
             self._text(f"using {device.name.strip()} ({device.platform.name.strip()})")
             return
-        current = pick_device(self.workspace.settings.device)
-        lines = [("* " if current.name in line else "  ") + line for line in describe_devices()]
-        self._text("\n".join(lines))
+        try:
+            current = pick_device(self.workspace.settings.device)
+        except NoUsableDevice:
+            current = None
+        self._text("\n".join(describe_devices(marked=current)))
 
     def line_config(self, args: str) -> None:
         """`%config` shows the settings; `%config block_size=128 backend=interp checks=off
-        gpu=h100` changes them (backend: opencl or interp; gpu: the GPU whose occupancy and
-        time %%costs predicts, one of the profiles in fcl/gpus/)."""
+        gpu=h100` changes them (backend: auto, the default, is opencl where a device works and
+        else interp; gpu: the GPU whose occupancy and time %%costs predicts, one of the
+        profiles in fcl/gpus/)."""
         settings = self.workspace.settings
         for item in shlex.split(args):
             key, _, value = item.partition("=")
@@ -147,9 +157,11 @@ class Magics:
             elif key == "gpu" and value:
                 settings.gpu = load_gpu(value).key  # an unknown GPU: an error naming the known
             else:
-                raise FCLError(f"cannot set `{item}`: use block_size=N, backend=opencl|interp, "
-                               f"checks=on|off or gpu={'|'.join(gpu_names())}")
-        self._text(f"backend={settings.backend} block_size={settings.block_size} "
+                raise FCLError(f"cannot set `{item}`: use block_size=N, "
+                               f"backend={'|'.join(BACKENDS)}, checks=on|off or "
+                               f"gpu={'|'.join(gpu_names())}")
+        resolved = f" ({self.workspace.backend()})" if settings.backend == "auto" else ""
+        self._text(f"backend={settings.backend}{resolved} block_size={settings.block_size} "
                    f"checks={'on' if settings.checks else 'off'} "
                    f"device={settings.device or 'default'} gpu={settings.gpu}")
         if not args:
@@ -310,10 +322,13 @@ class Magics:
 
     def _bench_report(self, body: str, policy: Policy, progress) -> str:
         settings = self.workspace.settings
-        if settings.backend == "opencl":
+        if settings.backend != "interp":
             with self.workspace.scratch(body) as root:
                 t = chase(root.type)
                 if isinstance(t, TProgram) and level_number(t.level) == 2:
+                    require_device("`%%bench`, which times a program's kernels,",
+                                   settings.device, "`%config backend=interp` times the "
+                                   "interpreter instead")
                     compiled = pipeline.compile_program(self.workspace.session, root,
                                                         settings.options(keep_result=False))
                     timing = time_compiled(compiled, settings.device, settings.block_size,

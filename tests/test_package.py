@@ -119,7 +119,7 @@ def test_fcl_devices_lists_types_without_pyopencl_internals():
     assert lines
     for line in lines:
         assert re.fullmatch(r"\d+:\d+  .+  \[.+, (GPU|CPU|ACCELERATOR|CUSTOM|DEFAULT)"
-                            r"( \| (GPU|CPU|ACCELERATOR|CUSTOM|DEFAULT))*\]", line), line
+                            r"( \| (GPU|CPU|ACCELERATOR|CUSTOM|DEFAULT))*\]  usable", line), line
 
 
 def test_other_pyopencl_code_does_not_see_oclgrind():

@@ -4,10 +4,10 @@
 #   sh tools/system_deps.sh COMMAND:PACKAGE...     e.g.  dot:graphviz  chromium:chromium
 #
 # A COMMAND already on PATH is left alone. Otherwise, as root (or with password-less sudo) on a
-# machine with apt-get, its Debian PACKAGE is installed, refreshing the package lists first if
-# the install fails without them. Anywhere else a note says what is missing and what it is for,
-# and we carry on: the FCL kernel works without these (the magics show DOT text instead of a
-# drawing, the browser test is skipped outside CI).
+# machine with apt-get, its Debian PACKAGE is installed (tools/apt_install.sh). Anywhere else a
+# note says what is missing and what it is for, and we carry on: the FCL kernel works without
+# these (the magics show DOT text instead of a drawing, the browser test is skipped outside CI).
+. "$(dirname "$0")/apt_install.sh"
 
 for pair in "$@"; do
   cmd=${pair%%:*}
@@ -15,21 +15,8 @@ for pair in "$@"; do
   if command -v "$cmd" >/dev/null 2>&1; then
     continue
   fi
-  if [ "$(id -u)" = 0 ]; then
-    sudo=""
-  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-    sudo="sudo -n"
-  else
-    sudo=none
-  fi
-  if [ "$sudo" != none ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing $pkg (for \`$cmd\`) with apt-get"
-    export DEBIAN_FRONTEND=noninteractive
-    if ! $sudo apt-get install -y -qq "$pkg" >/dev/null 2>&1; then
-      $sudo apt-get update -qq >/dev/null 2>&1
-      $sudo apt-get install -y -qq "$pkg" >/dev/null 2>&1
-    fi
-  fi
+  echo "installing $pkg (for \`$cmd\`) with apt-get"
+  apt_install "$pkg"
   if ! command -v "$cmd" >/dev/null 2>&1; then
     echo "note: \`$cmd\` is not installed and could not be installed here (needs root and apt-get)."
     echo "      Install the package \`$pkg\` yourself if you want it; carrying on without it."

@@ -31,6 +31,7 @@ from fcl.errors import FCLError
 from fcl.opencl.kernel import nearest_span
 from fcl.opencl.lean import build_in_helper, reap_helper, trim_heap
 from fcl.opencl.oclgrind_icd import vendors_dir
+from fcl.opencl.probe import health
 
 
 @dataclass
@@ -80,12 +81,20 @@ def platforms() -> list[cl.Platform]:
     """The platforms that PyOpenCL code sees in this environment: in a process that loads FCL's
     own Oclgrind for checking (fcl.opencl.oclgrind_icd), all but that one, which would otherwise
     come first and shift every other platform's number."""
-    return [p for p in cl.get_platforms() if not (_loads_private_oclgrind() and _is_oclgrind(p))]
+    return [p for p in _all_platforms()
+            if not (_loads_private_oclgrind() and _is_oclgrind(p))]
 
 
 def checking_devices() -> list[cl.Device]:
-    return [dev for p in cl.get_platforms() if _loads_private_oclgrind() and _is_oclgrind(p)
+    return [dev for p in _all_platforms() if _loads_private_oclgrind() and _is_oclgrind(p)
             for dev in p.get_devices()]
+
+
+def _all_platforms() -> list[cl.Platform]:
+    try:
+        return cl.get_platforms()
+    except cl.Error:  # the loader found no platform at all (PLATFORM_NOT_FOUND_KHR)
+        return []
 
 
 def _loads_private_oclgrind() -> bool:
@@ -103,23 +112,121 @@ def device_type_text(device_type: int) -> str:
                       if device_type & getattr(cl.device_type, name)) or str(device_type)
 
 
-def describe_devices() -> list[str]:
-    return [f"{ident}  {dev.name.strip()}  [{dev.platform.name.strip()}, "
-            f"{device_type_text(dev.type)}]" for ident, dev in all_devices()]
+def describe_device(ident: str, dev: cl.Device) -> str:
+    return f"{ident}  {dev.name.strip()}  [{dev.platform.name.strip()}, " \
+        f"{device_type_text(dev.type)}]"
+
+
+def describe_devices(marked: cl.Device | None = None) -> list[str]:
+    """A line for each device, `usable` or why not (each probed: see fcl.opencl.probe), and
+    under an unusable one the remedy; with `marked`, each line starts with `* ` for that
+    device and two spaces for the others."""
+    devices = all_devices()
+    if not devices:
+        return ["no OpenCL device is installed", f"    hint: {NO_DEVICE_REMEDY}"]
+    lines = []
+    for ident, dev in devices:
+        state = health(dev)
+        mark = "" if marked is None else "* " if dev.int_ptr == marked.int_ptr else "  "
+        lines.append(f"{mark}{describe_device(ident, dev)}  {state.describe()}")
+        if not state.usable:
+            lines.append(f"    hint: {state.remedy}")
+    return lines
+
+
+NO_DEVICE_REMEDY = ("pip's PoCL (`pip install pocl-binary-distribution`) or your "
+                    "distribution's (Debian, Ubuntu: `pocl-opencl-icd`) gives a CPU device")
+
+
+class NoUsableDevice(FCLError):
+    """No OpenCL device here can build and run a kernel (or none is installed)."""
 
 
 def pick_device(choice: str | None = None) -> cl.Device:
-    """The device `choice` names, or PYOPENCL_CTX, read by PyOpenCL's rules (`choose`); without
-    either, a GPU if there is one, else the first device, never Oclgrind, a simulator."""
+    """The device `choice` names, or PYOPENCL_CTX, read by PyOpenCL's rules (`choose`), which
+    must work; without either, the first GPU that works, else the first device that works,
+    never Oclgrind, a simulator."""
     devices = all_devices()
-    if not devices:
-        raise FCLError("no OpenCL device found (install pocl-binary-distribution for a CPU device)")
     choice = choice or os.environ.get("PYOPENCL_CTX") or None
     if choice:
-        return choose(choice, devices)
-    usable = [dev for _, dev in devices if not is_oclgrind(dev)] or [devices[0][1]]
-    gpus = [dev for dev in usable if dev.type & cl.device_type.GPU]
-    return (gpus or usable)[0]
+        found = choose(choice, devices)
+        _require_usable(choice, found)
+        return found
+    candidates = [dev for _, dev in devices if not is_oclgrind(dev)]
+    candidates.sort(key=lambda dev: not dev.type & cl.device_type.GPU)  # stable: GPUs first
+    found = next((dev for dev in candidates if health(dev).usable), None)
+    if found is None:
+        raise no_usable_device(devices)
+    return found
+
+
+def any_usable_device() -> bool:
+    return any(health(dev).usable for _, dev in all_devices() if not is_oclgrind(dev))
+
+
+def _require_usable(choice: str, dev: cl.Device) -> None:
+    state = health(dev)
+    if not state.usable:
+        raise FCLError(f"the OpenCL device `{choice}` ({dev.name.strip()}, "
+                       f"{dev.platform.name.strip()}) cannot run programs: {state.problem}",
+                       None, [state.remedy])
+
+
+def no_usable_device(devices: list[tuple[str, cl.Device]]) -> NoUsableDevice:
+    listed = [(ident, dev) for ident, dev in devices if not is_oclgrind(dev)]
+    if not listed:
+        return NoUsableDevice("no OpenCL device is installed", None, [NO_DEVICE_REMEDY])
+    states = [(ident, dev, health(dev)) for ident, dev in listed]
+    reasons = "\n  ".join(f"{describe_device(ident, dev)}: {state.problem}"
+                          for ident, dev, state in states)
+    remedies = list(dict.fromkeys(state.remedy for _, _, state in states))
+    return NoUsableDevice(f"no OpenCL device here can run programs:\n  {reasons}", None,
+                          remedies)
+
+
+# `auto`: OpenCL where a device works, else the reference interpreter; `opencl` insists.
+BACKENDS = ("auto", "opencl", "interp")
+_fallback_noted = False
+
+
+def choose_backend(requested: str, device: str | None = None, note=None,
+                   asked_as: str = "the OpenCL back end") -> str:
+    """`opencl` or `interp` for a run that asked for `requested`. `auto` falls back to the
+    interpreter when no device is named and none works, and says so through `note` (a function
+    taking the text) the first time in this process; a named device must work (pick_device),
+    and so must some device when `opencl` was asked for (`asked_as` says how, in the error)."""
+    global _fallback_noted
+    if requested == "opencl":
+        require_device(asked_as, device, "the default back end, `auto`, runs the reference "
+                       "interpreter when no device works")
+    if requested != "auto":
+        return requested
+    if device or os.environ.get("PYOPENCL_CTX"):
+        return "opencl"
+    try:
+        pick_device(None)
+        return "opencl"
+    except NoUsableDevice as why:  # pick_device(None) raises nothing else
+        if note is not None and not _fallback_noted:
+            _fallback_noted = True
+            note(fallback_note(why))
+        return "interp"
+
+
+def fallback_note(why: FCLError) -> str:
+    hints = "".join(f"\n  hint: {hint}" for hint in why.hints)
+    return (f"note: FCL runs on its reference interpreter (the same output, without kernels): "
+            f"{why.message}{hints}")
+
+
+def require_device(what: str, device: str | None = None, instead: str | None = None) -> None:
+    """An error saying that `what` needs a working OpenCL device, unless one is there;
+    `instead` is what the user can do without one."""
+    try:
+        pick_device(device)
+    except NoUsableDevice as why:
+        raise NoUsableDevice(f"{what} needs an OpenCL device, and {why.message}", None,
+                             why.hints + ([instead] if instead else [])) from None
 
 
 def choose(choice: str, devices: list[tuple[str, cl.Device]]) -> cl.Device:
@@ -138,7 +245,8 @@ def choose(choice: str, devices: list[tuple[str, cl.Device]]) -> cl.Device:
                       or choice.lower() in dev.platform.name.lower()), None)
     if found is None:
         raise FCLError(f"no OpenCL device matches `{choice}`; the devices are:\n  " +
-                       "\n  ".join(describe_devices()),
+                       "\n  ".join(describe_devices()) if devices else
+                       f"no OpenCL device matches `{choice}`: none is installed",
                        None, ["`PLATFORM:DEVICE`, each a number or a part of its name, as "
                               "PyOpenCL reads PYOPENCL_CTX"])
     return found
@@ -312,11 +420,13 @@ def build_error(log: str, line_table: list) -> FCLError:
     # PyOpenCL's own framing (the failed call, the options) says nothing about the program.
     lines = [line for line in log.splitlines() if line.strip() and not line.startswith(
         ("clBuildProgram failed", "(options:", "(source saved"))]
-    hints = ["a bug in FCL's compiler or a limit of this device; `fcl compile` shows the "
-             "OpenCL (its line numbers are the ones above)",
-             "the build log:\n    " + "\n    ".join(lines)]
+    # Only devices that built and ran a test kernel get here (pick_device, fcl.opencl.probe).
+    cause = "a bug in FCL's compiler or a limit of this device (it builds other kernels)"
+    log = "the build log:\n    " + "\n    ".join(lines)
     if first is None:
-        return FCLError("the OpenCL compiler rejected the generated code", None, hints)
+        return FCLError("the OpenCL compiler rejected the generated code", None,
+                        [f"{cause}; `fcl compile` shows the OpenCL", log])
+    hints = [f"{cause}; `fcl compile` shows the OpenCL (its line numbers are the log's)", log]
     cl_line = int(first.group(1))
     return FCLError(f"the OpenCL compiler rejected the generated code: {first.group(3)} "
                     f"(OpenCL line {cl_line})", nearest_span(line_table, cl_line), hints)

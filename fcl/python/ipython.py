@@ -1,6 +1,6 @@
 """`%load_ext fcl`: FCL in the ordinary Python kernel, next to numpy and matplotlib.
 
-    %%fcl [--backend opencl|interp] [--block-size N] [--unsafe] [--opencl] [--name NAME]
+    %%fcl [--backend auto|opencl|interp] [--block-size N] [--unsafe] [--opencl] [--name NAME]
         compile the cell (fcl.python.library.load); each entry point becomes a name in the
         user's namespace, and the library itself NAME (default `fcl_lib`). --opencl also shows
         each entry point's OpenCL next to the cell, line by line in matching colours.
@@ -20,7 +20,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 
 from fcl.analysis.gpu import DEFAULT_GPU
-from fcl.opencl.device import free_held_memory
+from fcl.opencl.device import BACKENDS, free_held_memory
 from fcl.opencl.lean import bound_opencl_threads, use_build_helper
 from fcl.python.library import EntryPoint, load
 from fcl.viz.codeview import side_by_side
@@ -48,7 +48,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _cell_parser() -> _Parser:
     parser = _Parser(prog="fcl", add_help=False)
-    parser.add_argument("--backend", choices=("opencl", "interp"), default="opencl")
+    parser.add_argument("--backend", choices=BACKENDS, default="auto")
     parser.add_argument("--block-size", type=int, default=256)
     parser.add_argument("--unsafe", action="store_true")
     parser.add_argument("--opencl", action="store_true")

@@ -11,7 +11,8 @@ length; type variables stand for int, double or bool, taken from the arguments, 
 instance per combination. Arguments are checked against the FCL type before anything runs, and
 a mismatch is a TypeError or ValueError naming the parameter; a failed run-time check is an
 FCLError carrying the FCL location. `backend="interp"` runs the same calls on the reference
-interpreter, without OpenCL.
+interpreter, without OpenCL; the default, `auto`, is OpenCL where a device works and the
+interpreter otherwise, with a note on stderr saying why (once per process).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from fcl.interp.eval import Interpreter, RunConfig
 from fcl.interp.values import Buffer, PushArray
 from fcl.mono import MonoProgram
 from fcl.notebook import to_host
-from fcl.opencl.device import open_device
+from fcl.opencl.device import BACKENDS, choose_backend, open_device
 from fcl.opencl.kernel import Compiled
 from fcl.opencl.timing import Policy, Sample, Timing, repeat
 from fcl.python import opencl
@@ -54,7 +55,6 @@ from fcl.types.types import (
 )
 from fcl.types.unify import unify
 
-BACKENDS = ("opencl", "interp")
 RESULTS = ("host", "device")
 
 
@@ -71,7 +71,7 @@ def _fcl_errors(function):
 
 
 @_fcl_errors
-def load(source: str, *, backend: str = "opencl", device: str | None = None,
+def load(source: str, *, backend: str = "auto", device: str | None = None,
          block_size: int = 256, checks: bool = True, name: str = "<fcl>") -> Library:
     """The entry points of FCL source text. `device` picks the OpenCL device as `fcl run
     --device` does (default: PYOPENCL_CTX, else a GPU, else PoCL); `checks=False` leaves out
@@ -80,6 +80,8 @@ def load(source: str, *, backend: str = "opencl", device: str | None = None,
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     session = Session.new()
     session.add_file(Source(name, source))
+    backend = choose_backend(backend, device, asked_as='`backend="opencl"`',
+                             note=lambda text: print(text, file=sys.stderr, flush=True))
     return Library(session, source, backend, device, block_size, checks)
 
 

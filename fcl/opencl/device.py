@@ -202,6 +202,7 @@ def choose_backend(requested: str, device: str | None = None, note=None,
     if requested != "auto":
         return requested
     if device or os.environ.get("PYOPENCL_CTX"):
+        pick_device(device)  # a named device that cannot build: an error now, not at a build
         return "opencl"
     try:
         pick_device(None)

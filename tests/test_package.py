@@ -237,6 +237,6 @@ def test_a_wheel_in_a_fresh_environment(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(run.stdout)
     assert report["platforms"] and "Oclgrind" not in report["platforms"]
-    assert report["platforms"][0] == report["context"] == "Portable Computing Language"
+    assert report["platforms"][0] == report["context"]
     assert Path(report["spec"]).resolve().is_relative_to(env_dir.resolve())
     assert report["version"] == f"fcl {report['metadata']}\n" == f"fcl {fcl.__version__}\n"

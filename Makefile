@@ -92,6 +92,7 @@ lint: setup
 # local JupyterHub: the proxy); appends the tables to bench/README.md. BENCH_ARGS passes options.
 BENCH_ARGS ?=
 bench: setup $(PROXY)
+	@sh tools/opencl_device.sh $(VENV)/bin/fcl --both
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 # Retake the README's pictures (docs/jupyterlab*.png) in JupyterLab: needs Chromium, like the

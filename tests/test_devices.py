@@ -216,3 +216,22 @@ def test_the_kernel_refuses_a_device_that_cannot_build_and_keeps_its_choice(kern
     assert len(marked) == 1 and BROKEN_DEVICE not in marked[0]
     _, messages = execute(kc, "%config")
     assert stdout(messages).startswith("backend=auto (opencl) ")
+
+
+def test_fcl_cells_in_ipython_fall_back_with_one_note():
+    km, kc = start_new_kernel(kernel_name="python3", env=machine_env("broken-only"))
+    try:
+        assert execute(kc, "%load_ext fcl")[0]["status"] == "ok"
+        cell = "%%fcl\nsig inc : [int] -> Program <grid> [int]\n" \
+               "fun inc xs = forcePull<grid> (map (fn x => x + 1) xs)"
+        notes = ""
+        for _ in range(2):
+            reply, messages = execute(kc, cell)
+            assert reply["status"] == "ok", reply
+            notes += stderr_text(messages)
+        assert notes.startswith(NOTE) and notes.count("note:") == 1 and BUILD_LOG in notes
+        reply, messages = execute(kc, "print(fcl_lib.backend, inc(list(range(4))).tolist())")
+        assert stdout(messages) == "interp [1, 2, 3, 4]\n", reply
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

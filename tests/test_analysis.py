@@ -166,6 +166,7 @@ def assert_global_only(c: KernelCosts):
 
 # ---- reverse ----------------------------------------------------------------------------------
 
+@pytest.mark.slow  # 1.1-1.3 s
 def test_reverse_reads_four_sectors_of_one_line_per_warp(reverse):
     fill, rev = reverse.costs
     assert rev.kernel == reverse.compiled.kernels[1].name
@@ -286,6 +287,7 @@ def test_copy_shifted_by_one_int_takes_five_sectors_in_two_lines():
     assert (copy.load_requests, copy.store_requests) == (8, 8)
 
 
+@pytest.mark.slow  # 0.6-1.1 s
 def test_tiled_transpose_through_local_memory(tiled):
     _, t = tiled.costs
     # A 64 x 64 matrix in 32 x 32 tiles: 4 work-groups, one per tile; 1024 elements over 256
@@ -313,6 +315,7 @@ def test_tiled_transpose_through_local_memory(tiled):
     assert (load.requests, load.bank_conflicts, load.worst_conflict) == (32, 992, 32)
 
 
+@pytest.mark.slow  # 0.6-0.9 s
 def test_tiled_transpose_of_doubles_conflicts_per_half_warp():
     run = traced("do<grid> { xs <- forcePull<grid> (generate (64 * 64) i2d); "
                  "forceM<grid> (tiledTranspose plainTile 32 64 64 xs) }", TILED_DEFS)
@@ -347,6 +350,7 @@ def test_naive_transpose_reads_cost_8_times_the_tiled_ones(naive, tiled):
 
 # ---- block reduction ----------------------------------------------------------------------------
 
+@pytest.mark.slow  # 0.9 s
 def test_block_reduction(reduction):
     _, r = reduction.costs
     # 2048 elements, 2 * 256 = 512 per work-group: 4 work-groups. Each work-item loads 2 (the
@@ -376,6 +380,7 @@ def test_block_reduction(reduction):
     assert (r.load_requests, r.store_requests, r.local_requests) == (16, 1, 45)
 
 
+@pytest.mark.slow  # 0.8-1.1 s
 def test_block_reduction_with_work_groups_of_128(reduction_128):
     fill, r = reduction_128.costs
     # 2 * 128 = 256 per work-group: 8 groups; 256 = 2^8, halved 8 times: 8 barriers; two
@@ -451,6 +456,7 @@ INTERLEAVED = "do<grid> { xs <- forcePull<grid> (iota 1024); " \
               "forceM<grid> (splitUp 256 xs |> map interleavedTree |> concat<block> 1) }"
 
 
+@pytest.mark.slow  # 1-1.7 s
 def test_simt_efficiency_of_interleaved_addressing():
     run = traced(INTERLEAVED, INTERLEAVED_DEFS)
     _, r = run.costs
@@ -493,6 +499,7 @@ def test_simt_efficiency_of_a_loop_by_iteration():
                          "by execution: 0.75, 0.5, 0.25")
 
 
+@pytest.mark.slow  # 0.8-1.3 s
 def test_groups_of_every_launch(tmp_path, monkeypatch):
     # A length known only at run time: the host loops, launching the step kernel again and
     # again, each time on half the elements: 1024, 512, ..., 1, in ceil(n / 256) groups.
@@ -781,6 +788,7 @@ def test_each_access_is_described_by_formula_lmads_and_cost(tiled):
     assert "<code>1 + {(4:8),(32:32)}</code>" in sites_html(rows, warp=1)
 
 
+@pytest.mark.slow  # 0.75 s
 def test_an_access_that_is_not_affine_says_so():
     # Gathering through a table of indices: the addresses are data, not an LMAD.
     trace = traced("do<grid> { ix <- forcePull<grid> (generate 256 (fn i => (i * 7) % 256)); "

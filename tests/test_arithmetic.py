@@ -270,6 +270,7 @@ def check(output: str, cases: list[Case]) -> None:
     assert not wrong, f"{len(wrong)} wrong, the first:\n" + "\n".join(wrong[:10])
 
 
+@pytest.mark.slow  # 1.2-2.3 s
 def test_the_interpreter_follows_the_model(arithmetic):
     text, cases = arithmetic
     session, out = session_for(text), io.StringIO()
@@ -278,6 +279,7 @@ def test_the_interpreter_follows_the_model(arithmetic):
     check(out.getvalue(), cases)
 
 
+@pytest.mark.slow  # 2.6-7 s
 def test_opencl_follows_the_model(arithmetic):
     text, cases = arithmetic
     session, out, err = session_for(text), io.StringIO(), io.StringIO()
@@ -369,6 +371,7 @@ def test_compiler_output_is_shown_when_asked_for(capfd, monkeypatch):
         assert "1 warning generated." in capfd.readouterr().err
 
 
+@pytest.mark.slow  # 4-8 s
 def test_the_cli_keeps_compiler_notes_off_stderr(tmp_path):
     path = tmp_path / "z.fcl"
     path.write_text("val z = 0\n"

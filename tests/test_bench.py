@@ -9,6 +9,7 @@ import pytest
 
 from fcl.opencl.device import open_device
 from fcl.opencl.oclgrind import parse_reports
+from marks import slow_unless
 
 _PATH = Path(__file__).parents[1] / "bench" / "run.py"
 _spec = importlib.util.spec_from_file_location("bench_run", _PATH)
@@ -44,7 +45,8 @@ def test_matmul_compiles_to_opencl():
     assert bench.compile_speed(bench.TINY, repeats=1) > 0
 
 
-@pytest.mark.parametrize("task", [t for t in TASKS if t != "copy"])
+@pytest.mark.parametrize("task", slow_unless([t for t in TASKS if t != "copy"],
+                                              lambda t: t != "scan"))  # scan: 1.1-1.8 s
 def test_fcl_program_is_clean_under_oclgrind(task, capfd):
     # Oclgrind reports data races between the work-items of a group (a barrier too few), reads
     # out of bounds and of uninitialized memory; the reference kernels run too, and must be clean.
@@ -63,6 +65,7 @@ needs_original = pytest.mark.skipif(not bench.ORIGINAL_REPO.exists(),
 
 
 @needs_original
+@pytest.mark.slow  # 10 s (where it runs)
 def test_original_programs_run_unchanged_against_the_reference_kernels(capsys):
     # --tiny: the programs' sizes scaled down; each must print numpy's result and its
     # `benchmark` lines, and each reference kernel compute numpy's result (measure_originals

@@ -19,7 +19,8 @@ from fcl.session import Session
 
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from course import FCL_NOTEBOOKS  # noqa: E402
+from course import FCL_NOTEBOOKS, small  # noqa: E402
+from marks import slow_unless  # noqa: E402
 from test_verify import _bench_module, notebook_programs  # noqa: E402
 
 
@@ -145,7 +146,8 @@ def test_no_check_is_left_in_the_kernels_of_the_benchmarks():
         assert any(isinstance(s, pipeline.ir.Fail) for s in pipeline.ir.walk(compiled.host))
 
 
-@pytest.mark.parametrize("notebook", FCL_NOTEBOOKS, ids=lambda p: p.name)
+# 0.1-0.3 s a notebook, the later ones 0.5-5 s: `make test-fast` runs the small ones.
+@pytest.mark.parametrize("notebook", slow_unless(FCL_NOTEBOOKS, small), ids=lambda p: p.name)
 def test_no_check_is_left_in_the_kernels_of_the_course_notebooks(notebook):
     compiled = 0
     for n, session, root in notebook_programs(notebook):

@@ -51,12 +51,14 @@ def test_check_types_prints_name_colon_scheme(tmp_path):
     assert (result.returncode, result.stdout, result.stderr) == (0, TYPES_OUTPUT, "")
 
 
+@pytest.mark.slow  # 0.6-0.8 s, a process
 def test_options_may_follow_the_files(tmp_path):
     path = write(tmp_path / "t.fcl", TYPES_PROGRAM)
     result = fcl("check", path, "--no-prelude", "--types", cwd=tmp_path)
     assert (result.returncode, result.stdout) == (0, TYPES_OUTPUT)
 
 
+@pytest.mark.slow  # 0.7-1.2 s, a process
 def test_check_types_with_the_prelude_lists_the_prelude_first(tmp_path):
     path = write(tmp_path / "t.fcl", "val five = id 5\n")
     lines = fcl("check", "--types", path, cwd=tmp_path).stdout.splitlines()
@@ -65,12 +67,14 @@ def test_check_types_with_the_prelude_lists_the_prelude_first(tmp_path):
     assert "iota : int -> [int]" in lines
 
 
+@pytest.mark.slow  # 0.7-1.1 s, a process
 def test_check_without_types_prints_nothing(tmp_path):
     path = write(tmp_path / "t.fcl", TYPES_PROGRAM)
     result = fcl("check", path, cwd=tmp_path)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
 
+@pytest.mark.slow  # 1.4-2 s
 def test_no_prelude_hides_prelude_names(tmp_path):
     path = write(tmp_path / "t.fcl", "val n = iota 3\n")
     assert fcl("check", path, cwd=tmp_path).returncode == 0
@@ -87,22 +91,26 @@ def test_type_error_goes_to_stderr_with_excerpt_and_caret(tmp_path):
                                                "      |             ^~~"]
 
 
+@pytest.mark.slow  # 1-1.2 s
 def test_missing_file(tmp_path):
     result = fcl("check", "nothere.fcl", cwd=tmp_path)
     assert_clean_failure(result, "error: cannot read `nothere.fcl`: No such file or directory")
 
 
+@pytest.mark.slow  # 1.1 s
 def test_directory_instead_of_a_file(tmp_path):
     result = fcl("check", tmp_path, cwd=tmp_path)
     assert_clean_failure(result, f"error: cannot read `{tmp_path}`: Is a directory")
 
 
+@pytest.mark.slow  # 0.7-1.3 s, a process
 def test_non_utf8_file(tmp_path):
     (tmp_path / "bad.fcl").write_bytes(b"val x = \xff\xfe 1\n")
     result = fcl("check", "bad.fcl", cwd=tmp_path)
     assert_clean_failure(result, "error: cannot read `bad.fcl`: it is not UTF-8 text")
 
 
+@pytest.mark.slow  # 9-12 s
 def test_deeply_nested_input_checks_and_runs(tmp_path):
     path = write(tmp_path / "t.fcl", "val deep = " + "fn a => " * 3000 + "1\n")
     result = fcl("check", path, cwd=tmp_path)
@@ -115,6 +123,7 @@ def test_deeply_nested_input_checks_and_runs(tmp_path):
         assert (result.returncode, result.stdout) == (0, "[10001,10002]\n"), result.stderr
 
 
+@pytest.mark.slow  # 0.7-0.9 s, a process
 def test_signature_name_mismatch_is_a_warning(tmp_path):
     path = write(tmp_path / "t.fcl", "sig g : int\nval f = 1\n")
     result = fcl("check", path, cwd=tmp_path)
@@ -124,7 +133,8 @@ def test_signature_name_mismatch_is_a_warning(tmp_path):
 
 
 # `fcl run` runs generated OpenCL by default; `--backend interp` runs the reference interpreter.
-@pytest.mark.parametrize("backend", [[], ["--backend", "interp"]], ids=["opencl", "interp"])
+@pytest.mark.parametrize("backend", [pytest.param([], marks=pytest.mark.slow),  # 1.3-1.8 s
+                                     ["--backend", "interp"]], ids=["opencl", "interp"])
 def test_run_prints_forced_arrays_exactly(tmp_path, backend):
     path = write(tmp_path / "t.fcl",
                  "val main = do<grid> {\n"
@@ -136,6 +146,7 @@ def test_run_prints_forced_arrays_exactly(tmp_path, backend):
                                                                  "")
 
 
+@pytest.mark.slow  # 1.5-2 s
 def test_run_reads_files_in_order(tmp_path):
     lib = write(tmp_path / "lib.fcl", "fun square x = x * x\n")
     use = write(tmp_path / "use.fcl",
@@ -145,6 +156,7 @@ def test_run_reads_files_in_order(tmp_path):
                          f"{use}:1:52: error: `square` is not defined")
 
 
+@pytest.mark.slow  # 0.7-1.1 s, a process
 def test_run_error_keeps_earlier_output_and_exits_1(tmp_path):
     # The interpreter traps division by zero (OpenCL, like the original, does not).
     path = write(tmp_path / "t.fcl",
@@ -158,6 +170,7 @@ def test_run_error_keeps_earlier_output_and_exits_1(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # 0.7-1.3 s, a process
 def test_run_without_main(tmp_path):
     path = write(tmp_path / "t.fcl", "val x = 1\n")
     assert_clean_failure(fcl("run", path, cwd=tmp_path),
@@ -165,6 +178,7 @@ def test_run_without_main(tmp_path):
                          "`Program <grid> 'a`")
 
 
+@pytest.mark.slow  # 0.7-0.8 s, a process
 def test_read_int_csv_path_is_relative_to_the_working_directory(tmp_path):
     (tmp_path / "data.csv").write_text("4, 5,6\n7\n")
     path = write(tmp_path / "t.fcl", 'val main = do<grid> { xs <- readIntCSV "data.csv"; '
@@ -177,6 +191,7 @@ def test_read_int_csv_path_is_relative_to_the_working_directory(tmp_path):
     (["run", "--backend", "interp"], "for the interpreter to run"),
     (["compile"], "to compile"),
 ])
+@pytest.mark.slow  # 0.8-1.8 s each
 def test_program_that_checks_but_nests_deeply_never_crashes(tmp_path, command, stage):
     # 150 nested lets type-check; monomorphizing, lowering and interpreting them may still
     # exhaust Python's stack, which must then be a located error rather than a traceback.
@@ -205,6 +220,7 @@ val main = do<grid> {
 """
 
 
+@pytest.mark.slow  # 2-3 s
 def test_costs_prints_the_table(tmp_path):
     program = write(tmp_path / "t.fcl", NAIVE_TRANSPOSE)
     result = fcl("costs", program, cwd=tmp_path)
@@ -220,6 +236,7 @@ def test_costs_prints_the_table(tmp_path):
     assert "    warp 0:     0 + {(32:64)}" in result.stdout  # each access follows the table
 
 
+@pytest.mark.slow  # 8 s
 def test_costs_predicts_occupancy_and_time_on_the_gpu_named(tmp_path):
     program = write(tmp_path / "t.fcl", "val main = do<grid> {\n"
                     "  xs <- forcePull<grid> (iota (1024 * 1024));\n"
@@ -257,6 +274,7 @@ def test_costs_predicts_occupancy_and_time_on_the_gpu_named(tmp_path):
     assert note and note.group(1) == open_device().name and int(note.group(3)) >= 1
 
 
+@pytest.mark.slow  # 4-6 s
 def test_memory_writes_svg_per_kernel_and_prints_text(tmp_path):
     program = write(tmp_path / "t.fcl", NAIVE_TRANSPOSE)
     result = fcl("memory", "--pitch", "64", "--svg", "m.svg", program, cwd=tmp_path)
@@ -273,6 +291,7 @@ def test_memory_writes_svg_per_kernel_and_prints_text(tmp_path):
                          "warps 0 to 7")
 
 
+@pytest.mark.slow  # 2 s
 def test_graph_prints_dot_or_writes_svg(tmp_path):
     program = write(tmp_path / "t.fcl", NAIVE_TRANSPOSE)
     result = fcl("graph", program, cwd=tmp_path)
@@ -285,6 +304,7 @@ def test_graph_prints_dot_or_writes_svg(tmp_path):
                          "kernel1_line3")
 
 
+@pytest.mark.slow  # 1.4-2.3 s
 def test_graph_without_graphviz_says_so(tmp_path):
     program = write(tmp_path / "t.fcl", NAIVE_TRANSPOSE)
 

@@ -97,6 +97,7 @@ def shape_program(shape: str, n: int = N) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.slow  # 4-33 s each
 def test_ten_thousand_deep_runs_on_both_back_ends(shape):
     text, printed = shape_program(shape)
     assert run_both(text) == (printed, printed)
@@ -112,6 +113,7 @@ def test_ten_thousand_deep_through_the_cli(tmp_path):
         assert (result.returncode, result.stdout, result.stderr) == (0, printed, "")
 
 
+@pytest.mark.slow  # 14-49 s
 def test_an_if_chain_ten_thousand_deep_in_a_kernel():
     """On values the compiler cannot know (read from memory), the chain stays in the kernel:
     fcl.il.unnest turns it into `if`s that C compilers take."""
@@ -123,6 +125,7 @@ def test_an_if_chain_ten_thousand_deep_in_a_kernel():
     assert run_both(text) == (printed, printed)
 
 
+@pytest.mark.slow  # 5-16 s
 def test_deep_conditionals_of_every_kind_in_a_kernel():
     """`if`s nested in either branch, `&&` and `||` chains, one guarding a division: the
     kernel evaluates only what the source does (no division by zero at 305), and the IL stays
@@ -148,6 +151,7 @@ def test_deep_conditionals_of_every_kind_in_a_kernel():
         assert (interp.getvalue(), opencl.getvalue()) == (printed, printed), expr[:40]
 
 
+@pytest.mark.slow  # 11-17 s
 def test_a_notebook_runs_deep_cells():
     workspace = Workspace()
     out = io.StringIO()
@@ -158,6 +162,7 @@ def test_a_notebook_runs_deep_cells():
     assert out.getvalue() == f"[{N - 1},{N}]\n"
 
 
+@pytest.mark.slow  # 1.3-2.6 s
 def test_a_notebook_interprets_deep_expressions_on_its_own_thread_as_far_as_it_can():
     """The interpreter runs on the kernel's thread (on another, its arrays came from a new malloc
     arena in every run, and the kernel grew): an expression too deep for that stack is an
@@ -171,6 +176,7 @@ def test_a_notebook_interprets_deep_expressions_on_its_own_thread_as_far_as_it_c
 
 
 # ---- errors deep inside: at their own line and column ------------------------------------------
+@pytest.mark.slow  # 2-3 s
 def test_a_type_error_deep_in_a_chain_of_definitions_is_at_its_line():
     lines = definitions().splitlines()
     lines[7000] = "val x7000 = x6999 + true"
@@ -178,6 +184,7 @@ def test_a_type_error_deep_in_a_chain_of_definitions_is_at_its_line():
     assert (err.span.line, err.span.col, err.span.text) == (7001, 21, "true")
 
 
+@pytest.mark.slow  # 2.4-5 s
 def test_a_type_error_deep_in_nested_lets_is_at_its_line():
     lines = ["val main = forceAndPrint 1 (push<grid> (generate 1 (fn i =>", "  let a0 = i in"]
     lines += [f"  let a{k} = a{k - 1} + 1 in" for k in range(1, N)]
@@ -187,6 +194,7 @@ def test_a_type_error_deep_in_nested_lets_is_at_its_line():
     assert (err.span.line, err.span.col, err.span.text) == (5001, 23, "1.5")
 
 
+@pytest.mark.slow  # 3-4 s
 def test_a_type_error_deep_in_an_if_chain_is_at_its_if():
     lines = ["val main = forceAndPrint 1 (push<grid> (generate 1 (fn i =>"]
     lines += [f"  if i == {k} then {k} else" for k in range(N)]
@@ -197,6 +205,7 @@ def test_a_type_error_deep_in_an_if_chain_is_at_its_if():
     assert (err.span.line, err.span.col) == (6001, 3)
 
 
+@pytest.mark.slow  # 8-13 s
 def test_a_run_time_error_deep_in_nested_lets_is_at_its_line_on_both_back_ends():
     lines = ["val main = forceAndPrint 4 (push<grid> (generate 4 (fn i =>", "  let a0 = i in"]
     lines += [f"  let a{k} = a{k - 1} + 1 in" for k in range(1, N)]

@@ -21,7 +21,6 @@ import tempfile
 from importlib import import_module
 from pathlib import Path
 
-import jsonschema
 import psutil
 import pytest
 import yaml
@@ -52,6 +51,7 @@ def single_server_config():
     return PyFileConfigLoader("jupyterhub_config.py", str(DEPLOY)).load_config()
 
 
+@pytest.mark.slow  # 1-2.8 s
 def test_single_server_settings_are_documented_traits_with_valid_values():
     config = single_server_config()
     assert set(config) <= set(CLASSES), f"undocumented classes: {set(config) - set(CLASSES)}"
@@ -135,6 +135,8 @@ async def _services(hub) -> dict:
 
 
 def test_the_kubernetes_values_follow_the_charts_schema():
+    import jsonschema  # 2 s to import (its URI grammars): not at collection, in every process
+
     schema = json.loads(SCHEMA.read_text())
     values = yaml.safe_load((DEPLOY / "z2jh-values.yaml").read_text())
     jsonschema.validate(values, schema)

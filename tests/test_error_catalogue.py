@@ -27,15 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from jupyter_client.manager import start_new_kernel
 
-import test_kernel  # noqa: F401  (registers the FCL kernelspec through JUPYTER_PATH)
 from fcl import pipeline
 from fcl.errors import FCLError, Source
 from fcl.opencl.host import run_compiled
 from fcl.session import Session
 from test_errors import underlined, underlined_in
-from test_kernel import execute, result_text
+
+# test_kernel's kernel, one per module (test_kernel registers the FCL kernelspec through
+# JUPYTER_PATH).
+from test_kernel import execute, kernel as kernel, result_text, shared_kernel as shared_kernel
 
 MISSING_CSV = "/nonexistent-fcl-test-dir/numbers.csv"
 N = r"\d+"  # a device-dependent byte count
@@ -165,6 +166,7 @@ def test_every_kind_is_in_the_catalogue():
 # ---- the `fcl` command ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.slow  # 0.7-3.6 s each, a process
 def test_cli_reports_the_error_with_exit_status_1(case, tmp_path):
     path = tmp_path / "t.fcl"
     path.write_text(case.text)
@@ -182,6 +184,7 @@ def test_cli_reports_the_error_with_exit_status_1(case, tmp_path):
                    underlined_in("\n".join(lines[start:])))
 
 
+@pytest.mark.slow  # 0.7-1.7 s, a process
 def test_cli_reports_a_missing_source_file(tmp_path):
     result = subprocess.run([sys.executable, "-m", "fcl", "run", str(tmp_path / "nope.fcl")],
                             capture_output=True, text=True, timeout=60)
@@ -192,14 +195,7 @@ def test_cli_reports_a_missing_source_file(tmp_path):
 
 # ---- the Jupyter kernel -----------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def kernel():
-    km, kc = start_new_kernel(kernel_name="fcl")
-    yield km, kc
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
-
-
+@pytest.mark.slow  # the module's kernel (2 s to start) for 20 cases of 0.1-0.3 s
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_kernel_reports_the_error_and_keeps_its_state(case, kernel):
     _, kc = kernel
@@ -217,9 +213,9 @@ def test_kernel_reports_the_error_and_keeps_its_state(case, kernel):
                    underlined_in("\n".join(error["traceback"])))
     assert result_text(execute(kc, "kept")[1]) == "7"
     assert execute(kc, "lost")[0]["status"] == "error"
-    execute(kc, "%config backend=opencl")
 
 
+@pytest.mark.slow  # 0.6-0.7 s, a process
 def test_a_warning_is_shown_by_the_cli_and_the_kernel(kernel, tmp_path):
     text = "sig g : int\nval f = 1\n"
     warning = ":1:5: warning: this signature names `g` but is followed by the definition of `f`"
@@ -274,6 +270,7 @@ ENDLESS = ("val main = do<grid> {\n"
 
 
 @pytest.mark.parametrize("backend", ["interp", "opencl"])
+@pytest.mark.slow  # 1-3 s each
 def test_cli_interrupted_exits_130_without_a_traceback(backend, tmp_path):
     path = tmp_path / "t.fcl"
     path.write_text(ENDLESS)
@@ -291,7 +288,7 @@ def test_cli_interrupted_exits_130_without_a_traceback(backend, tmp_path):
         time.sleep(0.3)
         assert process.poll() is None  # still looping
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=15)
+        out, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()

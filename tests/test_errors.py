@@ -567,6 +567,7 @@ def test_read_int_csv_of_a_value_over_32_bits(tmp_path):
 
 # ---- long lines -------------------------------------------------------------------------------
 
+@pytest.mark.slow  # 0.8 s
 def test_a_long_line_is_shown_as_a_window_around_the_caret():
     """A generated one-line program thousands of columns wide shows ~100 columns around the error,
     with "..." where the line is cut, and the caret still under the offending text."""

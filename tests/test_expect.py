@@ -8,13 +8,17 @@ from jupyter_client.manager import start_new_kernel
 # The tiled transpose of notebook 04 (tiledTranspose, plainTile), and a kernel per module.
 from test_analysis import TILED_DEFS
 from test_kernel import displayed, execute
-from test_kernel_explain import kc as kc
+from test_kernel_explain import kc as kc, shared_kc as shared_kc
 
 NAIVE = ("do<grid> {\n  xs <- forcePull<grid> (iota (64 * 64));\n"
          "  forcePull<grid> (transpose 64 64 xs)\n}")
 SQUARES_IN_MEMORY = ("do<grid> {\n  sq <- forcePull<grid> (map (fn x => x * x) (iota 1024));\n"
                      "  forcePull<grid> (map (fn x => x + 1) sq)\n}")
 SQUARES_FUSED = "forcePull<grid> (map (fn x => x * x + 1) (iota 1024))"
+
+# Every test runs its cells in the module's kernel (2 s to start, more on a loaded machine) or
+# in one of its own (3.5-4 s), and several take 2-6 s more.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

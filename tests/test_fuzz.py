@@ -280,18 +280,21 @@ def test_character_mutations_of_valid_programs(seed, changes):
 FCL_CHARS = "()[]{}<>-+*/%=|&^!.,;:'\"#\\_ \n\t0123456789abefilnotvxyzFP"
 
 
+@pytest.mark.slow  # 4-7 s
 @settings(FUZZ, max_examples=1500)
 @given(st.text(alphabet=FCL_CHARS, max_size=80))
 def test_random_fcl_characters(text):
     exercise(text)
 
 
+@pytest.mark.slow  # 3-11 s
 @settings(FUZZ, max_examples=1000)
 @given(st.text(max_size=60))
 def test_random_unicode_text(text):
     exercise(text)
 
 
+@pytest.mark.slow  # 3-4 s
 @settings(FUZZ, max_examples=1000)
 @given(st.binary(max_size=60))
 def test_random_bytes(data):

@@ -37,6 +37,7 @@ def run_opencl(text: str, block_size: int) -> str:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
+@pytest.mark.slow  # 0.75-1.1 s
 def test_interpreter_agrees_with_the_model(program):
     assert run_interp(program.text) == program.expected, program.text
 

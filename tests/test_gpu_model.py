@@ -271,6 +271,7 @@ def predicted_kernels(cell: str, gpu: str, defs: str | None = None):
 MATRIX = "xs <- forcePull<grid> (iota (1024 * 1024))"
 
 
+@pytest.mark.slow  # 1-2.2 s
 def test_a_naive_transpose_is_predicted_slower_than_a_copy_of_the_same_size():
     naive = predicted_kernels(f"do<grid> {{ {MATRIX}; forcePull<grid> (transpose 1024 1024 xs) }}",
                               "h100")[1]
@@ -286,6 +287,7 @@ def test_a_naive_transpose_is_predicted_slower_than_a_copy_of_the_same_size():
     assert naive.predicted.gpu.name == "H100 SXM5"
 
 
+@pytest.mark.slow  # 0.8-1.7 s
 def test_kernel_work_comes_from_the_counts():
     # test_analysis's block reduction, of doubles: its local requests take two passes each.
     reduction = predicted_kernels(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("fcl", "fcl_kernel")
 
@@ -78,6 +80,7 @@ def test_the_cycle_finder_finds_cycles():
     assert cycles(graph) == [["a", "b", "c"]]
 
 
+@pytest.mark.slow  # 0.6-0.7 s
 def test_the_graph_sees_the_pipeline():
     graph = import_graph()
     assert "fcl.pipeline" in graph["fcl.cli"]

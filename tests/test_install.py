@@ -81,6 +81,7 @@ def test_the_shipped_kernel_json_runs_the_environments_python():
     assert json.loads((RESOURCES / "kernel.json").read_text()) == kernel_spec("python")
 
 
+@pytest.mark.slow  # 0.75-3 s
 def test_the_logos_are_what_the_generator_draws():
     spec = importlib.util.spec_from_file_location("make_logos", ROOT / "tools" / "make_logos.py")
     make_logos = importlib.util.module_from_spec(spec)

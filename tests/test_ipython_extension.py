@@ -11,6 +11,10 @@ fun addOne xs = forcePull<grid> (map (fn x => x + 1) xs)
 sig total : [int] -> int -> int
 fun total xs k = index xs k"""
 
+# Every test runs in the module's IPython kernel, 2.5-4.5 s to start with fcl loaded and its first
+# OpenCL library built (`fcl.load` itself is tests/test_python.py's, most of it fast).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def python_kernel():

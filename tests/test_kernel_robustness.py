@@ -49,6 +49,7 @@ FAILING = [
 ]
 
 
+@pytest.mark.slow  # a kernel of its own, 100 cells: 3-6 s
 def test_a_hundred_cells_with_errors_between_them(kernel):
     _, kc = kernel
     defined = []
@@ -81,7 +82,7 @@ def test_restart_gives_a_fresh_kernel_that_works(kernel):
     reply, _ = execute(kc, "before")
     assert reply["status"] == "error" and "`before` is not defined" in reply["evalue"]
     config = "".join(m["content"].get("text", "") for m in execute(kc, "%config")[1])
-    assert "backend=opencl" in config and "block_size=256" in config
+    assert "backend=auto (opencl)" in config and "block_size=256" in config
     assert result_text(execute(kc, "forcePull<grid> (generate 3 (fn i => i * 7))")[1]) == "[0,7,14]"
 
 

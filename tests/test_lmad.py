@@ -7,7 +7,6 @@ import itertools
 import math
 import random
 import re
-import time
 
 import pytest
 
@@ -22,6 +21,7 @@ from fcl.lmad import (
     disjoint_1d,
     expand,
     nest,
+    overlap,
     render_svg,
     self_overlaps,
 )
@@ -355,25 +355,39 @@ def test_O11_incompleteness_of_the_1d_predicate():
     assert disjoint(a, b)
 
 
-def test_O12_fuzz_never_unsound():
+def test_O12_fuzz_never_unsound(monkeypatch):
     rng = random.Random(2023)
 
     def random_lmad() -> LMAD:
         return LMAD(rng.randint(0, 30), [(rng.randint(1, 5), rng.randint(1, 12))
                                          for _ in range(rng.randint(1, 3))])
 
-    started = time.perf_counter()
-    truly_disjoint = proved = 0
+    # The cost of a proof counted in its steps (calls of the SOSI procedure, one per piece a
+    # split leaves), not in seconds, which move with the machine's load.
+    steps = 0
+    prove = overlap._SplitBudget.prove_disjoint
+
+    def counted(self, *args):
+        nonlocal steps
+        steps += 1
+        return prove(self, *args)
+
+    monkeypatch.setattr(overlap._SplitBudget, "prove_disjoint", counted)
+    truly_disjoint = proved = most = total = 0
     for _ in range(3000):
         a, b = random_lmad(), random_lmad()
         separate = not common_points(a, b)
+        steps = 0
         claimed = disjoint(a, b)
         assert separate or not claimed, (str(a), str(b))
         truly_disjoint += separate
         proved += claimed
-    # The split budget keeps every pair cheap: 3000 pairs take a fraction of a second on an idle
-    # machine. The bound only catches a blow-up; a loaded machine stays far within it.
-    assert time.perf_counter() - started < 15.0
+        most, total = max(most, steps), total + steps
+    # The split budget keeps every pair cheap: a proof takes a step, and two more per split.
+    assert most <= 1 + 2 * overlap.MAX_SPLITS
+    # These 3000 small pairs took 13,651 steps (79 at most for one): the bound only catches a
+    # blow-up, such as a split that stops shrinking its pieces.
+    assert total < 20 * 3000, total
     assert truly_disjoint > 1000
     # Within its split budget the procedure is exact; these small pairs never exhaust it.
     assert proved == truly_disjoint

@@ -7,6 +7,7 @@ import math
 from itertools import product
 
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings, strategies as st
 from numpy.lib.stride_tricks import as_strided
 
@@ -240,6 +241,7 @@ def test_expand_is_the_union_over_the_loop(body_lmad, slope, lo, count):
 
 # -- overlap --------------------------------------------------------------------------------------
 
+@pytest.mark.slow  # 1.1-2.7 s
 @settings(max_examples=600, deadline=None)
 @given(lmads(), lmads())
 def test_disjoint_is_never_wrong(a, b):
@@ -255,6 +257,7 @@ def test_the_1d_predicate_is_sound_and_implied(a, b):
         assert disjoint(a, b)
 
 
+@pytest.mark.slow  # 0.7-0.8 s
 @settings(max_examples=300, deadline=None)
 @given(lmads())
 def test_self_overlaps_errs_towards_true(lmad):
@@ -285,6 +288,7 @@ def test_sosi_splits_preserve_the_image(lmad):
 positive_dims = st.lists(st.tuples(sizes, st.integers(1, 12)), max_size=3)
 
 
+@pytest.mark.slow  # 1.2-1.3 s
 @settings(max_examples=300, deadline=None)
 @given(positive_dims, positive_dims, offsets, offsets)
 def test_disjoint_is_exact_for_small_positive_lmads(dims_a, dims_b, offset_a, offset_b):

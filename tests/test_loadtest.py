@@ -17,7 +17,7 @@ import test_kernel  # noqa: F401  (registers the FCL kernelspec through JUPYTER_
 from fcl import explain
 from fcl.notebook import Workspace
 from fcl.opencl import device as cl_device
-from test_kernel import execute, result_text
+from test_kernel import execute, result_text, stdout
 from test_kernel_robustness import BIG_CELL, big_cell, rss_bytes
 
 _PATH = Path(__file__).parents[1] / "tools" / "loadtest.py"
@@ -43,28 +43,34 @@ def hub_proxy() -> str:
 def test_five_students_run_a_course_notebook_on_a_hub():
     """Every cell of notebook 03 for five students at once, each through the hub's API, the proxy
     and a kernel's websocket: none fails, no kernel is lost, and once idle a student's kernel
-    (with its build helper gone) holds at most 200 MB, private or resident; then the
-    fair-sharing round runs."""
+    (with its build helper gone) holds at most 200 MB of private memory; then the fair-sharing
+    round runs."""
     row = loadtest.run_class(5, proxy=hub_proxy())
     assert row["failures"] == [] and row["lost"] == []
     assert row["cells"] == 5 * len(loadtest.code_cells(loadtest.NOTEBOOK))
     assert len(row["settled"]) == 5
-    # What each student costs the server, and even counted with the libraries' shared pages.
+    # What each student costs the server: private memory (the dirty pages), not RSS, which also
+    # counts the clean pages of the libraries every kernel shares, and depends on how they were
+    # built: Debian's PoCL links LLVM as a shared library, and its kernels' RSS is 240 MB with
+    # 85 MB private.
     assert max(loadtest.settled_mb(row, "private")) <= 200, row["settled"]
-    assert max(loadtest.settled_mb(row, "rss")) <= 200, row["settled"]
     assert row["light_p95_during"] > 0 and row["heavy_s"] > 0
     assert loadtest.table([row]).splitlines()[2].startswith("| 5 | ")
 
 
-def _worker_threads(**env) -> int:
-    """The threads of a kernel that has run an OpenCL cell: PoCL's pthread device starts one
-    worker per compute unit when OpenCL loads, next to the kernel's own."""
+def _worker_threads(**env) -> tuple[int, int]:
+    """The threads of a kernel that has run an OpenCL cell, and the PoCL CPU devices it loaded.
+    Each PoCL's CPU (pthread) device starts one worker per compute unit when OpenCL loads the
+    platforms, next to the kernel's own threads; every PoCL installed does, whichever device the
+    cells run on (Debian's pocl-opencl-icd and pip's pocl-binary-distribution: two)."""
     settings = {k: v for k, v in os.environ.items()
                 if not k.startswith(("POCL_", "FCL_CPU", "JUPYTERHUB_"))}
     km, kc = start_new_kernel(kernel_name="fcl", env={**settings, **env})
     try:
         assert result_text(execute(kc, "forcePull<grid> (generate 3 (fn i => i))")[1]) == "[0,1,2]"
-        return len(os.listdir(f"/proc/{km.provisioner.process.pid}/task"))
+        threads = len(os.listdir(f"/proc/{km.provisioner.process.pid}/task"))
+        pocls = stdout(execute(kc, "%device")[1]).count("[Portable Computing Language, CPU]")
+        return threads, pocls
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
@@ -72,10 +78,14 @@ def _worker_threads(**env) -> int:
 
 @pytest.mark.slow
 def test_the_kernels_opencl_thread_bound_reaches_pocl():
-    one, three = _worker_threads(FCL_CPU_THREADS="1"), _worker_threads(FCL_CPU_THREADS="3")
-    assert three - one == 2
+    (one, pocls), (three, _) = (_worker_threads(FCL_CPU_THREADS="1"),
+                                _worker_threads(FCL_CPU_THREADS="3"))
+    # Two more workers in each PoCL: the bound reaches every one (its count in its own variable:
+    # POCL_MAX_PTHREAD_COUNT up to PoCL 3, POCL_CPU_MAX_CU_COUNT from 4 on; lean.py sets both).
+    assert pocls >= 1
+    assert three - one == 2 * pocls
     # On a JupyterHub (which sets JUPYTERHUB_USER) the kernel takes one thread unless told.
-    assert _worker_threads(JUPYTERHUB_USER="student") == one
+    assert _worker_threads(JUPYTERHUB_USER="student")[0] == one
 
 
 @pytest.mark.slow

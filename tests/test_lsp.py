@@ -264,6 +264,7 @@ def test_go_to_definition_of_a_user_name_a_local_and_a_prelude_name(client):
     assert client.request("textDocument/definition", client.at(uri, 4, 13)) is None
 
 
+@pytest.mark.slow  # a server of its own: 1.3-5 s
 def test_shutdown_and_exit_end_the_server_cleanly():
     client = Client()
     client.initialize()

@@ -18,6 +18,7 @@ from fcl.errors import Source
 from fcl.opencl.oclgrind import parse_reports
 from fcl.session import Session
 from fclgen import programs
+from marks import sampled
 
 TESTS = Path(__file__).parent
 EXAMPLES = sorted((TESTS / "programs").glob("*.fcl")) + sorted((TESTS / "thesis").glob("*.fcl"))
@@ -43,6 +44,7 @@ def check(tmp_path: Path, text: str, *flags: str) -> subprocess.CompletedProcess
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.slow  # 1.7-3.2 s each
 def test_example_kernels_are_clean_under_oclgrind(tmp_path, name):
     result = check(tmp_path, PROGRAMS[name], "--block-size", "32")
     assert result.returncode == 0, result.stderr
@@ -50,6 +52,7 @@ def test_example_kernels_are_clean_under_oclgrind(tmp_path, name):
     assert result.stdout.startswith("[")
 
 
+@pytest.mark.slow  # 1.7-2.5 s
 def test_a_race_between_work_groups_is_reported_at_the_interleave(tmp_path):
     racy = ("val main = do<grid> {\n"
             "  ys <- generate 2 (fn b => pushM<block> (generate 32 (fn i => i + b)))\n"
@@ -82,6 +85,7 @@ SHORT_INNER = ("val main = do<grid> { a <- concat<block> 4 (generate 4 (fn b => 
                "(generate 1 (fn i => b)))) ; forceAndPrint 16 a }\n")
 
 
+@pytest.mark.slow  # 1.6-2.6 s
 def test_printing_elements_no_work_item_wrote_is_reported_at_the_print(tmp_path):
     result = check(tmp_path, SHORT_INNER, "--unsafe")
     assert result.returncode == 1
@@ -175,7 +179,11 @@ def test_a_probe_report_per_unwritten_element_makes_one_finding_per_host_read():
                                                      "elements, the first at index 2")
 
 
-@pytest.mark.parametrize("path", [p for p in EXAMPLES if p.name not in SKIP], ids=lambda p: p.name)
+# 110 programs, 0.05-1.2 s each under Oclgrind: `make test-fast` runs every fourth.
+CHECKED_EXAMPLES = [p for p in EXAMPLES if p.name not in SKIP]
+
+
+@pytest.mark.parametrize("path", sampled(CHECKED_EXAMPLES, 4), ids=lambda p: p.name)
 def test_every_example_program_is_clean_under_oclgrind(path, capfd):
     assert oclgrind_findings(path.read_text(), str(path), capfd) == ""
 
@@ -215,7 +223,9 @@ def test_random_well_typed_programs_are_clean_under_oclgrind(capfd, program, blo
     assert oclgrind_findings(program.text, "generated.fcl", capfd, block_size) == ""
 
 
-@pytest.mark.parametrize("name, cap", [("tiled-transpose", 2048), ("block-while", 2048),
+@pytest.mark.parametrize("name, cap", [("tiled-transpose", 2048),
+                                       pytest.param("block-while", 2048,
+                                                    marks=pytest.mark.slow),  # 1.1-1.9 s
                                        ("tiled-transpose", 3)])
 def test_instrumented_kernels_are_clean_under_oclgrind(name, cap, capfd):
     """The kernels `%%costs` and `%%memory` trace log into a buffer of `cap` entries per

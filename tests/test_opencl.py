@@ -97,8 +97,9 @@ val main = do<grid> {
 """
 
 
-@pytest.mark.parametrize("program", [CHUNKED_SUMS, THREAD_SCANS, TILED_TRANSPOSE,
-                                     DOUBLES_AND_POWER, GRID_LOOP_SCALAR],
+@pytest.mark.parametrize("program", [pytest.param(CHUNKED_SUMS, marks=pytest.mark.slow),  # 0.8 s
+                                     THREAD_SCANS, TILED_TRANSPOSE, DOUBLES_AND_POWER,
+                                     pytest.param(GRID_LOOP_SCALAR, marks=pytest.mark.slow)],
                          ids=["block-while", "thread-seqfor", "tiled-transpose",
                               "doubles-power", "grid-while-host-scalar"])
 def test_opencl_prints_what_the_interpreter_prints(program):
@@ -158,6 +159,7 @@ def test_benchmark_reports_mean_then_min_and_median():
     assert lines[1].startswith("  min ") and "median" in lines[1]
 
 
+@pytest.mark.slow  # 0.75-1 s, a process
 def test_cli_compile_writes_the_kernels(tmp_path):
     src = tmp_path / "p.fcl"
     src.write_text(CHUNKED_SUMS)
@@ -197,6 +199,7 @@ def compiled_source(text: str, block_size: int = 256) -> str:
                                  pipeline.CompileOptions(block_size)).source
 
 
+@pytest.mark.slow  # 0.6-1.2 s
 def test_loops_with_known_tests_are_unrolled_and_loops_of_known_shape_are_not_loops():
     # CHUNKED_SUMS halves 64 elements six times: no loop is left, only one step per work-item
     # count (32, 16, ..., 1), and one work-group per chunk with no loop over groups.
@@ -403,6 +406,7 @@ def test_kernels_write_in_place_into_arrays_nothing_reads_afterwards(old, new, i
     assert run_cl(program, block_size=16)[0] == run_interp(program)
 
 
+@pytest.mark.slow  # 0.7-1.3 s
 def test_a_copy_of_an_array_nothing_reads_afterwards_is_left_out():
     # Printing a stored array pushes it into a fresh one; written in place, that copy would
     # store each element onto itself, so there is no kernel for it at all.
@@ -448,6 +452,7 @@ def test_writes_in_place_need_every_iteration_to_write_its_own_element():
     assert not rewritten(program(0))   # every group writes the same elements
 
 
+@pytest.mark.slow  # 1.4-2.9 s
 def test_checked_tiled_matmul_with_a_register_accumulator(tmp_path, monkeypatch):
     # Input lengths unknown at compile time (read from files) leave index checks inside a
     # kernel whose accumulator moves to registers. Check codes used to be found by the identity

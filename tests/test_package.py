@@ -63,6 +63,7 @@ def plain_environment() -> dict[str, str]:
 
 # ---- one version, the metadata ---------------------------------------------------------------
 
+@pytest.mark.slow  # 0.9-1.7 s, a process
 def test_fcl_version_is_the_package_version():
     result = subprocess.run([sys.executable, "-m", "fcl", "--version"], capture_output=True,
                             text=True, timeout=60)
@@ -111,6 +112,7 @@ def test_device_types_are_named_by_their_bits():
     assert device_type_text(t.CPU | t.ACCELERATOR) == "CPU | ACCELERATOR"
 
 
+@pytest.mark.slow  # 0.9-2 s, a process
 def test_fcl_devices_lists_types_without_pyopencl_internals():
     result = subprocess.run([sys.executable, "-m", "fcl", "devices"], capture_output=True,
                             text=True, timeout=60, env=plain_environment())

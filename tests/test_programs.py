@@ -427,8 +427,15 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-@pytest.mark.parametrize("backend", ["interp", "opencl"])
+def program_cases() -> list:
+    """(backend, name) for each program on each back end. On OpenCL each builds a program (0.1-0.5
+    s on a loaded machine): `make test-fast` runs every third there, `make test` all."""
+    return [(backend, name) if backend == "interp" or i % 3 == 0
+            else pytest.param(backend, name, marks=pytest.mark.slow)
+            for backend in ("interp", "opencl") for i, name in enumerate(sorted(EXPECTED))]
+
+
+@pytest.mark.parametrize("backend, name", program_cases())
 def test_program_prints_what_python_computes(name, backend):
     out, _ = run(name, backend=backend)
     assert out == EXPECTED[name]()

@@ -26,7 +26,9 @@ LENGTHS = st.one_of(st.sampled_from([0, 1, 255, 256, 257, 511, 512, 513]),
 EXAMPLES = settings(max_examples=12)
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+# Built for OpenCL, the library costs each of its tests' first example 1.6-4 s: `make test-fast`
+# runs those on the interpreter (and test_results_stay_on_the_device... on OpenCL).
+@pytest.fixture(scope="module", params=["interp", pytest.param("opencl", marks=pytest.mark.slow)])
 def lib(request):
     return fcl.load_file(ENTRIES, backend=request.param, block_size=256)
 
@@ -69,6 +71,7 @@ def test_scalars_and_pairs(lib):
     assert lib.at(np.arange(5, dtype=np.int32) * 3, 4) == 12
 
 
+@pytest.mark.slow  # 0.8-1.6 s
 def test_both_back_ends_agree_on_every_entry_point():
     libs = [fcl.load_file(ENTRIES, backend=b) for b in BACKENDS]
     xs = ints(300, 5)
@@ -124,6 +127,7 @@ def test_one_build_serves_every_length():
     assert "100000" not in source and "4097" not in source
 
 
+@pytest.mark.slow  # 0.9-1 s
 def test_entry_points_verify_after_every_pass():
     lib = fcl.load_file(ENTRIES)
     for entry in lib.entry_points.values():
@@ -199,7 +203,7 @@ def test_errors_in_the_source_are_fcl_errors_at_their_line(tmp_path):
     with pytest.raises(FCLError) as caught:
         fcl.load_file(path)
     assert str(caught.value).startswith(f"{path}:2:")
-    with pytest.raises(ValueError, match="backend must be one of opencl, interp"):
+    with pytest.raises(ValueError, match="backend must be one of auto, opencl, interp"):
         fcl.load("val x = 1", backend="cuda")
 
 

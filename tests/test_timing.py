@@ -211,6 +211,7 @@ def test_benchmark_prints_the_same_line_shapes_on_both_back_ends(backend):
                                         else "wall time, interpreter")
 
 
+@pytest.mark.slow  # 0.9-1.4 s, a process
 def test_fcl_run_prints_the_originals_benchmark_line_on_stderr(tmp_path):
     path = tmp_path / "bench.fcl"
     path.write_text(BENCHMARK)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course import FCL_NOTEBOOKS
+from course import FCL_NOTEBOOKS, small
 from fcl.cli import main as cli_main
 from fcl.errors import FCLError, Source, Span
 from fcl.il import ir
@@ -22,6 +22,7 @@ from fcl.opencl.verify import verify_kernels
 from fcl.pipeline import CompileOptions, compile_program, main_root
 from fcl.session import Session
 from fcl.types.types import TProgram, chase
+from marks import sampled, slow_unless
 
 ROOT = Path(__file__).parents[1]
 # Programs with a `main` (tests/python holds entry points without one: test_python verifies them).
@@ -48,7 +49,8 @@ def compile_verified(session: Session, root, block: int, checks: bool, keep: boo
 
 # ---- every program passes ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: str(p.relative_to(ROOT)))
+# 112 programs, 0.05-1 s each: `make test-fast` verifies every fourth.
+@pytest.mark.parametrize("path", sampled(PROGRAMS, 4), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_test_program_verifies_after_every_pass(path):
     session = Session.new()
     try:
@@ -71,6 +73,7 @@ def _bench_module():
     return module
 
 
+@pytest.mark.slow  # 1.6-1.7 s
 def test_every_benchmark_verifies():
     bench = _bench_module()
     compiled = 0
@@ -114,7 +117,8 @@ def notebook_programs(notebook: Path):
             yield n, session, root
 
 
-@pytest.mark.parametrize("notebook", FCL_NOTEBOOKS, ids=lambda p: p.name)
+# 0.1-0.3 s a notebook, the later ones 0.5-3.7 s: `make test-fast` runs the small ones.
+@pytest.mark.parametrize("notebook", slow_unless(FCL_NOTEBOOKS, small), ids=lambda p: p.name)
 def test_every_notebook_program_verifies(notebook):
     compiled = 0
     for n, session, root in notebook_programs(notebook):

@@ -94,7 +94,8 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
-# FCL programs against hand-written OpenCL on the selected device (PYOPENCL_CTX or the default):
+# FCL programs against hand-written OpenCL on every device that works (the distribution's PoCL
+# installed beside pip's, so both are measured in one run; BENCH_ARGS="--device D" picks one):
 # kernel times, compile speed, the Jupyter kernel (its memory after each course notebook on a
 # local JupyterHub: the proxy); appends the tables to bench/README.md. BENCH_ARGS passes options.
 BENCH_ARGS ?=

@@ -1,9 +1,23 @@
-// Hand-written reference kernels, in the style of the NVIDIA OpenCL SDK samples, that the FCL
-// programs next to this file are measured against (bench/run.py).
+// Hand-written reference kernels that the FCL programs next to this file are measured against
+// (bench/run.py). Each task has two: one in the style of the NVIDIA OpenCL SDK samples (for GPUs),
+// and one written for a CPU's OpenCL (PoCL), where a work-group runs as a loop over its
+// work-items that LLVM vectorizes between barriers, and every barrier and every work-item costs:
+// vector loads and stores of consecutive elements, compile-time sizes, required work-group sizes,
+// several elements per work-item, few barriers. run.py times both on the device and measures
+// against the faster ("References, third edition" in README.md: on both PoCLs the CPU kernels
+// won every task, by 1.03 to 64 times).
 //
-// Compile-time parameters (-D): BLOCK_SIZE, the work-group size of the 1-D kernels (a power of
-// two); TILE_DIM, the side of the square tiles of transpose and matmul (TILE_DIM * TILE_DIM work-
-// items per group); SCAN_PER_ITEM, the elements each work-item scans sequentially.
+// Compile-time parameters (-D): BLOCK_SIZE, the work-group size of the 1-D SDK kernels (a power
+// of two); TILE_DIM, the side of the square tiles of transpose and matmul (TILE_DIM * TILE_DIM
+// work-items per group); SCAN_PER_ITEM, the elements each work-item of scan_chunks scans
+// sequentially. For the CPU kernels: VEC_GROUP, the work-group size of copy_vec and
+// reverse_vec; REVERSE_WIDTH, the ints per work-item of reverse_vec (16, or 8 on Oclgrind);
+// REDUCE_GROUP, the work-items per group of reduce_items (each sums a chunk); REDUCE_BIG, the
+// ints each work-item of the full reduction's first pass sums, REDUCE_BIG_GROUP its work-items
+// per group; MATMUL_GX and MATMUL_GY, the work-group of matmul_vec.
+
+#define REQD1(x) __attribute__((reqd_work_group_size(x, 1, 1)))
+#define REQD2(x, y) __attribute__((reqd_work_group_size(x, y, 1)))
 
 // The bandwidth limit: one read and one write per element.
 __kernel void copy(__global const int* in, __global int* out, int n) {
@@ -14,6 +28,23 @@ __kernel void copy(__global const int* in, __global int* out, int n) {
 __kernel void reverse(__global const int* in, __global int* out, int n) {
     int i = get_global_id(0);
     if (i < n) out[n - 1 - i] = in[i];
+}
+
+// For CPUs: copy_vec moves 8 ints per work-item as one vector, reverse_vec REVERSE_WIDTH (16,
+// or 8 on Oclgrind, which takes the lanes of a shuffled int16 for uninitialized), reversed in
+// registers; n a multiple of 16, the launch exactly n / 8 (n / REVERSE_WIDTH) work-items.
+__kernel REQD1(VEC_GROUP) void copy_vec(__global const int* in, __global int* out) {
+    size_t i = get_global_id(0);
+    vstore8(vload8(i, in), i, out);
+}
+
+__kernel REQD1(VEC_GROUP) void reverse_vec(__global const int* in, __global int* out, int n) {
+    size_t i = get_global_id(0);
+#if REVERSE_WIDTH == 16
+    vstore16(vload16(i, in).sfedcba9876543210, (size_t)(n / 16) - 1 - i, out);
+#else
+    vstore8(vload8(i, in).s76543210, (size_t)(n / 8) - 1 - i, out);
+#endif
 }
 
 // A height x width row-major matrix into a width x height one, through a local tile padded by
@@ -29,6 +60,22 @@ __kernel void transpose(__global const int* in, __global int* out, int width, in
     y = get_group_id(0) * TILE_DIM + get_local_id(1);
     if (x < height && y < width)
         out[y * height + x] = tile[get_local_id(0) * (TILE_DIM + 1) + get_local_id(1)];
+}
+
+// For CPUs: a 32 x 32 tile per work-group of 8 x 32, each work-item moving an int4 in (a
+// quarter of a tile row) and an int4 out (four elements of a tile column); width and height
+// multiples of 32, the launch (width / 4, height). Unpadded: a CPU has no memory banks. The row
+// strides stay arguments (constants let LLVM turn the rows into gathers).
+__kernel REQD2(8, 32) void transpose_vec(__global const int* in, __global int* out, int width,
+                                         int height) {
+    __local int tile[32 * 32];
+    size_t lx = get_local_id(0), ly = get_local_id(1);
+    size_t gx = get_group_id(0), gy = get_group_id(1);
+    vstore4(vload4(gx * 8 + lx, in + (gy * 32 + ly) * width), 0, tile + ly * 32 + 4 * lx);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __local const int* column = tile + 4 * lx * 32 + ly;
+    vstore4((int4)(column[0], column[32], column[64], column[96]), gy * 8 + lx,
+            out + (gx * 32 + ly) * height);
 }
 
 // One sum per 2 * BLOCK_SIZE elements. The first addition happens while loading; the tree is
@@ -51,6 +98,41 @@ __kernel void reduce(__global const int* in, __global int* out, int n) {
     REDUCE_STEP(512) REDUCE_STEP(256) REDUCE_STEP(128) REDUCE_STEP(64) REDUCE_STEP(32)
     REDUCE_STEP(16) REDUCE_STEP(8) REDUCE_STEP(4) REDUCE_STEP(2) REDUCE_STEP(1)
     if (tid == 0) out[get_group_id(0)] = sum;
+}
+
+// For CPUs: one work-item per chunk of PER ints (a multiple of 16), summed in two int8
+// accumulators (as one int16 would be; Oclgrind misreads int16 lanes), no local memory, no
+// barrier; REDUCE_GROUP (REDUCE_BIG_GROUP) chunks per work-group, n a multiple of PER and the
+// launch exactly n / PER work-items. reduce_items: the chunks of the partial reduction (2 * BLOCK_SIZE);
+// reduce_items_big: the first pass of the full reduction.
+inline int sum8(int8 v) {
+    int4 h = v.lo + v.hi;
+    return h.s0 + h.s1 + h.s2 + h.s3;
+}
+
+#define REDUCE_ITEMS(name, PER, GROUP) \
+__kernel REQD1(GROUP) void name(__global const int* in, __global int* out) { \
+    size_t g = get_global_id(0); \
+    __global const int* chunk = in + g * (PER); \
+    int8 a0 = vload8(0, chunk), a1 = vload8(1, chunk); \
+    for (int k = 2; k < (PER) / 8; k += 2) { \
+        a0 += vload8(k, chunk); \
+        a1 += vload8(k + 1, chunk); \
+    } \
+    out[g] = sum8(a0 + a1); \
+}
+
+REDUCE_ITEMS(reduce_items, 2 * BLOCK_SIZE, REDUCE_GROUP)
+REDUCE_ITEMS(reduce_items_big, REDUCE_BIG, REDUCE_BIG_GROUP)
+
+// The rest of a full reduction: one work-item sums n ints.
+__kernel void reduce_rest(__global const int* in, __global int* out, int n) {
+    int8 acc = 0;
+    int k = 0;
+    for (; k + 8 <= n; k += 8) acc += vload8(0, in + k);
+    int sum = sum8(acc);
+    for (; k < n; k++) sum += in[k];
+    out[0] = sum;
 }
 
 // Inclusive scan of chunks of BLOCK_SIZE * SCAN_PER_ITEM elements, one chunk per work-group:
@@ -95,6 +177,45 @@ __kernel void scan_add(__global int* out, __global const int* scanned_sums, int 
         out[i] += offset;
 }
 
+// For CPUs: the same three kernels over chunks of CHUNK = SCAN_GROUP * 8 ints, a work-group of
+// SCAN_GROUP per chunk (n a multiple of CHUNK; the launch exactly n / 8 work-items). Each work-
+// item loads its 8 consecutive ints as one vector and scans them in registers; work-item 0 scans
+// the work-items' totals in local memory (SCAN_GROUP additions, where a Hillis-Steele scan is
+// log2 SCAN_GROUP barrier intervals, each a loop over the whole group); each work-item adds the
+// totals before it and stores its vector. The chunk's total goes to sums when write_sums.
+#if CHUNK % 8 == 0
+#define SCAN_GROUP (CHUNK / 8)
+
+__kernel REQD1(SCAN_GROUP) void scan_chunks_vec(__global const int* in, __global int* out,
+                                                __global int* sums, int write_sums) {
+    __local int totals[SCAN_GROUP + 1];
+    size_t tid = get_local_id(0);
+    size_t v = get_group_id(0) * SCAN_GROUP + tid;
+    int8 x = vload8(v, in);
+    x.s1 += x.s0; x.s2 += x.s1; x.s3 += x.s2; x.s4 += x.s3; x.s5 += x.s4; x.s6 += x.s5;
+    x.s7 += x.s6;
+    totals[tid + 1] = x.s7;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tid == 0) {
+        int running = 0;
+        totals[0] = 0;
+        for (int k = 1; k <= SCAN_GROUP; k++) totals[k] = running += totals[k];
+        if (write_sums) sums[get_group_id(0)] = running;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    vstore8(x + totals[tid], v, out);
+}
+
+// Chunk g > 0 adds scanned_sums[g - 1] (chunk 0 adds nothing).
+__kernel REQD1(SCAN_GROUP) void scan_add_vec(__global int* out,
+                                             __global const int* scanned_sums) {
+    size_t g = get_group_id(0);
+    int offset = g > 0 ? scanned_sums[g - 1] : 0;
+    size_t v = g * SCAN_GROUP + get_local_id(0);
+    vstore8(vload8(v, out) + offset, v, out);
+}
+#endif
+
 // C = A B for A of hA x wA and B of wA x wB, row-major, all dimensions multiples of TILE_DIM:
 // each work-group computes one TILE_DIM x TILE_DIM tile of C, walking tiles of A and B through
 // local memory; each work-item keeps its element's sum in a register. For ints (bench/matmul.fcl)
@@ -118,9 +239,28 @@ __kernel void name(__global const T* A, __global const T* B, __global T* C, int 
     C[(get_group_id(1) * TILE_DIM + ty) * wB + get_group_id(0) * TILE_DIM + tx] = sum; \
 }
 
+// For CPUs: each work-item computes 4 rows x 16 columns of C in registers (4 vectors of 16),
+// from one vector load of B's row and 4 scalars of A per step; no local memory. wB a multiple
+// of 16, hA of 4; the launch (wB / 16, hA / 4) in groups of MATMUL_GX x MATMUL_GY.
+#define MATMUL_VEC(name, T, T16) \
+__kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global const T* B, \
+                                               __global T* C, int wA, int wB) { \
+    size_t c = get_global_id(0), r = 4 * get_global_id(1); \
+    __global const T* a = A + r * wA; \
+    T16 c0 = 0, c1 = 0, c2 = 0, c3 = 0; \
+    for (int k = 0; k < wA; k++) { \
+        T16 b = vload16(c, B + (size_t)k * wB); \
+        c0 += a[k] * b; c1 += a[wA + k] * b; c2 += a[2 * wA + k] * b; c3 += a[3 * wA + k] * b; \
+    } \
+    vstore16(c0, c, C + r * wB); vstore16(c1, c, C + (r + 1) * wB); \
+    vstore16(c2, c, C + (r + 2) * wB); vstore16(c3, c, C + (r + 3) * wB); \
+}
+
 MATMUL(matmul, int)
+MATMUL_VEC(matmul_vec, int, int16)
 
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 MATMUL(matmul_double, double)
+MATMUL_VEC(matmul_vec_double, double, double16)
 #endif

@@ -13,6 +13,9 @@ the same work (see "the original repository's benchmark programs" below).
     python bench/run.py [--runs N] [--tiny] [--device D] [--only WHAT] [--original PATH]
                         [--no-record] [--no-cell]
 
+Without `--device`, the tasks and the original programs are measured on every device that works
+(`fcl devices`), one after the other: on a CPU machine, pip's PoCL and the distribution's.
+
 `--only` (repeatable) names a task, or originals, compile, startup, interrupt, cell, memory (the
 kernel's memory after each course notebook, bench/memory.py), or jupyter (startup, interrupt and
 cell): `make bench BENCH_ARGS="--only jupyter"` measures only the kernel.
@@ -43,8 +46,9 @@ from fcl.analysis.gpu import GPU, gpu_names, load_gpu
 from fcl.analysis.trace import trace_program
 from fcl.errors import Source
 from fcl.explain import predict_costs
-from fcl.opencl.device import Device, build, open_device
+from fcl.opencl.device import Device, all_devices, build, is_oclgrind, open_device
 from fcl.opencl.host import DeviceArray, HostRun, prepare_run
+from fcl.opencl.probe import health
 from fcl.opencl.timing import Summary, compare, measuring
 from fcl.pipeline import CompileOptions, compile_program, main_root
 from fcl.session import Session
@@ -125,17 +129,56 @@ def _pad(values: np.ndarray, multiple: int) -> np.ndarray:
 
 # ---- the hand-written side -----------------------------------------------------------------------
 
+Enqueue = Callable[[], tuple[list[cl.Event], object]]
+
+VEC_GROUP = 1024     # work-group of copy_vec and reverse_vec, at most (a power of two)
+REDUCE_GROUP = 16    # chunks (work-items) per work-group of reduce_items, at most
+REDUCE_BIG = 16384   # ints per work-item in the full reduction's first pass (reduce_items_big)
+CHOICE_RUNS = 5      # timed runs of each candidate reference when choosing the faster
+
+
+def _pow2_dividing(count: int, limit: int) -> int:
+    """The largest power of two at most `limit` that divides `count` (1 for 0)."""
+    found = 1
+    while count and found * 2 <= limit and count % (found * 2) == 0:
+        found *= 2
+    return found
+
+
 class Reference:
-    """reference.cl built for the sizes; each method enqueues one run of a task."""
+    """reference.cl built for the sizes; each method enqueues one run of a task. A task has
+    candidate kernels: the SDK-style one (for GPUs) and, where the sizes suit it, the one
+    written for CPUs. A task's first run times each candidate (a warm-up, whose results must
+    agree, then CHOICE_RUNS runs taking turns) and keeps the fastest on this device for the
+    task's runs; `chosen` names it."""
 
     def __init__(self, device: Device, s: Sizes):
         self.device, self.s = device, s
+        most = device.max_work_group_size
+        hA, _, wB = s.matmul
+        self.vec_group = _pow2_dividing(s.n // 16, min(VEC_GROUP, most))
+        self.reduce_group = _pow2_dividing(s.n // (2 * s.block), REDUCE_GROUP)
+        self.big_group = _pow2_dividing(s.n // REDUCE_BIG, REDUCE_GROUP)
+        gx = _pow2_dividing(wB // 16, 4)  # 4 x 8 for the bench's ints, 2 x 16 for the
+        self.matmul_group = (gx, _pow2_dividing(hA // 4, 32 // gx))  # original's doubles
+        # 16 ints per work-item measured 2-6% faster than 8 on both PoCLs, but Oclgrind takes
+        # the lanes of a shuffled int16 for uninitialized values.
+        self.reverse_width = 8 if is_oclgrind(device.device) else 16
         options = [f"-DBLOCK_SIZE={s.block}", f"-DTILE_DIM={s.tile}",
-                   f"-DSCAN_PER_ITEM={s.per_item}"]
+                   f"-DSCAN_PER_ITEM={s.per_item}", f"-DVEC_GROUP={self.vec_group}",
+                   f"-DREVERSE_WIDTH={self.reverse_width}",
+                   f"-DREDUCE_GROUP={self.reduce_group}", f"-DREDUCE_BIG={REDUCE_BIG}",
+                   f"-DREDUCE_BIG_GROUP={self.big_group}",
+                   f"-DMATMUL_GX={self.matmul_group[0]}", f"-DMATMUL_GY={self.matmul_group[1]}"]
+        # Oclgrind interprets LLVM IR but not all of what LLVM's optimizer makes of it (its
+        # uninitialized-value check crashes on the vector reductions): as for FCL's kernels
+        # (fcl.opencl.device.build), it gets the code unoptimized.
+        options += ["-cl-opt-disable"] if is_oclgrind(device.device) else []
         source = (HERE / "reference.cl").read_text()
         program = cl.Program(device.context, source).build(options=options)
         self.kernels = {k.function_name: k for k in program.all_kernels()}
         self.buffers: dict[tuple, cl.Buffer] = {}
+        self.chosen: dict[str, str] = {}  # task: the candidate its runs use
 
     def out(self, key: str, count: int, itemsize: int = 4) -> cl.Buffer:
         """An output buffer kept from run to run, as the FCL side's come back from its pool."""
@@ -144,11 +187,50 @@ class Reference:
                                                  max(count, 1) * itemsize)
         return self.buffers[key, count]
 
+    def zeroed(self, key: str, count: int) -> cl.Buffer:
+        """An int buffer kept from run to run, zeros when made (its tail stays zero)."""
+        if (key, count) not in self.buffers:
+            self.buffers[key, count] = cl.Buffer(
+                self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                hostbuf=np.zeros(max(count, 1), np.int32))
+        return self.buffers[key, count]
+
     def launch(self, name: str, global_size, local_size, *args) -> cl.Event:
         return self.kernels[name](self.device.queue, global_size, local_size, *args)
 
     def groups_of(self, count: int, per_group: int) -> int:
         return (count + per_group - 1) // per_group
+
+    # ---- choosing between a task's candidates
+
+    def best(self, task: str, candidates: dict[str, Enqueue], dtype=np.int32):
+        """One run of the task by its fastest candidate (chosen on the task's first run)."""
+        if task not in self.chosen:
+            self.chosen[task] = self.choose(task, candidates, dtype)
+        return candidates[self.chosen[task]]()
+
+    def choose(self, task: str, candidates: dict[str, Enqueue], dtype) -> str:
+        if len(candidates) == 1:
+            return next(iter(candidates))
+        results = {}
+        for name, enqueue in candidates.items():
+            events, (buffer, count) = enqueue()
+            kernel_ms(events)
+            results[name] = np.empty(count, dtype)
+            cl.enqueue_copy(self.device.queue, results[name], buffer)
+        (first, expected), *others = results.items()
+        for name, got in others:
+            same = (np.allclose(got, expected, rtol=1e-9, atol=0)
+                    if np.issubdtype(dtype, np.floating) else np.array_equal(got, expected))
+            if not same:
+                raise AssertionError(f"{task}: the reference kernels {first} and {name} differ")
+        times: dict[str, list[float]] = {name: [] for name in candidates}
+        for _ in range(CHOICE_RUNS):
+            for name, enqueue in candidates.items():
+                times[name].append(kernel_ms(enqueue()[0]))
+        return min(times, key=lambda name: statistics.median(times[name]))
+
+    # ---- the tasks
 
     def linear(self, name: str, inputs):
         x = inputs["input"]
@@ -157,18 +239,49 @@ class Reference:
         event = self.launch(name, (size,), (self.s.block,), x.buffer, out, np.int32(x.length))
         return [event], (out, x.length)
 
+    def linear_vec(self, name: str, width: int, inputs):
+        """copy_vec, reverse_vec: `width` ints per work-item, exactly n / width work-items."""
+        x = inputs["input"]
+        out = self.out(name, x.length)
+        args = (x.buffer, out) + ((np.int32(x.length),) if name == "reverse_vec" else ())
+        return [self.launch(name, (x.length // width,), (self.vec_group,), *args)], \
+            (out, x.length)
+
+    def vec_fits(self, n: int) -> bool:
+        return n > 0 and n % 16 == 0 and (n // 16) % self.vec_group == 0
+
     def copy(self, inputs):
-        return self.linear("copy", inputs)
+        candidates = {"copy": partial(self.linear, "copy", inputs)}
+        if self.vec_fits(inputs["input"].length):
+            candidates["copy_vec"] = partial(self.linear_vec, "copy_vec", 8, inputs)
+        return self.best("copy", candidates)
 
     def reverse(self, inputs):
-        return self.linear("reverse", inputs)
+        candidates = {"reverse": partial(self.linear, "reverse", inputs)}
+        if self.vec_fits(inputs["input"].length):
+            candidates["reverse_vec"] = partial(self.linear_vec, "reverse_vec",
+                                                self.reverse_width, inputs)
+        return self.best("reverse", candidates)
 
-    def transpose(self, inputs):
+    def transpose_sdk(self, inputs):
         side, tile = self.s.side, self.s.tile
         out = self.out("transpose", side * side)
         event = self.launch("transpose", (side, side), (tile, tile), inputs["input"].buffer, out,
                             np.int32(side), np.int32(side))
         return [event], (out, side * side)
+
+    def transpose_vec(self, inputs):
+        side = self.s.side
+        out = self.out("transpose_vec", side * side)
+        event = self.launch("transpose_vec", (side // 4, side), (8, 32), inputs["input"].buffer,
+                            out, np.int32(side), np.int32(side))
+        return [event], (out, side * side)
+
+    def transpose(self, inputs):
+        candidates = {"transpose": partial(self.transpose_sdk, inputs)}
+        if self.s.side % 32 == 0 and self.device.max_work_group_size >= 256:
+            candidates["transpose_vec"] = partial(self.transpose_vec, inputs)
+        return self.best("transpose", candidates)
 
     def reduce_pass(self, source: cl.Buffer, count: int, key: str):
         groups = self.groups_of(count, 2 * self.s.block)
@@ -177,12 +290,31 @@ class Reference:
                             np.int32(count))
         return event, out, groups
 
-    def reduce_partial(self, inputs):
+    def items_fit(self, n: int, per_item: int, group: int) -> bool:
+        """Whether reduce_items (per_item ints per work-item, `group` per work-group) covers n
+        exactly."""
+        return n > 0 and per_item % 16 == 0 and n % per_item == 0 and \
+            (n // per_item) % group == 0
+
+    def reduce_partial_sdk(self, inputs):
         x = inputs["input"]
         event, out, groups = self.reduce_pass(x.buffer, x.length, "partial")
         return [event], (out, groups)
 
-    def reduce_full(self, inputs):
+    def reduce_partial_vec(self, inputs):
+        x = inputs["input"]
+        items = x.length // (2 * self.s.block)
+        out = self.out("partial_vec", items)
+        return [self.launch("reduce_items", (items,), (self.reduce_group,), x.buffer, out)], \
+            (out, items)
+
+    def reduce_partial(self, inputs):
+        candidates = {"reduce": partial(self.reduce_partial_sdk, inputs)}
+        if self.items_fit(inputs["input"].length, 2 * self.s.block, self.reduce_group):
+            candidates["reduce_items"] = partial(self.reduce_partial_vec, inputs)
+        return self.best("reduce_partial", candidates)
+
+    def reduce_full_sdk(self, inputs):
         x = inputs["input"]
         events, source, count, round = [], x.buffer, x.length, 0
         while True:
@@ -192,10 +324,26 @@ class Reference:
             if count == 1:
                 return events, (source, 1)
 
-    def scan(self, inputs):
-        """Chunks scanned, their totals scanned in chunks too, each chunk adjusted by the total
-        before it: a whole scan when there is one chunk of totals (the bench task), else the
-        original repository's scan.fcl, which scans the totals only within chunks."""
+    def reduce_full_vec(self, inputs):
+        """reduce_items_big (REDUCE_BIG ints per work-item) where it fits, then one work-item
+        sums what is left (reduce_rest)."""
+        x = inputs["input"]
+        events, source, count = [], x.buffer, x.length
+        if self.items_fit(count, REDUCE_BIG, self.big_group):
+            items = count // REDUCE_BIG
+            out = self.out("full_big", items)
+            events.append(self.launch("reduce_items_big", (items,), (self.big_group,), source,
+                                      out))
+            source, count = out, items
+        out = self.out("full_rest", 1)
+        events.append(self.launch("reduce_rest", (1,), (1,), source, out, np.int32(count)))
+        return events, (out, 1)
+
+    def reduce_full(self, inputs):
+        return self.best("reduce_full", {"reduce": partial(self.reduce_full_sdk, inputs),
+                                         "reduce_items": partial(self.reduce_full_vec, inputs)})
+
+    def scan_sdk(self, inputs):
         x, s = inputs["input"], self.s
         chunk = s.block * s.per_item
         chunks = self.groups_of(x.length, chunk)
@@ -211,12 +359,58 @@ class Reference:
         ]
         return events, (out, x.length)
 
-    def matmul(self, inputs, kernel: str = "matmul"):
+    def scan_vec(self, inputs):
+        """scan_chunks_vec, over the input and over the chunks' totals (padded with zeros to
+        whole chunks), then scan_add_vec."""
+        x, s = inputs["input"], self.s
+        chunk = s.block * s.per_item
+        group = chunk // 8
+        chunks = x.length // chunk
+        padded = self.groups_of(chunks, chunk) * chunk
+        out, sums, scanned = self.out("scan_vec", x.length), self.zeroed("sums_vec", padded), \
+            self.out("scanned_vec", padded)
+        events = [
+            self.launch("scan_chunks_vec", (x.length // 8,), (group,), x.buffer, out, sums,
+                        np.int32(1)),
+            self.launch("scan_chunks_vec", (padded // 8,), (group,), sums, scanned, sums,
+                        np.int32(0)),
+            self.launch("scan_add_vec", (x.length // 8,), (group,), out, scanned),
+        ]
+        return events, (out, x.length)
+
+    def scan(self, inputs):
+        """Chunks scanned, their totals scanned in chunks too, each chunk adjusted by the total
+        before it: a whole scan when there is one chunk of totals (the bench task), else the
+        original repository's scan.fcl, which scans the totals only within chunks."""
+        chunk = self.s.block * self.s.per_item
+        n = inputs["input"].length
+        candidates = {"scan_chunks": partial(self.scan_sdk, inputs)}
+        if chunk % 8 == 0 and chunk // 8 <= self.device.max_work_group_size and n > 0 and \
+                n % chunk == 0:
+            candidates["scan_chunks_vec"] = partial(self.scan_vec, inputs)
+        return self.best("scan", candidates)
+
+    def matmul_sdk(self, inputs, kernel: str):
         (hA, wA, wB), tile = self.s.matmul, self.s.tile
         out = self.out(kernel, hA * wB, np.dtype(inputs["a"].dtype).itemsize)
         event = self.launch(kernel, (wB, hA), (tile, tile), inputs["a"].buffer,
                             inputs["b"].buffer, out, np.int32(wA), np.int32(wB))
         return [event], (out, hA * wB)
+
+    def matmul_vec(self, inputs, kernel: str):
+        hA, wA, wB = self.s.matmul
+        out = self.out(kernel, hA * wB, np.dtype(inputs["a"].dtype).itemsize)
+        event = self.launch(kernel, (wB // 16, hA // 4), self.matmul_group, inputs["a"].buffer,
+                            inputs["b"].buffer, out, np.int32(wA), np.int32(wB))
+        return [event], (out, hA * wB)
+
+    def matmul(self, inputs, kernel: str = "matmul"):
+        hA, _, wB = self.s.matmul
+        candidates = {kernel: partial(self.matmul_sdk, inputs, kernel)}
+        vec = kernel.replace("matmul", "matmul_vec")
+        if wB % 16 == 0 and hA % 4 == 0 and vec in self.kernels:
+            candidates[vec] = partial(self.matmul_vec, inputs, vec)
+        return self.best(kernel, candidates, np.dtype(inputs["a"].dtype).type)
 
     def matmul_double(self, inputs):
         return self.matmul(inputs, "matmul_double")
@@ -369,7 +563,8 @@ def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None,
                      "same_kernels": same,
                      "kernel_checks": sum(len(k.fails) for k in compiled.kernels),
                      "launches": {"reference": ref_launches, "fcl": fcl_launches},
-                     "reference_times_ms": ref_times, "fcl_times_ms": fcl_times})
+                     "reference_times_ms": ref_times, "fcl_times_ms": fcl_times,
+                     "reference_kernel": reference.chosen.get(task.reference.__name__)})
         if gpu is not None:
             rows[-1]["predicted_ms"] = predicted_ms(compiled, gpu, inputs, s.block, device_choice)
             rows[-1]["predicted_gpu"] = gpu.name
@@ -550,7 +745,7 @@ def measure_originals(repo: Path, s: Sizes, repetitions: int, device: Device,
             out, err, fcl_times = run_original(original, repo, s, repetitions, choice)
             after = [reference_benchmark(e, repetitions // 2)[0] for e in enqueues]
             check_original(original, host_inputs, out, err, repetitions)
-            for (what, _, expected), times, (first_half, result), second_half in zip(
+            for (what, enqueue, expected), times, (first_half, result), second_half in zip(
                     original.benchmarks, fcl_times, before, after):
                 want = expected(host_inputs)
                 buffer, length = result
@@ -570,7 +765,8 @@ def measure_originals(repo: Path, s: Sizes, repetitions: int, device: Device,
                              "median_ratio": fcl.median / ref.median,
                              "ranking": ["FCL faster", "reference faster"][ranking.faster]
                              if ranking.faster is not None else "within the spreads",
-                             "fcl_times_ms": times, "reference_times_ms": ref_times})
+                             "fcl_times_ms": times, "reference_times_ms": ref_times,
+                             "reference_kernel": reference.chosen.get(enqueue.__name__)})
         finally:
             for array in inputs.values():
                 array.buffer.release()
@@ -832,7 +1028,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per kernel (at least 5)")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes: a correctness check")
-    parser.add_argument("--device", help="platform:device or part of a name")
+    parser.add_argument("--device", help="platform:device or part of a name (default: every "
+                                         "device that works)")
     parser.add_argument("--only", action="append", metavar="WHAT",
                         help="measure only this (repeatable): a task (copy, matmul, ...), "
                              f"{', '.join(SECTIONS)}, or jupyter (startup, interrupt and cell)")
@@ -858,24 +1055,45 @@ def main(argv: list[str] | None = None) -> int:
     if only - names - set(SECTIONS):
         parser.error(f"--only: unknown {', '.join(sorted(only - names - set(SECTIONS)))}")
     wanted = (lambda name: name in only) if only else (lambda name: True)
-    device = open_device(args.device)
+    # Without --device, every device that works (fcl devices), one after the other in this run:
+    # on a CPU machine pip's PoCL and the distribution's side by side. The Jupyter kernel and
+    # compile speed are measured once, beside the first.
+    device_ids = [args.device] if args.device else usable_device_ids()
+    for index, device_id in enumerate(device_ids):
+        measure_device(args, sizes, names, wanted, device_id, first=index == 0)
+    return 0
+
+
+def usable_device_ids() -> list[str | None]:
+    ids = [ident for ident, dev in all_devices() if not is_oclgrind(dev) and health(dev).usable]
+    return ids or [None]  # none: open_device's error says why
+
+
+def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], bool],
+                   device_id: str | None, first: bool) -> None:
+    """The tasks and the original programs on one device, printed and recorded; with `first`,
+    compile speed and the Jupyter kernel too."""
+    if not first:
+        print()
+    device = open_device(device_id)
     chosen = {name for name in names if wanted(name)}
     gpu = load_gpu(args.gpu or matching_gpu(device) or PREDICTED_GPU)
-    rows = measure(sizes, args.runs, device, chosen, gpu, args.device) if chosen else []
+    rows = measure(sizes, args.runs, device, chosen, gpu, device_id) if chosen else []
     original_rows = None
     if wanted("originals"):
         if args.original.exists():
             original_rows = measure_originals(
                 args.original, ORIGINAL_TINY if args.tiny else ORIGINAL_FULL,
-                TINY_REPETITIONS if args.tiny else ORIGINAL_REPETITIONS, device, args.device)
+                TINY_REPETITIONS if args.tiny else ORIGINAL_REPETITIONS, device, device_id)
         else:
             print(f"note: no copy of the original FCL repository at {args.original} (set "
                   "FCL_ORIGINAL_REPO or --original): its benchmark programs are left out\n")
-    compile_ms = compile_speed(sizes) if wanted("compile") else None
-    sections = set() if args.tiny or args.no_cell else {s for s in JUPYTER if wanted(s)}
+    compile_ms = compile_speed(sizes) if first and wanted("compile") else None
+    sections = set() if args.tiny or args.no_cell or not first else \
+        {s for s in JUPYTER if wanted(s)}
     kernel = jupyter(sections) if sections else None
     memory_rows, memory = None, kernel_memory()
-    if wanted("memory") and not (args.tiny or args.no_cell):
+    if first and wanted("memory") and not (args.tiny or args.no_cell):
         if memory.available():
             memory_rows = memory.measure(memory.course_notebooks())
         else:
@@ -883,6 +1101,11 @@ def main(argv: list[str] | None = None) -> int:
                   "kernel's memory after the course notebooks is left out\n")
     report = table(rows, compile_ms, kernel, original_rows, is_gpu(device),
                    memory.table(memory_rows) if memory_rows else None)
+    kernels = [f"{r['task']}: {r['reference_kernel']}" for r in rows if r.get("reference_kernel")]
+    kernels += [f"original {r['program']} ({r['benchmark']}): {r['reference_kernel']}"
+                for r in original_rows or [] if r.get("reference_kernel")]
+    if kernels:  # the faster of each task's candidates in reference.cl, on this device
+        report += f"\n\nReference kernels: {'; '.join(kernels)}."
     date = datetime.date.today().isoformat()
     print(f"{device.name}, {date}\n\n{report}")
     missed = [entry["what"] for entry in (kernel or {}).values() if not entry["met"]]
@@ -925,7 +1148,6 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(json.dumps(results, indent=2) + "\n")
         with open(HERE / "README.md", "a") as readme:
             readme.write(f"\n### {device.name}, {date}\n\n{report}\n")
-    return 0
 
 
 if __name__ == "__main__":

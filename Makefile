@@ -75,9 +75,9 @@ test: test-setup lint
 # (markers in pyproject.toml; `make test` runs them all), in two processes (pytest-xdist), each
 # test file kept in one of them as a serial run would have it; it prints how long it took.
 # Measured on 2 cores: 35-53 s on a quiet machine (51 and 53 s in the last two runs), 47-75 s
-# while another process keeps one core busy, 67-90 s while `make bench` keeps both busy. Python writes bytecode for it whatever
-# PYTHONDONTWRITEBYTECODE says: pytest then keeps the test modules' rewritten asserts, 3 s
-# less to collect per process.
+# while another process keeps one core busy, 67-90 s while `make bench` keeps both busy.
+# Python writes bytecode for it whatever PYTHONDONTWRITEBYTECODE says: pytest then keeps the
+# test modules' rewritten asserts, 3 s less to collect per process.
 # TEST_ARGS passes options, e.g. `make test-fast TEST_ARGS="-k kernel"`.
 .PHONY: test-fast
 TEST_ARGS ?=

@@ -19,8 +19,7 @@ if [ "$2" = --both ]; then
   exit 0
 fi
 "$fcl" devices >/dev/null 2>&1 && exit 0
-echo "no OpenCL device here can build kernels; installing the distribution's PoCL" \
-     "(pocl-opencl-icd) with apt-get"
+echo "no OpenCL device here can build kernels: the distribution's PoCL may"
 apt_install pocl-opencl-icd
 if "$fcl" devices >/dev/null 2>&1; then
   echo "the distribution's PoCL works here:"

@@ -15,7 +15,6 @@ for pair in "$@"; do
   if command -v "$cmd" >/dev/null 2>&1; then
     continue
   fi
-  echo "installing $pkg (for \`$cmd\`) with apt-get"
   apt_install "$pkg"
   if ! command -v "$cmd" >/dev/null 2>&1; then
     echo "note: \`$cmd\` is not installed and could not be installed here (needs root and apt-get)."

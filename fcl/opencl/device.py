@@ -152,7 +152,7 @@ def pick_device(choice: str | None = None) -> cl.Device:
         found = choose(choice, devices)
         _require_usable(choice, found)
         return found
-    candidates = [dev for _, dev in devices if not is_oclgrind(dev)]
+    candidates = _candidates(devices)
     candidates.sort(key=lambda dev: not dev.type & cl.device_type.GPU)  # stable: GPUs first
     found = next((dev for dev in candidates if health(dev).usable), None)
     if found is None:
@@ -160,8 +160,13 @@ def pick_device(choice: str | None = None) -> cl.Device:
     return found
 
 
+def _candidates(devices: list[tuple[str, cl.Device]]) -> list[cl.Device]:
+    """The devices programs may run on: all but Oclgrind, a simulator for checking."""
+    return [dev for _, dev in devices if not is_oclgrind(dev)]
+
+
 def any_usable_device() -> bool:
-    return any(health(dev).usable for _, dev in all_devices() if not is_oclgrind(dev))
+    return any(health(dev).usable for dev in _candidates(all_devices()))
 
 
 def _require_usable(choice: str, dev: cl.Device) -> None:
@@ -201,13 +206,12 @@ def choose_backend(requested: str, device: str | None = None, note=None,
                        "interpreter when no device works")
     if requested != "auto":
         return requested
-    if device or os.environ.get("PYOPENCL_CTX"):
-        pick_device(device)  # a named device that cannot build: an error now, not at a build
-        return "opencl"
     try:
-        pick_device(None)
+        # A named device (`device`, PYOPENCL_CTX) that cannot build is an error now, not at a
+        # build, and not a reason to fall back: only NoUsableDevice is.
+        pick_device(device)
         return "opencl"
-    except NoUsableDevice as why:  # pick_device(None) raises nothing else
+    except NoUsableDevice as why:
         if note is not None and not _fallback_noted:
             _fallback_noted = True
             note(fallback_note(why))

@@ -101,7 +101,7 @@ def use_build_helper() -> None:
 def build_in_helper(device: cl.Device, source: str, options: list[str]) -> None:
     """Have the helper build source for device first, where it is wanted and the device PoCL's."""
     global _helper
-    if not (_helper_wanted and _is_pocl(device)):
+    if not (_helper_wanted and is_pocl(device)):
         return
     request = json.dumps({"platform": device.platform.name, "device": device.name,
                           "source": source, "options": options}) + "\n"
@@ -140,7 +140,7 @@ def _helper_environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path}
 
 
-def _is_pocl(dev: cl.Device) -> bool:
+def is_pocl(dev: cl.Device) -> bool:
     return "portable computing language" in dev.platform.name.lower()
 
 

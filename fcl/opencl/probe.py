@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
-from fcl.opencl.lean import build_in_helper
+from fcl.opencl.lean import build_in_helper, is_pocl
 
 # Integer arithmetic and a global read and write: what every FCL kernel does.
 PROBE_SOURCE = """
@@ -99,7 +99,6 @@ def _first_line(text: str) -> str:
 
 
 def _remedy(device: cl.Device, problem: str) -> str:
-    if "portable computing language" in device.platform.name.lower() and \
-            "target cpu" in problem.lower():
+    if is_pocl(device) and "target cpu" in problem.lower():
         return f"this PoCL's LLVM does not know this CPU: {SYSTEM_POCL_REMEDY}"
     return GENERIC_REMEDY

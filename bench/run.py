@@ -46,7 +46,15 @@ from fcl.analysis.gpu import GPU, gpu_names, load_gpu
 from fcl.analysis.trace import trace_program
 from fcl.errors import Source
 from fcl.explain import predict_costs
-from fcl.opencl.device import Device, all_devices, build, is_oclgrind, open_device
+from fcl.opencl.backend import for_device
+from fcl.opencl.device import (
+    Device,
+    all_devices,
+    build,
+    is_oclgrind,
+    open_device,
+    serial_groups,
+)
 from fcl.opencl.host import DeviceArray, HostRun, prepare_run
 from fcl.opencl.probe import health
 from fcl.opencl.timing import Summary, compare, measuring
@@ -536,11 +544,13 @@ def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None,
         if only and task.name not in only:
             continue
         inputs = upload(device, task.inputs)
-        compiled = compile_task(task, s.block)
+        cpu = serial_groups(device.device)
+        portable = compile_task(task, s.block)  # shaped for a GPU, as the cost model predicts
+        compiled = for_device(portable, cpu)
         # The same program without run-time checks: what the checks the compiler could not
         # prove away cost (goal: nothing, see CHECKED_GOAL). Identical kernels cost the same
         # (what the host checks is not in the kernel times): they are not timed twice.
-        unchecked = compile_task(task, s.block, checks=False)
+        unchecked = for_device(compile_task(task, s.block, checks=False), cpu)
         same = _renumbered(unchecked.source) == _renumbered(compiled.source)
         run = BenchRun(device, build(device, compiled.source), s.block, inputs)
         bare = BenchRun(device, build(device, unchecked.source), s.block, inputs)
@@ -566,7 +576,7 @@ def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None,
                      "reference_times_ms": ref_times, "fcl_times_ms": fcl_times,
                      "reference_kernel": reference.chosen.get(task.reference.__name__)})
         if gpu is not None:
-            rows[-1]["predicted_ms"] = predicted_ms(compiled, gpu, inputs, s.block, device_choice)
+            rows[-1]["predicted_ms"] = predicted_ms(portable, gpu, inputs, s.block, device_choice)
             rows[-1]["predicted_gpu"] = gpu.name
         for buffer in inputs.values():
             buffer.buffer.release()
@@ -697,7 +707,7 @@ def run_original(original: Original, repo: Path, s: Sizes, repetitions: int,
     out, err = io.StringIO(), io.StringIO()
     run = prepare_run(compiled, device, s.block, out, err)
     try:
-        run.run(compiled.host)
+        run.run(run.program.host)
         run.device.queue.finish()
         run.check_failures()
         return out.getvalue(), err.getvalue(), run.benchmarks

@@ -115,13 +115,17 @@ def _compile_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--unsafe", action="store_true",
                      help="no run-time checks (indices, divisors, lengths): a faulty program may "
                           "then print garbage instead of an error at its FCL location")
+    cmd.add_argument("--target", choices=("gpu", "cpu"), default=None,
+                     help="shape the kernels for a GPU or a CPU device (default: `compile` "
+                          "shows a GPU's; `run` shapes them for its device)")
 
 
 def _compile_options_of(args):
     if args.block_size < 1:
         raise FCLError(f"the block size must be positive, not {args.block_size}")
     return pipeline.CompileOptions(args.block_size, not args.unsafe,
-                                   verify_il=getattr(args, "verify_il", False))
+                                   verify_il=getattr(args, "verify_il", False),
+                                   target=args.target or "auto")
 
 
 def _explain_options(cmd: argparse.ArgumentParser) -> None:

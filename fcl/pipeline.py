@@ -6,10 +6,7 @@
     lower          fcl.il.lower + fcl.il.builtins: compile-time evaluation into the IL
     passes         fcl.il.passes: optimisation to a fixed point
     unnest         fcl.il.unnest: no expression nested too deeply for C
-    in place       fcl.opencl.inplace: kernels that may write over their input
-    kernelize      fcl.opencl.kernelize: host statements and kernels
-    shape          fcl.opencl.shape: work-groups, memory and index decisions per kernel
-    emit           fcl.opencl.emit: OpenCL C and its line table
+    back end       fcl.opencl.backend: in place, kernelize, shape and emit, for a GPU or a CPU
     run            fcl.opencl.host (a device) or fcl.interp (the reference interpreter)
 
 The CLI, the notebook workspace, the explain module and the Oclgrind check all come here.
@@ -33,14 +30,10 @@ from fcl.il.unnest import unnest
 from fcl.il.verify import verify
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.mono import MonoProgram, level_number, monomorphize
-from fcl.opencl.emit import opencl_source
+from fcl.opencl import backend
 from fcl.opencl.host import run_compiled
-from fcl.opencl.inplace import in_place
 from fcl.opencl.kernel import Compiled
-from fcl.opencl.kernelize import kernelize
 from fcl.opencl.oclgrind import Finding, parse_reports
-from fcl.opencl.shape import shape
-from fcl.opencl.verify import verify_kernels
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.types.types import TProgram, chase, show_types
@@ -52,6 +45,7 @@ class CompileOptions:
     checks: bool = True        # run-time checks (fcl.checks); off: `--unsafe`, checks=off
     keep_result: bool = False  # end by handing main's result back to the host (notebooks)
     verify_il: bool = False    # check the IL's invariants after every pass
+    target: str = "auto"       # kernels for a "gpu" or "cpu" device, or "auto" (fcl.opencl.backend)
 
 
 def main_root(session: Session) -> ast.Expr:
@@ -113,16 +107,8 @@ def compile_program(session: Session, root: ast.Expr, options: CompileOptions | 
 
 
 def compile_il(il: list[ir.Stmt], options: CompileOptions) -> Compiled:
-    """The back end's stages, from the optimised IL to OpenCL."""
-    rewritten = in_place(il)
-    if options.verify_il:
-        verify("in place", rewritten)
-    host, kernels = kernelize(rewritten, options.block_size)
-    shape(kernels)
-    if options.verify_il:
-        verify_kernels(host, kernels)
-    source, table = opencl_source(kernels)
-    return Compiled(il, host, kernels, source, table, options.block_size)
+    """The back end's stages, from the optimised IL to OpenCL (fcl.opencl.backend)."""
+    return backend.compile_il(il, options.block_size, options.target, options.verify_il)
 
 
 def run_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None,

@@ -34,8 +34,10 @@ def run(text: str, backend: str, checks: bool = True) -> tuple[str, FCLError | N
         if backend == "interp":
             pipeline.run_interpreter(session, root, RunConfig(out=out, err=io.StringIO()))
         else:
-            pipeline.run_opencl(session, root, pipeline.CompileOptions(checks=checks), out=out,
-                                err=io.StringIO())
+            target = backend.partition(":")[2] or "auto"  # opencl:gpu, opencl:cpu: that shape
+            pipeline.run_opencl(session, root, pipeline.CompileOptions(checks=checks,
+                                                                       target=target),
+                                out=out, err=io.StringIO())
     except FCLError as err:
         return out.getvalue(), err
     return out.getvalue(), None
@@ -85,15 +87,16 @@ CASES = {
 @pytest.mark.parametrize("name", CASES)
 def test_a_failed_check_is_the_same_error_on_both_back_ends(name):
     text, message = CASES[name]
-    results = {backend: run(text, backend) for backend in ("interp", "opencl")}
+    results = {backend: run(text, backend) for backend in ("interp", "opencl:gpu", "opencl:cpu")}
     for backend, (out, err) in results.items():
         assert err is not None, f"{backend} printed {out!r}"
         assert err.message == message, backend
-    (out_i, err_i), (out_c, err_c) = results.values()
-    assert out_i == out_c == ""  # nothing printed: the run stops at the failure
-    # The same location and caret (the interpreter may add a note on the prelude line).
-    assert err_i.render().splitlines()[:3] == err_c.render().splitlines()[:3]
-    assert err_i.hints == err_c.hints
+    (out_i, err_i), *on_opencl = results.values()
+    for out_c, err_c in on_opencl:
+        assert out_i == out_c == ""  # nothing printed: the run stops at the failure
+        # The same location and caret (the interpreter may add a note on the prelude line).
+        assert err_i.render().splitlines()[:3] == err_c.render().splitlines()[:3]
+        assert err_i.hints == err_c.hints
 
 
 def test_the_run_stops_at_the_failing_kernel_and_keeps_what_was_printed_before():

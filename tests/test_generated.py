@@ -27,11 +27,12 @@ def run_interp(text: str, block_size: int = 256) -> str:
     return out.getvalue()
 
 
-def run_opencl(text: str, block_size: int) -> str:
+def run_opencl(text: str, block_size: int, target: str = "auto") -> str:
     session = session_of(text)
     out = io.StringIO()
-    pipeline.run_opencl(session, main_root(session), pipeline.CompileOptions(block_size=block_size),
-                      out=out, err=io.StringIO())
+    pipeline.run_opencl(session, main_root(session),
+                        pipeline.CompileOptions(block_size=block_size, target=target),
+                        out=out, err=io.StringIO())
     return out.getvalue()
 
 
@@ -46,8 +47,8 @@ def test_interpreter_agrees_with_the_model(program):
 # work-group sizes, smaller and larger than the chunks the blocks work on.
 @pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(programs(), st.sampled_from([1, 4, 32, 256]))
-def test_opencl_agrees_with_the_interpreter(program, block_size):
+@given(programs(), st.sampled_from([1, 4, 32, 256]), st.sampled_from(["gpu", "cpu"]))
+def test_opencl_agrees_with_the_interpreter(program, block_size, target):
     expected = run_interp(program.text, block_size)
     assert expected == program.expected, program.text
-    assert run_opencl(program.text, block_size) == expected, program.text
+    assert run_opencl(program.text, block_size, target) == expected, program.text

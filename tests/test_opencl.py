@@ -12,7 +12,7 @@ from fcl import pipeline
 from fcl.errors import FCLError, Source
 from fcl.il import ir
 from fcl.interp.eval import RunConfig
-from fcl.opencl import device as cl_device
+from fcl.opencl import backend, device as cl_device, host
 from fcl.opencl.kernel import Launch
 from fcl.session import Session
 from fclgen import programs
@@ -105,7 +105,8 @@ val main = do<grid> {
 def test_opencl_prints_what_the_interpreter_prints(program):
     expected = run_interp(program)
     assert expected.startswith("[")
-    assert run_cl(program)[0] == expected
+    for target in ("gpu", "cpu"):  # the kernels of both kinds of device, on this device
+        assert run_cl(program, target=target)[0] == expected, target
 
 
 def test_tiled_transpose_is_a_transpose():
@@ -117,7 +118,8 @@ def test_tiled_transpose_is_a_transpose():
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_random_programs_agree_with_the_interpreter(program):
-    assert run_cl(program.text)[0] == program.expected, program.text
+    for target in ("gpu", "cpu"):
+        assert run_cl(program.text, target=target)[0] == program.expected, program.text
 
 
 def test_a_failed_index_check_reports_the_fcl_location_values_and_work_item():
@@ -207,6 +209,77 @@ def test_loops_with_known_tests_are_unrolled_and_loops_of_known_shape_are_not_lo
     assert "while" not in text and "for (" not in text and "fcl_abort" not in text
     assert "get_local_id(0)) < 16)" in text and "get_num_groups" not in text
     assert run_cl(CHUNKED_SUMS, block_size=64)[0] == run_interp(CHUNKED_SUMS)
+
+
+def shaped(text: str, target: str, block_size: int = 64):
+    session = session_for(text)
+    return pipeline.compile_program(session, pipeline.main_root(session),
+                                    pipeline.CompileOptions(block_size, target=target))
+
+
+def test_on_a_cpu_a_reduction_tree_is_one_work_item_s_loops_without_barriers():
+    gpu, cpu = shaped(CHUNKED_SUMS, "gpu"), shaped(CHUNKED_SUMS, "cpu")
+    tree = cpu.source.split("__kernel")[-1]
+    assert [k.serial for k in cpu.kernels] == [False, True]  # the grid loop is not a group's
+    assert "barrier(" not in tree and "get_local_id" not in tree
+    # The first halving step is a loop over 32 iterations, the last one a single statement.
+    assert "< 32; i_" in tree and "< 1; i_" not in tree
+    assert "barrier(" in gpu.source.split("__kernel")[-1]
+    assert cpu.target == "cpu" and gpu.target == "gpu" and not (cpu.portable or gpu.portable)
+    expected = run_interp(CHUNKED_SUMS)
+    assert run_cl(CHUNKED_SUMS, block_size=64, target="cpu")[0] == expected
+
+
+def test_on_a_cpu_a_tile_copied_through_local_memory_keeps_the_gpu_shape():
+    # Two steps of one iteration per work-item: PoCL vectorizes them across work-items.
+    gpu, cpu = shaped(TILED_TRANSPOSE, "gpu", 16), shaped(TILED_TRANSPOSE, "cpu", 16)
+    assert cpu.source == gpu.source and not any(k.serial for k in cpu.kernels)
+
+
+def test_a_program_compiled_for_no_target_runs_the_kernels_of_its_device_kind():
+    session = session_for(CHUNKED_SUMS)
+    portable = pipeline.compile_program(session, pipeline.main_root(session),
+                                        pipeline.CompileOptions(64))
+    assert portable.portable and portable.target == "gpu"  # what `fcl compile` shows
+    on_cpu = backend.for_device(portable, cpu=True)
+    assert on_cpu.target == "cpu" and on_cpu.kernels[-1].serial
+    assert backend.for_device(portable, cpu=True) is on_cpu  # reshaped once
+    assert backend.for_device(portable, cpu=False) is portable
+    run = host.prepare_run(portable, None, None, io.StringIO(), io.StringIO())
+    try:
+        cpu = cl_device.serial_groups(run.device.device)
+        assert run.program is (on_cpu if cpu else portable)
+        run.run(run.program.host)
+        run.check_failures()
+    finally:
+        run.release()
+    assert run.out.getvalue() == run_interp(CHUNKED_SUMS)
+    # A program of grid loops only has no work-group to reshape.
+    grid_session = session_for(GRID_MAPS)
+    grid_only = pipeline.compile_program(grid_session, pipeline.main_root(grid_session))
+    assert backend.for_device(grid_only, cpu=True) is grid_only
+
+
+BIG_THREAD_ARRAYS = """
+val main = do<grid> {
+  ys <- generate 2 (fn b => generate 16 (fn t => do<thread> {
+          a <- forcePull<thread> (generate 100 (fn k => b * 1000 + t * 100 + k)) ;
+          return<thread> (push<thread> (generate 2 (fn k => index a (99 - k)))) })
+        |> concat<thread> 2)
+        |> concat<block> 32 ;
+  forceAndPrint 64 ys }
+"""
+
+
+def test_on_a_cpu_a_thread_array_beyond_registers_is_one_slice_of_local_memory():
+    # 16 threads on work-groups of 8: a serial kernel on a CPU.
+    gpu, cpu = shaped(BIG_THREAD_ARRAYS, "gpu", 8), shaped(BIG_THREAD_ARRAYS, "cpu", 8)
+    assert [local.per_item for local in gpu.kernels[-1].locals] == [True]
+    assert [local.per_item for local in cpu.kernels[-1].locals] == [False]
+    expected = run_interp(BIG_THREAD_ARRAYS)
+    assert expected.startswith("[99,98,199,198,")
+    for target in ("gpu", "cpu"):
+        assert run_cl(BIG_THREAD_ARRAYS, block_size=8, target=target)[0] == expected
 
 
 GRID_MAPS = """

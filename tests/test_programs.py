@@ -24,7 +24,9 @@ PROGRAMS = Path(__file__).parent / "programs"
 
 
 def run(name: str, block_size: int = 256, backend: str = "interp") -> tuple[str, str]:
-    """stdout and stderr of tests/programs/<name> run with the prelude."""
+    """stdout and stderr of tests/programs/<name> run with the prelude; `backend` is interp,
+    opencl (kernels shaped for the device), or opencl:gpu / opencl:cpu (shaped for a GPU or a
+    CPU, whatever the device: both shapes run on every device)."""
     session = Session.new()
     path = PROGRAMS / name
     session.add_file(Source(str(path), path.read_text()))
@@ -33,7 +35,9 @@ def run(name: str, block_size: int = 256, backend: str = "interp") -> tuple[str,
         run_interpreter(session, main_root(session),
                         RunConfig(block_size=block_size, out=out, err=err))
     else:
-        run_opencl(session, main_root(session), CompileOptions(block_size), out=out, err=err)
+        target = backend.partition(":")[2] or "auto"
+        run_opencl(session, main_root(session), CompileOptions(block_size, target=target),
+                   out=out, err=err)
     return out.getvalue(), err.getvalue()
 
 
@@ -428,11 +432,13 @@ EXPECTED = {
 
 
 def program_cases() -> list:
-    """(backend, name) for each program on each back end. On OpenCL each builds a program (0.1-0.5
-    s on a loaded machine): `make test-fast` runs every third there, `make test` all."""
-    return [(backend, name) if backend == "interp" or i % 3 == 0
+    """(backend, name) for each program on each back end, OpenCL with the kernels of both device
+    kinds. On OpenCL each builds a program (0.1-0.5 s on a loaded machine): `make test-fast` runs
+    every sixth with each kind, `make test` all."""
+    fast = {"interp": range(1), "opencl:gpu": range(1), "opencl:cpu": range(3, 4)}
+    return [(backend, name) if i % (1 if backend == "interp" else 6) in fast[backend]
             else pytest.param(backend, name, marks=pytest.mark.slow)
-            for backend in ("interp", "opencl") for i, name in enumerate(sorted(EXPECTED))]
+            for backend in fast for i, name in enumerate(sorted(EXPECTED))]
 
 
 @pytest.mark.parametrize("backend, name", program_cases())
@@ -441,7 +447,7 @@ def test_program_prints_what_python_computes(name, backend):
     assert out == EXPECTED[name]()
 
 
-@pytest.mark.parametrize("backend", ["interp", "opencl"])
+@pytest.mark.parametrize("backend", ["interp", "opencl:gpu", "opencl:cpu"])
 @pytest.mark.parametrize("block_size", [256, 64])
 def test_block_size_is_the_configured_one(block_size, backend):
     out, _ = run("blocksize.fcl", block_size, backend)

@@ -282,6 +282,12 @@ def _numbered_or_named(items: list, answer: str):
     return (named[-1] if isinstance(items[0], cl.Platform) else named[0]) if named else None
 
 
+def serial_groups(dev: cl.Device) -> bool:
+    """Whether work-groups run best as one work-item each on `dev` (a CPU; Oclgrind, which
+    checks the work-items' interplay, gets them as a GPU would, see fcl.opencl.backend)."""
+    return bool(dev.type & cl.device_type.CPU) and not is_oclgrind(dev)
+
+
 def is_oclgrind(dev: cl.Device) -> bool:
     return _is_oclgrind(dev.platform)
 

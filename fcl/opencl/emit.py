@@ -306,7 +306,7 @@ class KernelPrinter:
             self.table.append((self.line_offset + len(self.lines), span))
 
     def kernel(self, k: Kernel) -> None:
-        self.kernel_name, self.span = k.name, k.span
+        self.kernel_name, self.span, self.serial = k.name, k.span, k.serial
         self.ranges = kernel_ranges(replace(k, body=map_exprs(k.body, plain)))
         self.indices = index_variables(k.body)
         params = []
@@ -419,7 +419,7 @@ class KernelPrinter:
         elif isinstance(s, ir.While):
             self.line("while (1) {", indent, span)
             self.block(s.test, indent + 1)
-            if s.level == "block":
+            if s.level == "block" and not self.serial:
                 # The whole group must agree to stop, or some would wait at a barrier forever.
                 self.line("barrier(CLK_LOCAL_MEM_FENCE);", indent + 1, None)
                 self.line(f"if (get_local_id(0) == 0) fcl_stop = *{ABORT_FLAG};", indent + 1, None)

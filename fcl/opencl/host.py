@@ -20,7 +20,16 @@ from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
 from fcl.il import ir
 from fcl.intmath import c_div, c_mod, clz
-from fcl.opencl.device import DTYPES, Device, build, is_oclgrind, open_device, trim_pool
+from fcl.opencl.backend import for_device
+from fcl.opencl.device import (
+    DTYPES,
+    Device,
+    build,
+    is_oclgrind,
+    open_device,
+    serial_groups,
+    trim_pool,
+)
 from fcl.opencl.kernel import Compiled, Kernel, Launch, Special
 from fcl.opencl.oclgrind import ReadProbes
 from fcl.opencl.timing import Policy, Sample, Timing, measuring, record, repeat
@@ -66,6 +75,7 @@ class HostRun:
         self.peak = 0  # the most bytes allocated at once, for trimming the pool (device.py)
         self.benchmarks: list[list[float]] = []  # each `benchmark`'s kernel ms per repetition
         self.result = None
+        self.program: Compiled | None = None  # what runs: the program as shaped for the device
         self.abort: cl.Buffer | None = None
         self.abort_flag: np.ndarray | None = None
         self.probes: ReadProbes | None = None  # on Oclgrind, so that it checks host reads
@@ -273,8 +283,12 @@ class HostRun:
         if groups <= 0:
             return
         args += self.extra_args(kernel, groups)
-        local = (kernel.width, self.block_size // kernel.width) if kernel.width else \
-            (self.block_size,)
+        if kernel.serial:
+            local = (1,)
+        elif kernel.width:
+            local = (kernel.width, self.block_size // kernel.width)
+        else:
+            local = (self.block_size,)
         event = self.kernels[kernel.name](self.device.queue, (groups * local[0], *local[1:]),
                                           local, *args)
         record(kernel.name, event)
@@ -456,6 +470,7 @@ def prepare_run(compiled: Compiled, device: str | None, block_size: int | None,
     point's (see HostRun.arguments)."""
     block_size = launch_size(compiled, block_size)
     dev = open_device(device)
+    compiled = for_device(compiled, serial_groups(dev.device))
     if "double" in compiled.source and not dev.has_fp64:
         raise FCLError(f"the device {dev.name} does not support doubles")
     if block_size > dev.max_work_group_size:
@@ -463,6 +478,7 @@ def prepare_run(compiled: Compiled, device: str | None, block_size: int | None,
                        f"size {dev.max_work_group_size}")
     kernels = build(dev, compiled.source, compiled.line_table) if compiled.kernels else {}
     run = HostRun(dev, kernels, block_size, out, err)
+    run.program = compiled
     run.arguments = arguments or []
     if is_oclgrind(dev.device):
         run.probes = ReadProbes(dev, compiled.host, run.buffers)
@@ -477,7 +493,7 @@ def run_compiled(compiled: Compiled, device: str | None = None, block_size: int 
                       arguments)
     dev = run.device
     try:
-        run.run(compiled.host)
+        run.run(run.program.host)
         dev.queue.finish()
         run.check_failures()
         return run.result
@@ -500,7 +516,7 @@ def time_compiled(compiled: Compiled, device: str | None = None, block_size: int
         def once() -> Sample:
             start = time.perf_counter()
             with measuring() as clock:
-                run.run(compiled.host)
+                run.run(run.program.host)
                 dev.queue.finish()
             wall_ms = (time.perf_counter() - start) * 1000
             run.check_failures()

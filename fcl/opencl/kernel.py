@@ -59,6 +59,12 @@ class StridedFor(ir.Stmt):
 
 
 @dataclass(eq=False)
+class SerialFor(ir.SeqFor):
+    """A block-level parallel loop in a serial kernel: the work-group's only work-item runs its
+    iterations in order, and no barrier follows (see kernelize)."""
+
+
+@dataclass(eq=False)
 class FailFlag(ir.Stmt):
     """Inside a kernel: when `cond` holds, record failure `code` (1 + the position of its check
     in Kernel.fails) and the values its message names, for the host to report after the
@@ -101,6 +107,9 @@ class Kernel:
     # Work-items along dimension 0 of a 2-D work-group (None: 1-D), see shape.tiles.
     width: int | None = None
     block_size: int | None = None  # the work-group size, when known at compile time
+    # Launched with work-groups of one work-item that runs the group's iterations in order (for
+    # CPU devices, see kernelize).
+    serial: bool = False
 
 
 @dataclass(eq=False)
@@ -120,6 +129,9 @@ class Compiled:
     source: str              # the OpenCL C of the kernels
     line_table: list[tuple[int, Span]]  # (OpenCL line, the FCL span it came from)
     block_size: int | None = None  # the work-group size the kernels were shaped for, if any
+    target: str = "gpu"  # the device kind the kernels were shaped for (see fcl.opencl.backend)
+    portable: bool = False  # reshaped for the device it runs on
+    reshaped: Compiled | None = field(default=None, repr=False)  # ... for the other kind, once
 
 
 def nearest_span(line_table: list[tuple[int, Span]], cl_line: int | None) -> Span | None:

@@ -17,15 +17,24 @@ from __future__ import annotations
 
 from fcl.errors import FCLError, Span
 from fcl.il import ir
-from fcl.opencl.kernel import MAX_GROUPS, Kernel, Launch, LocalArray, Special, StridedFor
+from fcl.opencl.kernel import (
+    MAX_GROUPS,
+    Kernel,
+    Launch,
+    LocalArray,
+    SerialFor,
+    Special,
+    StridedFor,
+)
 
 PRIVATE_ARRAY_LIMIT = 64  # thread-level arrays up to this size live in registers
 
 
 class Kernelizer:
-    def __init__(self, block_size: int | None = None):
+    def __init__(self, block_size: int | None = None, serial: bool = False):
         self.kernels: list[Kernel] = []
         self.block_size = block_size
+        self.serial = serial and block_size is not None
 
     def host(self, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         out = []
@@ -59,6 +68,7 @@ class Kernelizer:
 
     def distribute_kernel(self, s: ir.Distribute) -> Launch:
         kernel = self._new_kernel(s.span)
+        kernel.serial = self.serial and runs_better_serial(s.body, self.block_size)
         body = KernelBody(kernel, self.block_size).block(s.body, level="block")
         kernel.group_var, kernel.group_bound = s.var, s.bound
         if isinstance(s.bound, ir.Const) and s.bound.value <= MAX_GROUPS:
@@ -92,6 +102,30 @@ class Kernelizer:
         return Launch(kernel, groups, span=s.span)
 
 
+def runs_better_serial(group_body: list[ir.Stmt], block_size: int | None) -> bool:
+    """Whether a work-group's body runs faster on a CPU device as one work-item's loops (see
+    fcl.opencl.backend): unless it is at most two steps of one iteration per work-item (a tile
+    copied through local memory, which PoCL vectorizes across work-items), each barrier-separated
+    step costs PoCL a pass over all work-items, idle ones included, and values kept across it."""
+    steps = 0
+
+    def visit(stmts: list[ir.Stmt], in_loop: bool) -> bool:
+        nonlocal steps
+        for s in stmts:
+            if isinstance(s, (ir.ParFor, ir.Distribute)):
+                steps += 1
+                whole = isinstance(s.bound, ir.Const) and s.bound.value == block_size
+                if in_loop or not whole or steps > 2:
+                    return True
+            elif isinstance(s, (ir.SeqFor, ir.While)):
+                if any(visit(child, True) for child in ir.children(s)):
+                    return True
+            elif any(visit(child, in_loop) for child in ir.children(s)):
+                return True
+        return False
+    return visit(group_body, False)
+
+
 class KernelBody:
     """Rewrites the body of one kernel: block-level loops, local and private memory."""
 
@@ -111,6 +145,11 @@ class KernelBody:
                 raise FCLError(f"a {s.level}-level parallel loop cannot appear inside "
                                f"{level}-level code", s.span)
             # Either way each iteration is run by one work-item: thread-level code.
+            if self.kernel.serial:
+                body = self.block(s.body, "thread")
+                if isinstance(s.bound, ir.Const) and s.bound.value == 1:
+                    return [ir.Declare(s.var, ir.Const(0, ir.INT), span=s.span), *body]
+                return [SerialFor(s.var, s.bound, body, span=s.span)]
             return [*self.items_loop(s, self.block(s.body, "thread")),
                     ir.Barrier("block", span=s.span)]
         if isinstance(s, ir.Alloc):
@@ -152,16 +191,17 @@ class KernelBody:
                 and s.size.value <= PRIVATE_ARRAY_LIMIT:
             self.kernel.private.append((s.var, max(int(s.size.value), 1)))
             return []
-        per_item = s.level == "thread" and level == "thread"
+        # A serial kernel's work-item runs one iteration at a time: one slice serves them all.
+        per_item = s.level == "thread" and level == "thread" and not self.kernel.serial
         self.kernel.locals.append(LocalArray(s.var, s.size, per_item, s.span))
         # Shared arrays keep their allocation in the body: it is where their lifetime starts.
         return [] if per_item else [s]
 
 
-def kernelize(host_program: list[ir.Stmt], block_size: int | None = None
+def kernelize(host_program: list[ir.Stmt], block_size: int | None = None, serial: bool = False
               ) -> tuple[list[ir.Stmt], list[Kernel]]:
     """Host statements and kernels; with the work-group size the kernels will be launched with,
-    loops are shaped for it."""
-    k = Kernelizer(block_size)
+    loops are shaped for it, and `serial` makes work-group kernels serial (for CPU devices)."""
+    k = Kernelizer(block_size, serial)
     host = k.host(host_program)
     return host, k.kernels

@@ -43,7 +43,7 @@ def shape(kernels: list[Kernel]) -> None:
 
 
 def shape_kernel(kernel: Kernel) -> None:
-    if kernel.group_var is not None:  # one work-group per iteration: a group body to shape
+    if kernel.group_var is not None and not kernel.serial:  # a group body to shape
         body, rewrap = group_body(kernel)
         body = tiles(kernel, group_order(kernel, body))
         if kernel.block_size is not None:

@@ -707,7 +707,7 @@ def run_original(original: Original, repo: Path, s: Sizes, repetitions: int,
     out, err = io.StringIO(), io.StringIO()
     run = prepare_run(compiled, device, s.block, out, err)
     try:
-        run.run(run.program.host)
+        run.run_program()
         run.device.queue.finish()
         run.check_failures()
         return out.getvalue(), err.getvalue(), run.benchmarks

@@ -249,6 +249,12 @@ class HostRun:
             self.allocated -= nbytes
         del self.arrays[count:]
 
+    def run_program(self) -> None:
+        """Run the program as `prepare_run` shaped it for this device."""
+        if self.program is None:
+            raise ValueError("prepare_run sets the program to run")
+        self.run(self.program.host)
+
     def launch(self, s: Launch) -> None:
         kernel = s.kernel
         args = []
@@ -493,7 +499,7 @@ def run_compiled(compiled: Compiled, device: str | None = None, block_size: int 
                       arguments)
     dev = run.device
     try:
-        run.run(run.program.host)
+        run.run_program()
         dev.queue.finish()
         run.check_failures()
         return run.result
@@ -516,7 +522,7 @@ def time_compiled(compiled: Compiled, device: str | None = None, block_size: int
         def once() -> Sample:
             start = time.perf_counter()
             with measuring() as clock:
-                run.run(run.program.host)
+                run.run_program()
                 dev.queue.finish()
             wall_ms = (time.perf_counter() - start) * 1000
             run.check_failures()

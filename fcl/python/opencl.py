@@ -31,7 +31,7 @@ def call(entry, instance, values: list, out: str):
                       arguments)
     run.results_on_device = out == "device"
     try:
-        run.run(run.program.host)
+        run.run_program()
         device.queue.finish()
         run.check_failures()
         result = run.result

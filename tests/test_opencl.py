@@ -162,6 +162,7 @@ def test_benchmark_reports_mean_then_min_and_median():
 
 
 @pytest.mark.slow  # 0.75-1 s, a process
+@pytest.mark.slow  # four processes: 2-4 s
 def test_cli_compile_writes_the_kernels(tmp_path):
     src = tmp_path / "p.fcl"
     src.write_text(CHUNKED_SUMS)
@@ -171,6 +172,14 @@ def test_cli_compile_writes_the_kernels(tmp_path):
     assert result.returncode == 0, result.stderr
     text = out.read_text()
     assert text.count("__kernel void") == 2 and "__local int*" in text and "barrier(" in text
+    # The kernels for a CPU; `run` with either shape prints what the interpreter prints.
+    cpu = subprocess.run([sys.executable, "-m", "fcl", "compile", "--target", "cpu", str(src)],
+                         capture_output=True, text=True)
+    assert cpu.returncode == 0 and "barrier(" not in cpu.stdout and "for (int i_" in cpu.stdout
+    for target in ("gpu", "cpu"):
+        ran = subprocess.run([sys.executable, "-m", "fcl", "run", "--backend", "opencl",
+                              "--target", target, str(src)], capture_output=True, text=True)
+        assert ran.stdout == run_interp(CHUNKED_SUMS), ran.stderr
 
 
 THREE_STAGES = """

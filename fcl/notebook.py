@@ -9,7 +9,7 @@ evaluated by the interpreter; a cell that defines `main` runs it, as a file does
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TextIO
 
 import numpy as np
@@ -139,11 +139,12 @@ class Workspace:
         finally:
             self.session.restore(snapshot)
 
-    def compile_cell(self, code: str):
-        """The compiled program of a cell (its IL before kernels are cut out included)."""
+    def compile_cell(self, code: str, target: str = "auto"):
+        """The compiled program of a cell (its IL before kernels are cut out included), its
+        kernels shaped for `target` (fcl.opencl.backend; "auto" shows a GPU's)."""
+        options = replace(self.settings.options(keep_result=False), target=target)
         with self.scratch(code) as root:
-            return pipeline.compile_program(self.session, root,
-                                            self.settings.options(keep_result=False))
+            return pipeline.compile_program(self.session, root, options)
 
     def explain_cell(self, code: str):
         """An fcl.explain.Explanation of the cell's program (cost tables, diagrams, graphs)."""

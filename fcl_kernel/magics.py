@@ -218,9 +218,13 @@ class Magics:
 
     # ---- cell magics
     def cell_opencl(self, args: str, body: str) -> None:
-        """`%%opencl` (or `%%cl`): show the OpenCL generated for the cell, each FCL line and the
-        OpenCL lines it produced in matching colours. The cell's definitions are not kept."""
-        compiled = self.workspace.compile_cell(body)
+        """`%%opencl [--target gpu|cpu]` (or `%%cl`): show the OpenCL generated for the cell
+        (for a GPU unless told otherwise), each FCL line and the OpenCL lines it produced in
+        matching colours. The cell's definitions are not kept."""
+        target = _options("opencl", args, target=str).target or "gpu"
+        if target not in ("gpu", "cpu"):
+            raise FCLError(f"%%opencl --target takes gpu or cpu, not `{target}`")
+        compiled = self.workspace.compile_cell(body, target)
         self.kernel.display({"text/plain": compiled.source,
                              "text/html": side_by_side(body, compiled.source, compiled.line_table)})
 

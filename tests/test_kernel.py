@@ -314,6 +314,18 @@ def test_opencl_view_colour_matches_lines(kernel):
     assert data["text/html"].count("background:rgba(225,87,89,0.08)") >= 2
     # Long OpenCL lines scroll in the view instead of being cut off at the output's edge.
     assert data["text/html"].startswith("<div class='fcl-codeview-scroll' style='overflow:auto;")
+    # A block-level tree: barriers between its steps for a GPU, one work-item's loops for a CPU.
+    tree = ("val main = do<grid> { s <- generate 2 (fn b => do<block> { h <- forcePull<block>"
+            " (generate 16 (fn i => b + i)) ; pushM<block> (generate 8 (fn i => index h i +"
+            " index h (i + 8)))}) |> concat<block> 8 ; forceAndPrint 16 s }")
+    shown = {}
+    for target in ("", " --target gpu", " --target cpu"):
+        _, messages = execute(kc, f"%%opencl{target}\n{tree}")
+        shown[target] = messages[-1]["content"]["data"]["text/plain"]
+    assert shown[""] == shown[" --target gpu"] and "barrier(" in shown[""]
+    assert "barrier(" not in shown[" --target cpu"] and "for (int" in shown[" --target cpu"]
+    reply, messages = execute(kc, f"%%opencl --target tpu\n{tree}")
+    assert reply["status"] == "error" and "--target takes gpu or cpu, not `tpu`" in reply["evalue"]
 
 
 def test_check_magic_reports_a_race_at_the_fcl_line(kernel):

@@ -87,7 +87,7 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
     """The optimised IL host program for `root`, before kernels are cut out; an `entry` root is a
     function called from Python (fcl.python, ir.Input)."""
     options = options or CompileOptions()
-    with _depth_guard(root, "to compile"):
+    with _depth_guard(root, "to compile"), ir.key_scope():
         lowerer = Lowerer(make_primitive, options.block_size, options.checks)
         il = lowerer.lower(mono_program(session, root), options.keep_result, entry)
         il = unnest(optimize(il, check=verify if options.verify_il else None))

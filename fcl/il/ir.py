@@ -11,6 +11,10 @@ mapped back to source lines.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 
 from fcl.errors import Span
@@ -34,6 +38,10 @@ ILType = str | ArrayType
 class Expr:
     def show_il(self) -> str:
         """How an expression defined by a later stage (the back end's) reads in the IL."""
+        raise TypeError(self)
+
+    def key_il(self) -> str:
+        """The key (expr_key) of an expression defined by a later stage."""
         raise TypeError(self)
 
 
@@ -277,6 +285,80 @@ def expr_vars(e: Expr, out: dict[str, Var]) -> None:
         value = getattr(e, f.name)
         if isinstance(value, Expr):
             expr_vars(value, out)
+
+
+# ---- structural keys ---------------------------------------------------------------------------
+# The analyses (fcl.il.ranges, fcl.il.prove) keep facts about whole expressions by a key: equal
+# keys, equal expressions. A variable's key is its name; any other expression's is `#n`, numbered
+# by its structure (operator, type and its parts' keys) and kept on the expression, so a key costs
+# O(1) per node whatever the depth, where the text of a 10,000-deep expression is ~10^5 characters
+# (and a key per level ~10^9). The numbering lives as long as a `key_scope` (one compilation):
+# within it, structurally equal expressions always get the same key, and numbers are never
+# reused, so a key kept from an earlier scope matches nothing of a later one.
+
+
+class _KeyScope:
+    numbers = itertools.count()  # shared by all scopes: no key is ever given twice
+
+    def __init__(self) -> None:
+        self.id = next(self.numbers)
+        self.by_structure: dict[tuple, str] = {}
+        self.by_key: dict[str, Expr] = {}
+
+
+_scope: contextvars.ContextVar[_KeyScope | None] = contextvars.ContextVar("fcl_keys",
+                                                                          default=None)
+
+
+@contextlib.contextmanager
+def key_scope() -> Iterator[None]:
+    """Number structures afresh for what runs inside (kept if a scope is already open)."""
+    if _scope.get() is not None:
+        yield
+        return
+    token = _scope.set(_KeyScope())
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+_outside = _KeyScope()  # for callers outside any scope (tests, tools), renewed when large
+OUTSIDE_LIMIT = 100_000
+
+
+def expr_key(e: Expr) -> str:
+    """A key for e's structure (see above)."""
+    global _outside
+    if isinstance(e, Var):
+        return e.name
+    if not isinstance(e, (Const, Index, Bin, Un, Select)):
+        return e.key_il()
+    scope = _scope.get()
+    if scope is None:
+        if len(_outside.by_structure) > OUTSIDE_LIMIT:
+            _outside = _KeyScope()
+        scope = _outside
+    known = e.__dict__.get("_key")
+    if known is not None and known[0] == scope.id:
+        return known[1]
+    parts: list[object] = [type(e).__name__]
+    for f in fields(e):
+        value = getattr(e, f.name)
+        # repr tells -0.0 from 0.0 and True from 1, which compare equal as dict keys.
+        parts.append(expr_key(value) if isinstance(value, Expr) else repr(value))
+    structure = tuple(parts)
+    key = scope.by_structure.get(structure)
+    if key is None:
+        key = scope.by_structure[structure] = f"#{next(_KeyScope.numbers)}"
+        scope.by_key[key] = e
+    object.__setattr__(e, "_key", (scope.id, key))  # expressions are frozen: a memo, no change
+    return key
+
+
+def keyed(key: str) -> Expr | None:
+    """The expression a key of the current scope stands for (None: a variable's, or unknown)."""
+    return (_scope.get() or _outside).by_key.get(key)
 
 
 # ---- printing ----------------------------------------------------------------------------------

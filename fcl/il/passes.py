@@ -20,7 +20,18 @@ from typing import Any
 
 from fcl.il import ir
 from fcl.il.prove import Bounds, decide, loop_fact, with_facts
-from fcl.il.ranges import FACTS, INT_MAX, Interval, Ranges, interval, note, refine
+from fcl.il.ranges import (
+    FACTS,
+    INT_MAX,
+    Interval,
+    Ranges,
+    forget,
+    interval,
+    memoized,
+    note,
+    refine,
+    remember,
+)
 from fcl.il.simplify import linear, mk_bin, mk_select, mk_un, rebuild
 from fcl.il.traverse import assigned, expr_fields, map_bodies, map_exprs, names, stmt_exprs
 
@@ -70,9 +81,11 @@ def bound(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
               ) -> list[ir.Stmt]:
         out = []
         for s in stmts:
-            changes: dict[str, Any] = {name: _ranged(getattr(s, name), ranges, limits)
-                                       for name in expr_fields(s)
-                                       if isinstance(getattr(s, name), ir.Expr)}
+            with memoized():
+                remember(ranges)
+                changes: dict[str, Any] = {name: _ranged(getattr(s, name), ranges, limits)
+                                           for name in expr_fields(s)
+                                           if isinstance(getattr(s, name), ir.Expr)}
             new = replace(s, **changes) if changes else s
             note(new, ranges, changed, lambda e: interval(e, ranges))
             if isinstance(new, ir.Declare) and new.var.type == ir.INT \
@@ -118,14 +131,11 @@ def bound(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
 def _forget(ranges: Ranges, changed: set[str]) -> None:
     """Drop what a passed check told of variables that have changed since."""
     for key in [k for k in ranges if k != FACTS and not k.isidentifier()]:
-        if any(name in changed for name in _words(key)):
+        fact_about = ir.keyed(key)  # None: an expression no one holds, so no use to keep
+        if fact_about is None or names(fact_about) & changed:
             del ranges[key]
     for name in changed & ranges.keys():
         del ranges[name]
-
-
-def _words(text: str) -> set[str]:
-    return set("".join(ch if ch.isalnum() or ch == "_" else " " for ch in text).split())
 
 
 def _ranged(e: ir.Expr, ranges: Ranges, limits: Bounds) -> ir.Expr:
@@ -138,16 +148,13 @@ def _ranged(e: ir.Expr, ranges: Ranges, limits: Bounds) -> ir.Expr:
         return mk_un(e.op, again(e.arg), e.type)
     if isinstance(e, ir.Select):
         cond = again(e.cond)
-        return mk_select(cond, _ranged(e.then, refine(cond, True, ranges, set()),
-                                       with_facts(limits, cond, True, ranges)),
-                         _ranged(e.else_, refine(cond, False, ranges, set()),
-                                 with_facts(limits, cond, False, ranges)), e.type)
+        return mk_select(cond, _ranged_where(e.then, cond, True, ranges, limits),
+                         _ranged_where(e.else_, cond, False, ranges, limits), e.type)
     if isinstance(e, ir.Bin) and e.op in ("&&", "||"):
         # The right operand is only evaluated when the left one has decided nothing yet.
         left = again(e.left)
-        holds = e.op == "&&"
-        return mk_bin(e.op, left, _ranged(e.right, refine(left, holds, ranges, set()),
-                                          with_facts(limits, left, holds, ranges)), e.type)
+        return mk_bin(e.op, left, _ranged_where(e.right, left, e.op == "&&", ranges, limits),
+                      e.type)
     if isinstance(e, ir.Var):
         known = ranges.get(e.name)
         return ir.Const(known[0], ir.INT) if known and known[0] == known[1] else e
@@ -159,7 +166,8 @@ def _ranged(e: ir.Expr, ranges: Ranges, limits: Bounds) -> ir.Expr:
             and decide(">=", left, ir.Const(0, ir.INT), ranges, limits):
         # C's remainder and quotient take the dividend's sign: say it is never negative.
         a = (0, a[1] if a is not None else INT_MAX)
-        ranges[ir.show_expr(left)], ranges[FACTS] = a, (1, 1)
+        ranges[ir.expr_key(left)], ranges[FACTS] = a, (1, 1)
+        forget(left, ranges)
     if e.op in ir.COMPARISONS and ir.type_of(left) == ir.INT:
         decided = _decide(e.op, a, b) if a is not None and b is not None else None
         if decided is None:
@@ -180,6 +188,15 @@ def _ranged(e: ir.Expr, ranges: Ranges, limits: Bounds) -> ir.Expr:
             return mk_bin(">>", left, ir.Const(divisor.bit_length() - 1, ir.INT), ir.INT)
         return mk_bin("&", left, ir.Const(divisor - 1, ir.INT), ir.INT)
     return mk_bin(e.op, left, right, e.type)
+
+
+def _ranged_where(e: ir.Expr, cond: ir.Expr, holds: bool, ranges: Ranges, limits: Bounds
+                  ) -> ir.Expr:
+    """_ranged of e where `cond` is known to have the value `holds`."""
+    inner_ranges = refine(cond, holds, ranges, set())
+    inner_limits = with_facts(limits, cond, holds, ranges)
+    remember(inner_ranges, inner_limits)
+    return _ranged(e, inner_ranges, inner_limits)
 
 
 def _without_multiples(op: str, left: ir.Expr, amount: int, ranges: Ranges) -> ir.Expr | None:

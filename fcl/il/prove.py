@@ -22,31 +22,34 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from fcl.il import ir
-from fcl.il.ranges import INT_MAX, INT_MIN, Ranges, interval
+from fcl.il.ranges import INT_MAX, INT_MIN, Ranges, interval, memo_of
 
 # What is known of a variable: ("<", limit) for a loop variable, ("=", value) for one defined
 # once and never assigned.
 Bounds = dict[str, tuple[str, ir.Expr]]
+# Coefficients and constants: ints, and exact fractions only where a division brings them (Python's
+# ints are many times faster than Fractions, and the two mix exactly).
+Number = int | Fraction
 DEPTH = 4  # symbolic substitutions tried one inside another
-# A linear fact `e >= 0` is kept in the bounds by its text after this prefix, which no variable's
-# name has; e's exact value is the one C computes (it cannot wrap around).
+# A linear fact `e >= 0` is kept in the bounds by its key (ir.expr_key) after this prefix, which no
+# variable's name has; e's exact value is the one C computes (it cannot wrap around).
 FACT = ">=0 "
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 
 
 class Form:
-    """sum(coefficient * atom) + constant, atoms keyed by their text."""
+    """sum(coefficient * atom) + constant, atoms by their keys (ir.expr_key)."""
 
-    def __init__(self, terms: dict[str, Fraction] | None = None, constant: Fraction = Fraction(0),
+    def __init__(self, terms: dict[str, Number] | None = None, constant: Number = 0,
                  atoms: dict[str, ir.Expr] | None = None):
         self.terms = {k: c for k, c in (terms or {}).items() if c != 0}
         self.constant = constant
         self.atoms = atoms or {}
 
-    def plus(self, other: Form, scale: Fraction = Fraction(1)) -> Form:
+    def plus(self, other: Form, scale: Number = 1) -> Form:
         terms = dict(self.terms)
         for key, c in other.terms.items():
-            terms[key] = terms.get(key, Fraction(0)) + scale * c
+            terms[key] = terms.get(key, 0) + scale * c
         return Form(terms, self.constant + scale * other.constant, {**self.atoms, **other.atoms})
 
     def without(self, key: str) -> Form:
@@ -55,16 +58,16 @@ class Form:
 
 def linear(e: ir.Expr) -> Form:
     if isinstance(e, ir.Const) and e.type == ir.INT:
-        return Form(constant=Fraction(int(e.value)))
+        return Form(constant=int(e.value))
     if isinstance(e, ir.Bin) and e.type == ir.INT:
         if e.op in ("+", "-"):
-            return linear(e.left).plus(linear(e.right), Fraction(1 if e.op == "+" else -1))
+            return linear(e.left).plus(linear(e.right), 1 if e.op == "+" else -1)
         if e.op == "*" and isinstance(e.right, ir.Const):
-            return Form().plus(linear(e.left), Fraction(int(e.right.value)))
+            return Form().plus(linear(e.left), int(e.right.value))
         if e.op == "*" and isinstance(e.left, ir.Const):
-            return Form().plus(linear(e.right), Fraction(int(e.left.value)))
-    key = e.name if isinstance(e, ir.Var) else ir.show_expr(e)
-    return Form({key: Fraction(1)}, atoms={key: e})
+            return Form().plus(linear(e.right), int(e.left.value))
+    key = ir.expr_key(e)
+    return Form({key: 1}, atoms={key: e})
 
 
 def decide(op: str, left: ir.Expr, right: ir.Expr, ranges: Ranges, bounds: Bounds
@@ -77,7 +80,7 @@ def decide(op: str, left: ir.Expr, right: ir.Expr, ranges: Ranges, bounds: Bound
     sides = _by_sides(op, left, right, ranges, bounds)
     if sides is not None:
         return sides
-    difference = linear(left).plus(linear(right), Fraction(-1))  # left - right
+    difference = linear(left).plus(linear(right), -1)  # left - right
     # +, - and * wrap around modulo 2^32 in C, so the exact values of both sides must fit in an
     # int: then C computes them, whatever their parts did on the way. When left < right, that
     # is left >= INT_MIN and right <= INT_MAX; when left >= right, the other way round.
@@ -85,7 +88,7 @@ def decide(op: str, left: ir.Expr, right: ir.Expr, ranges: Ranges, bounds: Bound
     if most is not None and (most < 0 if op == "<" else most <= 0) \
             and _fits(left, INT_MIN, ranges, bounds) and _fits(right, INT_MAX, ranges, bounds):
         return True
-    least = _with_facts(Form().plus(difference, Fraction(-1)), ranges, bounds)
+    least = _with_facts(Form().plus(difference, -1), ranges, bounds)
     if least is not None and (-least >= 0 if op == "<" else -least > 0) \
             and _fits(right, INT_MIN, ranges, bounds) and _fits(left, INT_MAX, ranges, bounds):
         return False
@@ -110,7 +113,7 @@ def _by_sides(op: str, left: ir.Expr, right: ir.Expr, ranges: Ranges, bounds: Bo
     return None
 
 
-def _with_facts(form: Form, ranges: Ranges, bounds: Bounds) -> Fraction | None:
+def _with_facts(form: Form, ranges: Ranges, bounds: Bounds) -> Number | None:
     """An upper bound on the form's value: the least of its own and of it plus each known fact
     (a fact f >= 0 makes form <= form + f, where their atoms may cancel)."""
     found = [_largest(form, ranges, bounds, DEPTH)]
@@ -127,7 +130,7 @@ def with_facts(bounds: Bounds, cond: ir.Expr, holds: bool, ranges: Ranges,
     found = dict(bounds)
     for fact in _facts(cond, holds, ranges, bounds):
         if keep(fact):
-            found[FACT + ir.show_expr(fact)] = (">=", fact)
+            found[FACT + ir.expr_key(fact)] = (">=", fact)
     return found
 
 
@@ -135,7 +138,7 @@ def loop_fact(bounds: Bounds, var: ir.Var, limit: ir.Expr, ranges: Ranges) -> Bo
     """The bounds inside `for var < limit`: `limit - var - 1 >= 0` besides var's own bound."""
     if not _exact(limit, ranges):
         return bounds
-    return {**bounds, FACT + f"{var.name} < {ir.show_expr(limit)}": (
+    return {**bounds, FACT + f"{var.name} < {ir.expr_key(limit)}": (
         ">=", _minus(limit, ir.Bin("+", var, ir.Const(1, ir.INT), ir.INT)))}
 
 
@@ -211,11 +214,11 @@ def _fits(e: ir.Expr, limit: int, ranges: Ranges, bounds: Bounds) -> bool:
     if limit == INT_MAX:
         most = _largest(form, ranges, bounds, DEPTH)
         return most is not None and most <= INT_MAX
-    least = _largest(Form().plus(form, Fraction(-1)), ranges, bounds, DEPTH)
+    least = _largest(Form().plus(form, -1), ranges, bounds, DEPTH)
     return least is not None and -least >= INT_MIN
 
 
-def _largest(form: Form, ranges: Ranges, bounds: Bounds, depth: int) -> Fraction | None:
+def _largest(form: Form, ranges: Ranges, bounds: Bounds, depth: int) -> Number | None:
     """An upper bound on the form's value, or None."""
     if depth > 0:
         for key, c in form.terms.items():
@@ -224,7 +227,7 @@ def _largest(form: Form, ranges: Ranges, bounds: Bounds, depth: int) -> Fraction
             if options:
                 plain = interval(atom, ranges)  # the atom's own range may be the better bound
                 if plain is not None:
-                    options.append(Form(constant=Fraction(plain[1] if c > 0 else plain[0])))
+                    options.append(Form(constant=plain[1] if c > 0 else plain[0]))
                 tried = [_largest(form.without(key).plus(option, c), ranges, bounds, depth - 1)
                          for option in options]
                 known = [f for f in tried if f is not None]
@@ -244,9 +247,17 @@ def _remainder(atom: ir.Expr, ranges: Ranges, bounds: Bounds, depth: int
     if not (isinstance(atom, ir.Bin) and atom.op == "%" and isinstance(atom.right, ir.Const)
             and int(atom.right.value) > 0):
         return None
+    # A chain of remainders asks this of each one below it, from every level (fcl.il.ranges).
+    memo = memo_of(ranges, atom)
+    kept = memo.get(("remainder", id(bounds), depth)) if memo is not None else None
+    if kept is not None and kept[0] is bounds:
+        return kept[1]
     c = int(atom.right.value)
-    least = _largest(Form().plus(linear(atom.left), Fraction(-1)), ranges, bounds, depth)
-    return (0, c - 1) if least is not None and least <= 0 else (1 - c, c - 1)
+    least = _largest(Form().plus(linear(atom.left), -1), ranges, bounds, depth)
+    found = (0, c - 1) if least is not None and least <= 0 else (1 - c, c - 1)
+    if memo is not None:
+        memo["remainder", id(bounds), depth] = (bounds, found)  # the bounds held: ids stay
+    return found
 
 
 def _divisor(atom: ir.Expr) -> int:
@@ -271,7 +282,7 @@ def _symbolic(atom: ir.Expr, upper: bool, ranges: Ranges, bounds: Bounds) -> lis
             return []
         sides = [limit.left, limit.right] if isinstance(limit, ir.Bin) and limit.op == "min" \
             else [limit]
-        return [linear(side).plus(Form(constant=Fraction(-1))) for side in sides
+        return [linear(side).plus(Form(constant=-1)) for side in sides
                 if interval(side, ranges) is not None]
     divisor = _divisor(atom)
     if divisor and isinstance(atom, ir.Bin):

@@ -7,7 +7,9 @@ range of its initial value. Names are unique, so one table serves all scopes.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from fcl.il import ir
 
@@ -17,8 +19,66 @@ INT_MIN, INT_MAX = -2**31, 2**31 - 1
 FACTS = "#facts"  # present in a table that also holds ranges of expressions (see refine)
 
 
+# ---- memos --------------------------------------------------------------------------------------
+# interval() of an expression recurses through all of it, and the optimisation passes ask for the
+# interval of every node of an expression, bottom-up: on a chain nested n deep, n^2 steps (and the
+# prover's remainders, n^3). Inside `memoized`, the answers for tables given to `remember` are
+# kept per expression object: such a table must not change while its answers are kept, except
+# through `forget`, which drops what was kept about an expression it says more of.
+
+_memos: ContextVar[dict[int, tuple[object, dict]] | None] = ContextVar("fcl_memos", default=None)
+
+
+@contextmanager
+def memoized() -> Iterator[None]:
+    token = _memos.set({})
+    try:
+        yield
+    finally:
+        _memos.reset(token)
+
+
+def remember(*tables: object) -> None:
+    """Keep answers about these tables (ranges, or the prover's bounds) in the current memo."""
+    memos = _memos.get()
+    if memos is not None:
+        for table in tables:
+            memos.setdefault(id(table), (table, {}))  # the table is held: its id stays its own
+
+
+def memo_of(table: object, e: ir.Expr) -> dict | None:
+    """The answers kept about e under a table (keyed by the caller), or None if none are kept."""
+    memos = _memos.get()
+    if memos is None:
+        return None
+    entry = memos.get(id(table))
+    if entry is None or entry[0] is not table:
+        return None
+    return entry[1].setdefault(e, {})
+
+
+def forget(e: ir.Expr, table: object) -> None:
+    """Drop what was kept about e under a table that now says more of it."""
+    memos = _memos.get()
+    entry = memos.get(id(table)) if memos is not None else None
+    if entry is not None and entry[0] is table:
+        entry[1].pop(e, None)
+
+
 def interval(e: ir.Expr, ranges: Ranges) -> Interval | None:
     """Bounds on an int expression's value (None: unknown); none where C arithmetic could wrap."""
+    memo = memo_of(ranges, e) if isinstance(e, ir.Bin) else None
+    if memo is None:
+        return _interval(e, ranges)
+    if "interval" not in memo:
+        memo["interval"] = _interval(e, ranges)
+    return memo["interval"]
+
+
+def _interval(e: ir.Expr, ranges: Ranges) -> Interval | None:
+    if not isinstance(e, (ir.Const, ir.Var, ir.Index, ir.Bin, ir.Un, ir.Select)):
+        # A later stage's expression (a work-item id): what the table says of its key.
+        return ranges.get(e.key_il())
     if isinstance(e, ir.Const):
         return (int(e.value), int(e.value)) if e.type == ir.INT else None
     if isinstance(e, ir.Var):
@@ -32,7 +92,7 @@ def interval(e: ir.Expr, ranges: Ranges) -> Interval | None:
         return None
     found = _bin_interval(e, ranges)
     if FACTS in ranges:
-        fact = ranges.get(ir.show_expr(e))
+        fact = ranges.get(ir.expr_key(e))
         if fact is not None:
             return fact if found is None else (max(fact[0], found[0]), min(fact[1], found[1]))
     return found
@@ -113,8 +173,8 @@ def _narrow(cond: ir.Expr, holds: bool, ranges: Ranges, assigned: set[str]) -> N
         bound = interval(other, ranges)
         if bound is None:
             continue
-        # A variable's range, or a fact about a whole expression (`i % 33 < 32`), by its text.
-        key = side.name if isinstance(side, ir.Var) else ir.show_expr(side)
+        # A variable's range, or a fact about a whole expression (`i % 33 < 32`), by its key.
+        key = ir.expr_key(side)
         if not isinstance(side, ir.Var):
             ranges[FACTS] = (1, 1)
         low, high = ranges.get(key, interval(side, ranges) or (INT_MIN, INT_MAX))

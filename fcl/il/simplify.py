@@ -120,7 +120,7 @@ def linear(e: ir.Expr) -> tuple[dict[str, tuple[ir.Expr, int]], int]:
             return {key: (atom, coef * k) for key, (atom, coef) in terms.items()}, const * k
         if e.op == "*" and isinstance(e.left, ir.Const):
             return linear(ir.Bin("*", e.right, e.left, ir.INT))
-    return {ir.show_expr(e): (e, 1)}, 0
+    return {ir.expr_key(e): (e, 1)}, 0
 
 
 def _linear_sum(left: ir.Expr, right: ir.Expr, sign: int) -> ir.Expr:

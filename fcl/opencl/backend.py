@@ -34,6 +34,11 @@ def compile_il(il: list[ir.Stmt], block_size: int, target: str = "auto",
     CPU device at run time)."""
     if target not in TARGETS:
         raise ValueError(target)
+    with ir.key_scope():
+        return _compile_il(il, block_size, target, verify_il)
+
+
+def _compile_il(il: list[ir.Stmt], block_size: int, target: str, verify_il: bool) -> Compiled:
     rewritten = in_place(il)
     if verify_il:
         verify("in place", rewritten)

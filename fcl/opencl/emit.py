@@ -25,7 +25,6 @@ from fcl.opencl.kernel import (
     Special,
     StridedFor,
     WideInt,
-    inline_ints,
 )
 from fcl.opencl.widen import is_ring, kernel_ranges, plain
 
@@ -169,7 +168,7 @@ class _CExpr:
 
     def _may_overflow(self, e: ir.Expr) -> bool:
         if isinstance(e, ir.Bin) and e.op in WRAPPING and e.type == ir.INT:
-            return interval(inline_ints(e, {}), self.ranges) is None
+            return interval(e, self.ranges) is None
         return isinstance(e, ir.Un) and e.op == "neg" and e.type == ir.INT and \
             self._may_be_int_min(e.arg)
 
@@ -232,7 +231,7 @@ class _CExpr:
         raise TypeError(e)
 
     def _bounds(self, e: ir.Expr) -> tuple[int, int]:
-        return interval(inline_ints(e, {}), self.ranges) or (INT_MIN, INT_MAX)
+        return interval(e, self.ranges) or (INT_MIN, INT_MAX)
 
     def _may_be_int_min(self, e: ir.Expr) -> bool:
         return self._bounds(e)[0] == INT_MIN

@@ -26,6 +26,9 @@ class Special(ir.Expr):
     def show_il(self) -> str:
         return f"<{self.name}>"
 
+    def key_il(self) -> str:
+        return f"<{self.name}>"  # the variable inline_ints makes of it: the same key
+
 
 LOCAL_IDS = frozenset(("local_id", "local_x", "local_y"))
 
@@ -43,6 +46,9 @@ class WideInt(ir.Expr):
 
     def show_il(self) -> str:
         return ir.show_expr(self.expr)
+
+    def key_il(self) -> str:
+        return ir.expr_key(self.expr)  # the int it computes
 
 
 @dataclass(eq=False)

@@ -51,8 +51,8 @@ def group_order(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
                for key, (kind, _) in splits.items()}
 
     def swap(e: ir.Expr) -> ir.Expr:
-        if ir.show_expr(e) in swapped:
-            return swapped[ir.show_expr(e)]
+        if ir.expr_key(e) in swapped:
+            return swapped[ir.expr_key(e)]
         return map_children(e, swap) if isinstance(e, (ir.Bin, ir.Un, ir.Select, ir.Index)) \
             else e
     kernel.locals = [LocalArray(a.var, swap(a.size), a.per_item, a.span) for a in kernel.locals]
@@ -76,14 +76,14 @@ def _split(e: ir.Expr, group: str) -> tuple[str, int] | None:
 
 
 def _splits(body: list[ir.Stmt], group: str) -> dict[str, tuple[str, int]] | None:
-    """Each split of the iteration the body uses, by its text; None if the body uses the
+    """Each split of the iteration the body uses, by its key; None if the body uses the
     iteration (or the work-group's id) otherwise."""
     found: dict[str, tuple[str, int]] = {}
 
     def visit(e: ir.Expr) -> bool:
         split = _split(e, group)
         if split is not None:
-            found[ir.show_expr(e)] = split
+            found[ir.expr_key(e)] = split
             return True
         if (isinstance(e, ir.Var) and e.name == group) or \
                 (isinstance(e, Special) and e.name == "group_id"):

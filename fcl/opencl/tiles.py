@@ -96,7 +96,7 @@ def padded(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
                       "<local_y>": (0, kernel.block_size // width - 1)}
     changed = assigned(body)
     for s in ir.walk(body):
-        note(s, ranges, changed, lambda e: interval(inline_ints(e, {}), ranges))
+        note(s, ranges, changed, lambda e: interval(e, ranges))
 
     def split(index: ir.Expr) -> tuple[ir.Expr, ir.Expr] | None:
         return _row_column(index, definitions, ranges, width)

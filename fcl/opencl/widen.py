@@ -38,7 +38,6 @@ from fcl.opencl.kernel import (
     Special,
     StridedFor,
     WideInt,
-    inline_ints,
 )
 from fcl.opencl.strides import StrideArguments
 
@@ -75,7 +74,7 @@ def kernel_ranges(kernel: Kernel) -> Ranges:
             ranges["<local_y>"] = (0, kernel.block_size // kernel.width - 1)
     changed = assigned(kernel.body)
     for s in ir.walk(kernel.body):
-        note(s, ranges, changed, lambda e: interval(inline_ints(e, {}), ranges))
+        note(s, ranges, changed, lambda e: interval(e, ranges))
     return ranges
 
 
@@ -196,7 +195,7 @@ class _Widener:
             defs = self.global_defs
             whole = whole or isinstance(index, ir.Var)
         if whole and _uses_local_id(index, defs):
-            found = interval(inline_ints(index, {}), self.ranges)
+            found = interval(index, self.ranges)
             if found is not None and found[0] >= 0:
                 wide = self.wide(index, defs)
                 return WideInt(index, self.strides.rewrite(wide) if tile_global else wide,

@@ -4,8 +4,9 @@ Both run on the same device with the same input data; their results must agree (
 numpy). Times are kernel times from OpenCL profiling events, summed over a run's kernels, the
 median of several runs after a warm-up. Bandwidth is the bytes a task must read and write
 divided by its time, as a fraction of what the copy kernel achieves. Compile speed is measured
-too (FCL source to OpenCL source for the matmul program), and the Jupyter kernel against its
-goals: start-up, the interrupt of an endless loop, a warm kernel cell.
+too (FCL source to OpenCL source for the matmul program, and for programs nested 250 to 10,000
+deep), and the Jupyter kernel against its goals: start-up, the interrupt of an endless loop, a
+warm kernel cell.
 
 It also runs the original repository's benchmark programs unchanged against reference.cl doing
 the same work (see "the original repository's benchmark programs" below).
@@ -798,6 +799,64 @@ def compile_speed(s: Sizes, repeats: int = 7) -> float:
     return statistics.median(times)
 
 
+# Programs nested n deep (issue 28): compile time must grow about linearly with n.
+
+def nested_expression(n: int) -> str:
+    """A remainder chain without lets: each level's sign depends on the level below."""
+    e = "k"
+    for _ in range(n):
+        e = f"({e} * 5 % 7919 - k)"
+    return f"val main = do<grid> {{ r <- forcePull<grid> (generate 4 (fn k => {e})) ; " \
+           f"forceAndPrint 4 (push<grid> r) }}"
+
+
+def lambda_chain(n: int) -> str:
+    """Let-bound lambdas, each calling the one before."""
+    lines = ["val main = do<grid> { r <- forcePull<grid> (generate 4 (fn k =>",
+             "  let f0 = fn x => x * 3 % 1009 in"]
+    lines += [f"  let f{i} = fn x => f{i - 1} x * 3 % 1009 + {i} in" for i in range(1, n)]
+    lines.append(f"  f{n - 1} k)) ; forceAndPrint 4 (push<grid> r) }}")
+    return "\n".join(lines)
+
+
+def if_chain(n: int) -> str:
+    """Conditionals nested in their else branches."""
+    e = "0"
+    for i in range(n):
+        e = f"(if k == {i % 5} then {i * 7} else {e} % 1000)"
+    return f"val main = do<grid> {{ r <- forcePull<grid> (generate 4 (fn k => {e})) ; " \
+           f"forceAndPrint 4 (push<grid> r) }}"
+
+
+DEEP_SHAPES = {"nested expression": nested_expression, "lambda chain": lambda_chain,
+               "if chain": if_chain}
+DEEP_DEPTHS = (250, 1000, 10_000)
+DEEP_GOAL_S = 10.0  # at 10,000 deep
+
+
+def deep_compile_speed(depths: tuple[int, ...] = DEEP_DEPTHS) -> dict[str, dict[int, float]]:
+    """Seconds from FCL source (checked with the prelude) to OpenCL source, once per shape and
+    depth."""
+    times: dict[str, dict[int, float]] = {}
+    for name, shape in DEEP_SHAPES.items():
+        for depth in depths:
+            start = time.perf_counter()
+            session = Session.new()
+            session.add_file(Source("deep.fcl", shape(depth)))
+            compile_program(session, main_root(session))
+            times.setdefault(name, {})[depth] = time.perf_counter() - start
+    return times
+
+
+def deep_table(times: dict[str, dict[int, float]]) -> str:
+    depths = sorted({d for row in times.values() for d in row})
+    lines = ["| compile, s | " + " | ".join(f"{d:,} deep" for d in depths) + " |",
+             "|---|" + "---:|" * len(depths)]
+    for name, row in times.items():
+        lines.append(f"| {name} | " + " | ".join(f"{row[d]:.2f}" for d in depths) + " |")
+    return "\n".join(lines)
+
+
 # ---- the Jupyter kernel: start-up, interrupts, a warm cell ---------------------------------------
 #
 # What a notebook user waits for, each with its goal. The tests check the behaviour behind these
@@ -1099,6 +1158,8 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
             print(f"note: no copy of the original FCL repository at {args.original} (set "
                   "FCL_ORIGINAL_REPO or --original): its benchmark programs are left out\n")
     compile_ms = compile_speed(sizes) if first and wanted("compile") else None
+    deep = deep_compile_speed((50, 100) if args.tiny else DEEP_DEPTHS) \
+        if first and wanted("compile") else None
     sections = set() if args.tiny or args.no_cell or not first else \
         {s for s in JUPYTER if wanted(s)}
     kernel = jupyter(sections) if sections else None
@@ -1111,6 +1172,8 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
                   "kernel's memory after the course notebooks is left out\n")
     report = table(rows, compile_ms, kernel, original_rows, is_gpu(device),
                    memory.table(memory_rows) if memory_rows else None)
+    if deep:
+        report += "\n\n" + deep_table(deep)
     kernels = [f"{r['task']}: {r['reference_kernel']}" for r in rows if r.get("reference_kernel")]
     kernels += [f"original {r['program']} ({r['benchmark']}): {r['reference_kernel']}"
                 for r in original_rows or [] if r.get("reference_kernel")]
@@ -1119,6 +1182,9 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
     date = datetime.date.today().isoformat()
     print(f"{device.name}, {date}\n\n{report}")
     missed = [entry["what"] for entry in (kernel or {}).values() if not entry["met"]]
+    missed += [f"compiling the {name} {depth:,} deep: {seconds:.1f} s > {DEEP_GOAL_S:g} s"
+               for name, row in (deep or {}).items() for depth, seconds in row.items()
+               if depth >= 10_000 and seconds > DEEP_GOAL_S]
     if is_gpu(device):
         ratios = {r["task"]: r["predicted_ms"] / r["fcl_ms"] for r in rows if r.get("predicted_ms")}
         missed += [f"{task}: predicted / measured {ratio:.2f} is not within {PREDICTION_GOAL}x"

@@ -45,6 +45,16 @@ def test_matmul_compiles_to_opencl():
     assert bench.compile_speed(bench.TINY, repeats=1) > 0
 
 
+def test_deep_programs_compile_and_their_times_are_tabled():
+    times = bench.deep_compile_speed((20, 40))
+    assert set(times) == {"nested expression", "lambda chain", "if chain"}
+    assert all(row.keys() == {20, 40} and min(row.values()) > 0 for row in times.values())
+    header, rule, *rows = bench.deep_table(times).splitlines()
+    assert header == "| compile, s | 20 deep | 40 deep |" and rule == "|---|---:|---:|"
+    assert [row.split(" | ")[0] for row in rows] == ["| nested expression", "| lambda chain",
+                                                      "| if chain"]
+
+
 @pytest.mark.parametrize("task", slow_unless([t for t in TASKS if t != "copy"],
                                               lambda t: t != "scan"))  # scan: 1.1-1.8 s
 def test_fcl_program_is_clean_under_oclgrind(task, capfd):

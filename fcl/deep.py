@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextvars
 import ctypes
 import functools
+import gc
 import sys
 import threading
 from collections.abc import Callable
@@ -40,6 +41,41 @@ _local = threading.local()  # `deep` is set on the threads on_big_stack starts
 _limit_lock = threading.Lock()
 _running = 0        # the threads on_big_stack has running, which need the raised limit
 _saved_limit = 0    # the limit before the first of them started
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0          # compiler stages running with the cyclic collector paused
+_gc_was_enabled = False
+
+
+@contextmanager
+def collections_paused():
+    """Python's cyclic garbage collector paused while the compiler builds its trees. Each full
+    collection walks every live object, and the compiler's ASTs, types and IL are acyclic and
+    live until it finishes: on programs 10,000 deep, collections took 40% of the compile time
+    (a lambda chain: 28 s, 17 s without them). Cycles made meanwhile are collected after."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def compiler_stage(fn: Callable[P, R]) -> Callable[P, R]:
+    """fn on a big stack (on_big_stack) with collections paused (collections_paused)."""
+    @functools.wraps(fn)
+    def paused(*args: P.args, **kwargs: P.kwargs) -> R:
+        with collections_paused():
+            return fn(*args, **kwargs)
+    return on_big_stack(paused)
 
 
 def on_big_stack(fn: Callable[P, R]) -> Callable[P, R]:

@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import TextIO
 
-from fcl.deep import depth_guard, on_big_stack
+from fcl.deep import compiler_stage, depth_guard, on_big_stack
 from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.builtins import make_primitive
@@ -65,8 +65,9 @@ def main_root(session: Session) -> ast.Expr:
     return root
 
 
-# The stages below run on a large stack (fcl.deep), so that deeply nested programs compile.
-@on_big_stack
+# The stages below run on a large stack (fcl.deep), so that deeply nested programs compile, and
+# the compiler's with Python's cyclic collector paused (fcl.deep.collections_paused).
+@compiler_stage
 def mono_program(session: Session, root: ast.Expr) -> MonoProgram:
     with _depth_guard(root, "to compile"):
         return monomorphize(session.decls, root)
@@ -81,7 +82,7 @@ def run_interpreter(session: Session, root: ast.Expr, config: RunConfig | None =
     return Interpreter(config).run(mono_program(session, root))
 
 
-@on_big_stack
+@compiler_stage
 def lower(session: Session, root: ast.Expr, options: CompileOptions | None = None,
           entry: bool = False) -> list[ir.Stmt]:
     """The optimised IL host program for `root`, before kernels are cut out; an `entry` root is a
@@ -96,7 +97,7 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
         return il
 
 
-@on_big_stack
+@compiler_stage
 def compile_program(session: Session, root: ast.Expr, options: CompileOptions | None = None,
                     entry: bool = False) -> Compiled:
     """The IL, host program, kernels and OpenCL source (with its line table) for `root`."""

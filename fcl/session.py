@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import cache
 
-from fcl.deep import depth_guard, on_big_stack
+from fcl.deep import collections_paused, compiler_stage, depth_guard
 from fcl.errors import FCLError, Source, Span
 from fcl.prelude import PRELUDE_PATH
 from fcl.syntax import ast
@@ -45,7 +45,7 @@ class Session:
         del self.decls[n:]
         del self.warnings[warned:]  # about source that is not kept
 
-    @on_big_stack
+    @compiler_stage
     def add_decls(self, decls: list[ast.Decl]) -> None:
         """Type-check declarations in order and add them; all or nothing."""
         snap = self.snapshot()
@@ -60,11 +60,12 @@ class Session:
             raise
 
     def add_file(self, source: Source) -> list[ast.Decl]:
-        decls = parse_program(source).decls
+        with collections_paused():
+            decls = parse_program(source).decls
         self.add_decls(decls)
         return decls
 
-    @on_big_stack
+    @compiler_stage
     def add_cell(self, source: Source) -> tuple[list[ast.Decl], ast.Expr | None]:
         """Add a cell's declarations and type-check its final expression (if any)."""
         module = parse_cell(source)

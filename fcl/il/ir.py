@@ -342,18 +342,35 @@ def expr_key(e: Expr) -> str:
     known = e.__dict__.get("_key")
     if known is not None and known[0] == scope.id:
         return known[1]
-    parts: list[object] = [type(e).__name__]
-    for f in fields(e):
-        value = getattr(e, f.name)
-        # repr tells -0.0 from 0.0 and True from 1, which compare equal as dict keys.
-        parts.append(expr_key(value) if isinstance(value, Expr) else repr(value))
-    structure = tuple(parts)
+    structure: tuple
+    if isinstance(e, Bin):
+        structure = ("b", e.op, e.type, expr_key(e.left), expr_key(e.right))
+    elif isinstance(e, Const):  # repr tells -0.0 from 0.0, which compare equal as keys
+        structure = ("c", e.type, repr(e.value))
+    elif isinstance(e, Index):
+        structure = ("i", e.array.name, expr_key(e.index))
+    elif isinstance(e, Un):
+        structure = ("u", e.op, e.type, expr_key(e.arg))
+    else:
+        assert isinstance(e, Select)
+        structure = ("s", e.type, expr_key(e.cond), expr_key(e.then), expr_key(e.else_))
     key = scope.by_structure.get(structure)
     if key is None:
         key = scope.by_structure[structure] = f"#{next(_KeyScope.numbers)}"
         scope.by_key[key] = e
     object.__setattr__(e, "_key", (scope.id, key))  # expressions are frozen: a memo, no change
     return key
+
+
+def structural_memo(e: Expr) -> dict:
+    """A dict kept on e for the current key scope: answers that depend only on e's structure
+    and keys (a linear form's atoms are keyed)."""
+    scope = _scope.get() or _outside
+    kept = e.__dict__.get("_memo")
+    if kept is None or kept[0] != scope.id:
+        kept = (scope.id, {})
+        object.__setattr__(e, "_memo", kept)  # a memo on a frozen expression, not a change
+    return kept[1]
 
 
 def keyed(key: str) -> Expr | None:

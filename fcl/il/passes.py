@@ -163,7 +163,7 @@ def _ranged(e: ir.Expr, ranges: Ranges, limits: Bounds) -> ir.Expr:
     left, right = again(e.left), again(e.right)
     a, b = interval(left, ranges), interval(right, ranges)
     if e.op in ("%", "/") and (a is None or a[0] < 0) \
-            and decide(">=", left, ir.Const(0, ir.INT), ranges, limits):
+            and decide(">=", left, ir.Const(0, ir.INT), ranges, limits, only_true=True):
         # C's remainder and quotient take the dividend's sign: say it is never negative.
         a = (0, a[1] if a is not None else INT_MAX)
         ranges[ir.expr_key(left)], ranges[FACTS] = a, (1, 1)

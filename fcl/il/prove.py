@@ -57,22 +57,33 @@ class Form:
 
 
 def linear(e: ir.Expr) -> Form:
+    """e as a sum of atoms times coefficients (kept on e: a Form is never changed)."""
     if isinstance(e, ir.Const) and e.type == ir.INT:
         return Form(constant=int(e.value))
     if isinstance(e, ir.Bin) and e.type == ir.INT:
-        if e.op in ("+", "-"):
-            return linear(e.left).plus(linear(e.right), 1 if e.op == "+" else -1)
-        if e.op == "*" and isinstance(e.right, ir.Const):
-            return Form().plus(linear(e.left), int(e.right.value))
-        if e.op == "*" and isinstance(e.left, ir.Const):
-            return Form().plus(linear(e.right), int(e.left.value))
+        memo = ir.structural_memo(e)
+        if "linear" not in memo:
+            memo["linear"] = _linear_bin(e)
+        return memo["linear"]
     key = ir.expr_key(e)
     return Form({key: 1}, atoms={key: e})
 
 
-def decide(op: str, left: ir.Expr, right: ir.Expr, ranges: Ranges, bounds: Bounds
-           ) -> bool | None:
-    """The outcome of `left op right` if it is always the same, else None."""
+def _linear_bin(e: ir.Bin) -> Form:
+    if e.op in ("+", "-"):
+        return linear(e.left).plus(linear(e.right), 1 if e.op == "+" else -1)
+    if e.op == "*" and isinstance(e.right, ir.Const):
+        return Form().plus(linear(e.left), int(e.right.value))
+    if e.op == "*" and isinstance(e.left, ir.Const):
+        return Form().plus(linear(e.right), int(e.left.value))
+    key = ir.expr_key(e)
+    return Form({key: 1}, atoms={key: e})
+
+
+def decide(op: str, left: ir.Expr, right: ir.Expr, ranges: Ranges, bounds: Bounds,
+           only_true: bool = False) -> bool | None:
+    """The outcome of `left op right` if it is always the same, else None; with `only_true`,
+    True if it always holds, else None (half the work, where no other answer helps)."""
     if op not in ("<", "<=", ">", ">="):
         return None
     if op in (">", ">="):  # a > b is b < a
@@ -88,6 +99,8 @@ def decide(op: str, left: ir.Expr, right: ir.Expr, ranges: Ranges, bounds: Bound
     if most is not None and (most < 0 if op == "<" else most <= 0) \
             and _fits(left, INT_MIN, ranges, bounds) and _fits(right, INT_MAX, ranges, bounds):
         return True
+    if only_true:
+        return None
     least = _with_facts(Form().plus(difference, -1), ranges, bounds)
     if least is not None and (-least >= 0 if op == "<" else -least > 0) \
             and _fits(right, INT_MIN, ranges, bounds) and _fits(left, INT_MAX, ranges, bounds):
@@ -228,6 +241,11 @@ def _largest(form: Form, ranges: Ranges, bounds: Bounds, depth: int) -> Number |
                 plain = interval(atom, ranges)  # the atom's own range may be the better bound
                 if plain is not None:
                     options.append(Form(constant=plain[1] if c > 0 else plain[0]))
+                # Of the constant bounds only the tightest can give the least result: one try.
+                constants = [o.constant for o in options if not o.terms]
+                if len(constants) > 1:
+                    options = [o for o in options if o.terms]
+                    options.append(Form(constant=min(constants) if c > 0 else max(constants)))
                 tried = [_largest(form.without(key).plus(option, c), ranges, bounds, depth - 1)
                          for option in options]
                 known = [f for f in tried if f is not None]

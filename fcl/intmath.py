@@ -34,6 +34,18 @@ def c_mod(a, b):
     return np.fmod(a, b)
 
 
+INT_MIN, INT_MAX = -2**31, 2**31 - 1
+
+
+def d2i(a):
+    """double to int as FCL defines it (docs/language.md, `d2i`): toward zero, saturating at
+    INT_MIN and INT_MAX, NaN to 0: OpenCL's convert_int_sat (the kernels' fcl_d2i)."""
+    x = np.asarray(a, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        result = np.where(np.isnan(x), 0.0, np.clip(np.trunc(x), INT_MIN, INT_MAX)).astype(np.int32)
+    return result if isinstance(a, np.ndarray) else np.int32(result)
+
+
 def clz(a):
     u = np.asarray(a).astype(np.int64) & 0xFFFFFFFF
     bits = np.where(u == 0, 0, np.floor(np.log2(np.maximum(u, 1))) + 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from fcl.il import ir
+from fcl.intmath import d2i
 
 INT_MIN, INT_MAX = -2**31, 2**31 - 1
 
@@ -167,6 +168,8 @@ def mk_un(op: str, arg: ir.Expr, t: str) -> ir.Expr:
             return ir.Const(float(a), ir.DOUBLE)
         if op == "b2i":
             return ir.Const(int(bool(a)), ir.INT)
+        if op == "d2i":
+            return ir.Const(int(d2i(a)), ir.INT)
         if op == "abs" and t == ir.INT:
             return ir.Const(wrap32(abs(int(a))), ir.INT)
         if op == "sign":

@@ -22,7 +22,7 @@ from fcl.interp.values import (
     check,
     dtype_of,
 )
-from fcl.intmath import c_div, c_mod, clz
+from fcl.intmath import c_div, c_mod, clz, d2i
 from fcl.mono import level_number
 from fcl.types.types import TProgram, TPull, TPush, Type, arg_type, chase, result_type
 
@@ -56,7 +56,7 @@ UNARY = {
     "negatei": np.negative, "negated": np.negative, "absi": np.abs, "absd": np.abs,
     "signi": _signi,
     "i2d": _cast(np.float64), "b2i": _cast(np.int32), "clz": clz, "not": np.logical_not,
-    "sqrt": np.sqrt, "d2i": lambda a: _cast(np.int32)(np.trunc(a)),
+    "sqrt": np.sqrt, "d2i": d2i,
 }
 ALIASES = {"length": "lengthPull", "map": "mapPull", "poweri": "power"}
 # Their failures point at the builtin's name, not the whole application, as on OpenCL: in

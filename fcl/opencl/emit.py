@@ -108,6 +108,8 @@ INT_FUNCTIONS = {
     "fcl_div": "int fcl_div(int a, int b) { return b == -1 ? (int)(-(uint)a) : a / b; }",
     "fcl_mod": "int fcl_mod(int a, int b) { return b == -1 ? 0 : a % b; }",
     "fcl_abs": "int fcl_abs(int a) { return a < 0 ? (int)(-(uint)a) : a; }",
+    # convert_int_sat, with NaN to 0 as the standard says and PoCL 3.0 does not (INT_MIN).
+    "fcl_d2i": "int fcl_d2i(double x) { return isnan(x) ? 0 : convert_int_sat(x); }",
 }
 
 
@@ -223,7 +225,7 @@ class _CExpr:
                 "neg": f"(-{arg})", "not": f"(!{arg})",
                 "abs": f"fabs({arg})" if e.type == ir.DOUBLE else f"((int)abs({arg}))",
                 "sign": f"(({arg} > 0) - ({arg} < 0))", "clz": f"clz({arg})",
-                "i2d": f"((double){arg})", "d2i": f"((int){arg})", "b2i": f"((int){arg})",
+                "i2d": f"((double){arg})", "d2i": f"fcl_d2i({arg})", "b2i": f"((int){arg})",
                 "sqrt": f"sqrt({arg})",
             }[e.op]
         if isinstance(e, ir.Select):
@@ -473,7 +475,8 @@ def _header(text: str, kernels: list[Kernel]) -> str:
     """What the kernels' source needs before them: doubles, int functions, the failure
     reporter."""
     functions = "".join(f"{code}\n" for name, code in INT_FUNCTIONS.items() if f"{name}(" in text)
-    return (FP64 if "double" in text else "") + (functions + "\n" if functions else "") + \
+    doubles = FP64 if "double" in text + functions else ""  # fcl_d2i takes a double
+    return doubles + (functions + "\n" if functions else "") + \
         (FAIL_REPORTER + "\n" if any(k.fails for k in kernels) else "")
 
 

@@ -19,7 +19,7 @@ import pyopencl as cl
 from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
 from fcl.il import ir
-from fcl.intmath import c_div, c_mod, clz
+from fcl.intmath import c_div, c_mod, clz, d2i
 from fcl.opencl.backend import for_device
 from fcl.opencl.device import (
     DTYPES,
@@ -129,7 +129,7 @@ class HostRun:
                 return {"neg": lambda: -a, "not": lambda: np.bool_(not a), "abs": lambda: abs(a),
                         "sign": lambda: np.int32(np.sign(a)),
                         "clz": lambda: clz(np.int32(a)), "i2d": lambda: np.float64(a),
-                        "d2i": lambda: np.int32(np.trunc(a)), "b2i": lambda: np.int32(a),
+                        "d2i": lambda: d2i(a), "b2i": lambda: np.int32(a),
                         "sqrt": lambda: np.sqrt(a)}[e.op]()
         if isinstance(e, ir.Select):
             return self.eval(e.then) if self.eval(e.cond) else self.eval(e.else_)
@@ -152,7 +152,7 @@ class HostRun:
             with np.errstate(over="ignore"):
                 return {"neg": np.negative, "not": np.logical_not, "abs": np.abs,
                         "sign": np.sign, "clz": clz, "i2d": lambda x: np.asarray(x, np.float64),
-                        "d2i": lambda x: np.trunc(x).astype(np.int32),
+                        "d2i": d2i,
                         "b2i": lambda x: np.asarray(x, np.int32), "sqrt": np.sqrt}[e.op](a)
         if isinstance(e, ir.Select):
             return np.where(self.eval(e.cond, True), self.eval(e.then, True),

@@ -170,11 +170,24 @@ def test_argument_mismatches_name_the_parameter(lib, args, error, words):
     ((True, 1.0, True), TypeError, "parameter `n` is int; got bool"),
     ((1, "x", True), TypeError, "parameter `d` is double; got str"),
     ((1, 1.0, 1), TypeError, "parameter `b` is bool; got int"),
+    ((1, 10**400, True), ValueError, "parameter `d` is double; 1000000000000000000000"),
+    ((1, 2**53 + 1, True), ValueError, "parameter `d` is double; 9007199254740993 is not exactly "
+                                       "a double (the nearest is 9007199254740992)"),
 ])
 def test_scalar_mismatches_name_the_parameter(lib, args, error, words):
     with pytest.raises(error) as caught:
         lib.scalars(*args)
     assert words in str(caught.value)
+
+
+def test_ints_that_are_not_exactly_doubles_are_refused(lib):
+    with pytest.raises(ValueError) as caught:
+        lib.saxpy(2, [1.0, 2**53 + 1], [0.5, 0.5])
+    assert "saxpy: parameter `xs` is [double]; the sequence holds values that are not exactly " \
+           "doubles" in str(caught.value)
+    with pytest.raises(ValueError, match="is beyond the range of a double"):
+        lib.scalars(1, 10**400, True)
+    assert np.array_equal(lib.saxpy(2, [2**53], [0.0]), [2.0**54])  # exact: converted
 
 
 def test_python_sequences_and_scalars_that_fit_are_converted(lib):

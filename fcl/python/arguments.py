@@ -88,6 +88,10 @@ def _argument(where: str, param: Parameter, kind: str, value):
 
 def _from_sequence(where: str, value, dtype: np.dtype) -> np.ndarray:
     """A Python sequence as an array of `dtype`, when every element converts exactly."""
+    if dtype == np.float64 and isinstance(value, (list, tuple)) \
+            and not all(_exact_double(v) for v in value):
+        # numpy would round them: [1.0, 2**53 + 1] is already an array of doubles.
+        raise ValueError(f"{where}; the sequence holds values that are not exactly doubles")
     found = np.asarray(value)
     if found.size == 0:
         return np.zeros(found.shape, dtype)
@@ -95,9 +99,23 @@ def _from_sequence(where: str, value, dtype: np.dtype) -> np.ndarray:
     if found.dtype.kind not in fits[dtype] or (dtype == np.int32 and found.dtype.kind == "b"):
         raise TypeError(f"{where}; got a sequence of {found.dtype}")
     array = found.astype(dtype)
-    if not np.array_equal(array, found):
-        raise ValueError(f"{where}; the sequence holds values outside {dtype}'s range")
+    # Back to the sequence's own dtype: comparing across dtypes would convert (an int64 of 2**53
+    # + 1 becomes the double 2**53, equal to the converted value).
+    if not np.array_equal(array.astype(found.dtype), found):
+        what = "that are not exactly doubles" if dtype == np.float64 else \
+            f"outside {dtype}'s range"
+        raise ValueError(f"{where}; the sequence holds values {what}")
     return array
+
+
+def _exact_double(v) -> bool:
+    """Whether a sequence's element is no int, or one a double holds exactly."""
+    if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
+        return True
+    try:
+        return int(float(v)) == int(v)
+    except OverflowError:
+        return False
 
 
 def _scalar(where: str, kind: str, value):
@@ -115,6 +133,15 @@ def _scalar(where: str, kind: str, value):
         return np.int32(value)
     if not (is_int or isinstance(value, (float, np.floating))):
         raise TypeError(f"{where}; got {type(value).__name__}")
+    if is_int:  # an int converts when it is exactly a double (as sequences do)
+        try:
+            converted = np.float64(int(value))
+        except OverflowError:
+            raise ValueError(f"{where}; {value} is beyond the range of a double") from None
+        if int(converted) != int(value):
+            raise ValueError(f"{where}; {value} is not exactly a double (the nearest is "
+                             f"{int(converted)})")
+        return converted
     return np.float64(value)
 
 

@@ -99,6 +99,43 @@ def test_a_failed_check_is_the_same_error_on_both_back_ends(name):
         assert err_i.hints == err_c.hints
 
 
+LOCATED = {
+    # A grid-level concat of the wrong length: at the concat, not where it is printed.
+    "concat<block>": ("val main = do<grid> {\n"
+                      "  r <- concat<block> 4 (generate 4 (fn b =>\n"
+                      "         pushM<block> (generate (4 + b / 2) (fn i => i * b))));\n"
+                      "  forceAndPrint 16 r }\n", (2, 8),
+                      "an inner array has length 5, but 4 was declared (in work-group 2)"),
+    "concat<thread>": ("val main = do<grid> {\n"
+                       "  r <- concat<block> 8 (generate 2 (fn b => concat<thread> 4 (generate 2 "
+                       "(fn t =>\n"
+                       "         return<thread> (push<thread> (generate (4 + t) (fn i => i * b)))"
+                       "))));\n"
+                       "  forceAndPrint 16 r }\n", (2, 45),
+                       "an inner array has length 5, but 4 was declared (in work-group 0, "
+                       "work-item 1)"),
+    # A read out of bounds in a seqfor step: at the read, not at the seqfor.
+    "seqfor read": ("val main = do<grid> {\n"
+                    "  r <- concat<block> 2 (generate 1 (fn b => concat<thread> 2 (generate 1 "
+                    "(fn t =>\n"
+                    "         return<thread> (seqfor 2 3 (fn read => fn j =>\n"
+                    "           (j, read (j + 1))))))));\n"
+                    "  forceAndPrint 2 r }\n", (4, 16),
+                    "index 2 is out of bounds for an array of length 2 (in work-group 0, "
+                    "work-item 0)"),
+}
+
+
+@pytest.mark.parametrize("name", LOCATED)
+def test_faults_are_located_where_the_user_wrote_them(name):
+    text, (line, col), message = LOCATED[name]
+    for backend in ("interp", "opencl:gpu", "opencl:cpu"):
+        out, err = run(text, backend)
+        assert err is not None and err.message == message, backend
+        assert (err.span.line, err.span.col) == (line, col), backend
+        assert err.notes == [], backend  # no prelude note: the user wrote the call
+
+
 def test_the_run_stops_at_the_failing_kernel_and_keeps_what_was_printed_before():
     text = ("val main = do<grid> {\n  a <- forceAndPrint 2 (push<grid> (iota 2)) ;\n"
             "  b <- forcePull<grid> (generate 4 (fn i => index a (i + 1))) ;\n"

@@ -133,7 +133,7 @@ def test_a_result_with_elements_no_work_item_wrote_is_reported_at_main():
 def test_a_kernel_using_an_unwritten_local_element_notes_the_array_it_reads():
     # Each work-group's `xs` has 8 elements of which its 4 work-items write 1 each; all 8 are
     # then copied out. Oclgrind reports the copy's store of each unwritten one, which the line
-    # table locates at the force that the copy is part of; the note points at `xs`.
+    # table locates at the `concat` whose kernel makes the copy; the note points at `xs`.
     _, findings = checked(
         "val main = do<grid> {\n"
         "  a <- concat<block> 8 (generate 2 (fn b => do<block> {\n"
@@ -143,8 +143,8 @@ def test_a_kernel_using_an_unwritten_local_element_notes_the_array_it_reads():
         "  forceAndPrint 16 a }\n")
     assert len(findings) == 2
     used, printed = findings
-    assert used.startswith("prog.fcl:5:3: error: Oclgrind: Uninitialized value written to global "
-                           "memory in kernel `kernel0_line5`")
+    assert used.startswith("prog.fcl:2:8: error: Oclgrind: Uninitialized value written to global "
+                           "memory in kernel `kernel0_line2`")
     assert "(8 times)" in used.splitlines()[0]
     assert "prog.fcl:3:11: note: the uninitialized value may come from this array" in used
     assert printed.startswith("prog.fcl:5:3: error: Oclgrind: reads 8 uninitialized array "

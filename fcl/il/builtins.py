@@ -17,6 +17,7 @@ from fcl.il.values import (
     elem_type,
     level_of,
 )
+from fcl.prelude import PRELUDE_NAME
 from fcl.types.types import TPush, Type, arg_type, result_type
 
 I, D, B = ir.INT, ir.DOUBLE, ir.BOOL  # noqa: E741  # the tables below read as types
@@ -115,7 +116,10 @@ def _array_builtins(lw: Lowerer, t: Type, span):
     def interleave(sequential):
         def build(size, place, programs):
             level = level_of(result_type(t))
-            return program(lambda: Interleave(level, size, place, programs, sequential, span))
+            # Built by a prelude function (concat, concatMap): its faults are the user's call's.
+            where = lw.user_span() if span is not None and span.source.name == PRELUDE_NAME \
+                else span
+            return program(lambda: Interleave(level, size, place, programs, sequential, where))
         return build
 
     def bind(m, f):

@@ -24,6 +24,7 @@ from fcl.interp.values import (
 )
 from fcl.intmath import c_div, c_mod, clz, d2i
 from fcl.mono import level_number
+from fcl.prelude import PRELUDE_NAME
 from fcl.types.types import TProgram, TPull, TPush, Type, arg_type, chase, result_type
 
 
@@ -138,6 +139,9 @@ def _force(interp, t, span, ctx, arr):
 def _interleave(sequential):
     def build(interp, t, span, ctx, n, place, programs):
         level = level_number(result_type(t).level)
+        # Built by a prelude function (concat, concatMap): its faults are the user's call's.
+        if span is not None and span.source.name == PRELUDE_NAME and interp.user_calls:
+            span = interp.user_calls[-1]
         return Program(lambda lanes, it: Interleave(n, place, programs, sequential, level, span))
     return build
 

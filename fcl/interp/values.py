@@ -186,10 +186,8 @@ class SeqFor(PushArray):
         steps = int(np.max(iterations)) if isinstance(iterations, np.ndarray) and iterations.size \
             else int(iterations) if not isinstance(iterations, np.ndarray) else 0
 
-        def read(i, lanes):
-            return acc.index(i, lanes, self.span)
-
-        reader = Primitive("read", 1, lambda lanes, span, i: read(i, lanes))
+        # A read out of bounds is reported at the read (its application's span), as OpenCL does.
+        reader = Primitive("read", 1, lambda lanes, span, i: acc.index(i, lanes, span))
         all_offsets = lift_full(offset, ctx, np.int64)
         for it in range(steps):
             lanes, offsets = ctx, all_offsets

@@ -131,6 +131,7 @@ def test_faults_are_located_where_the_user_wrote_them(name):
     text, (line, col), message = LOCATED[name]
     for backend in ("interp", "opencl:gpu", "opencl:cpu"):
         out, err = run(text, backend)
+        assert out == "", backend  # nothing printed before the fault
         assert err is not None and err.message == message, backend
         assert (err.span.line, err.span.col) == (line, col), backend
         assert err.notes == [], backend  # no prelude note: the user wrote the call

@@ -280,6 +280,40 @@ val main = do<grid> {
 """
 
 
+PER_ITEM_LENGTHS = """
+val main = do<grid> {
+  xs <- forcePull<grid> (generate 4 (fn i => i * 30));
+  r <- concat<block> 8 (generate 2 (fn b => concat<thread> 2 (generate 4 (fn t => do<thread> {
+         a <- forcePull<thread> (generate (t + 1) (fn i => i + b)) ;
+         c <- forcePull<thread> (generate (min (index xs t + 1) 80) (fn i => i * 2)) ;
+         return<thread> (push<thread> (generate 2 (fn k => index a t + index c (length c - 1))))
+       }))));
+  forceAndPrint 16 r }
+"""
+
+
+def test_a_thread_array_whose_length_depends_on_the_work_item_gets_its_largest_length():
+    # t + 1 for t < 4: 4 ints in registers; min (..) 80: 80 ints, beyond registers.
+    gpu = shaped(PER_ITEM_LENGTHS, "gpu")
+    (kernel,) = [k for k in gpu.kernels if k.private]
+    assert [size for _, size in kernel.private] == [4]
+    assert [ir.show_expr(local.size) for local in kernel.locals] == ["80"]
+    expected = run_interp(PER_ITEM_LENGTHS)
+    assert expected == "[0,0,61,61,122,122,161,161,1,1,62,62,123,123,162,162]\n"
+    for target in ("gpu", "cpu"):
+        assert run_cl(PER_ITEM_LENGTHS, block_size=64, target=target)[0] == expected, target
+
+
+def test_a_thread_array_without_a_bound_is_refused_on_opencl_with_the_remedy():
+    text = PER_ITEM_LENGTHS.replace("(min (index xs t + 1) 80)", "(index xs t + 1)")
+    with pytest.raises(FCLError) as caught:
+        run_cl(text)
+    err = caught.value
+    assert err.message.startswith("the length of this thread-level array depends on the "
+                                  "work-item and has no bound the compiler can see")
+    assert "`generate (min n 64) ...`" in err.message and (err.span.line, err.span.col) == (6, 15)
+
+
 def test_on_a_cpu_a_thread_array_beyond_registers_is_one_slice_of_local_memory():
     # 16 threads on work-groups of 8: a serial kernel on a CPU.
     gpu, cpu = shaped(BIG_THREAD_ARRAYS, "gpu", 8), shaped(BIG_THREAD_ARRAYS, "cpu", 8)

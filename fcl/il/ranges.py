@@ -102,6 +102,11 @@ def _bin_interval(e: ir.Bin, ranges: Ranges) -> Interval | None:
     a, b = interval(e.left, ranges), interval(e.right, ranges)
     if e.op == "&" and ((a and a[0] >= 0) or (b and b[0] >= 0)):
         return (0, min(x[1] for x in (a, b) if x and x[0] >= 0))
+    if e.op in ("min", "max") and (a is None) != (b is None):
+        # One side known bounds it on one side: min(x, 64) <= 64 whatever x is.
+        known = a or b
+        assert known is not None
+        return (INT_MIN, known[1]) if e.op == "min" else (known[0], INT_MAX)
     if a is None or b is None:
         return None
     if e.op in ("+", "-", "*"):

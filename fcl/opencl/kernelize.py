@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from fcl.errors import FCLError, Span
 from fcl.il import ir
+from fcl.il.ranges import Ranges, interval, note
+from fcl.il.traverse import assigned
 from fcl.opencl.kernel import (
     MAX_GROUPS,
     Kernel,
@@ -69,7 +71,7 @@ class Kernelizer:
     def distribute_kernel(self, s: ir.Distribute) -> Launch:
         kernel = self._new_kernel(s.span)
         kernel.serial = self.serial and runs_better_serial(s.body, self.block_size)
-        body = KernelBody(kernel, self.block_size).block(s.body, level="block")
+        body = KernelBody(kernel, self.block_size).iteration(s.var, s.bound, s.body, "block")
         kernel.group_var, kernel.group_bound = s.var, s.bound
         if isinstance(s.bound, ir.Const) and s.bound.value <= MAX_GROUPS:
             # One work-group per iteration; nothing follows the last barrier, so it goes.
@@ -84,7 +86,7 @@ class Kernelizer:
 
     def parfor_kernel(self, s: ir.ParFor) -> Launch:
         kernel = self._new_kernel(s.span)
-        body = KernelBody(kernel, self.block_size).block(s.body, level="thread")
+        body = KernelBody(kernel, self.block_size).iteration(s.var, s.bound, s.body, "thread")
         size = self.block_size
         # One work-item per iteration where one launch has enough, no loop: PoCL ran a copy in
         # a loop (of one iteration) at half the speed of straight-line code.
@@ -132,10 +134,24 @@ class KernelBody:
     def __init__(self, kernel: Kernel, block_size: int | None = None):
         self.kernel = kernel
         self.block_size = block_size
+        # Bounds on the int variables seen so far: a thread-level array whose length depends on
+        # its work-item is sized for the largest length they allow.
+        self.ranges: Ranges = {}
+        self.changed: set[str] = set()
+
+    def iteration(self, var: ir.Var, bound: ir.Expr, stmts: list[ir.Stmt], level: str
+                  ) -> list[ir.Stmt]:
+        """The body of a kernel's loop: one iteration `var` < `bound`, run by a work-group
+        (level block) or a work-item (thread)."""
+        self.changed = assigned(stmts)
+        note(ir.SeqFor(var, bound, []), self.ranges, self.changed,
+             lambda e: interval(e, self.ranges))
+        return self.block(stmts, level)
 
     def block(self, stmts: list[ir.Stmt], level: str) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
         for s in stmts:
+            note(s, self.ranges, self.changed, lambda e: interval(e, self.ranges))
             out += self.stmt(s, level)
         return out
 
@@ -187,13 +203,23 @@ class KernelBody:
     def alloc(self, s: ir.Alloc, level: str) -> list[ir.Stmt]:
         if s.level == "grid":
             raise FCLError("global memory cannot be allocated inside a kernel", s.span)
-        if s.level == "thread" and level == "thread" and isinstance(s.size, ir.Const) \
-                and s.size.value <= PRIVATE_ARRAY_LIMIT:
-            self.kernel.private.append((s.var, max(int(s.size.value), 1)))
+        thread_level = s.level == "thread" and level == "thread"
+        size = s.size
+        if thread_level and not isinstance(size, ir.Const):
+            # Its length depends on the work-item: room for the largest it can be.
+            largest = interval(size, self.ranges)
+            if largest is None:
+                raise FCLError("the length of this thread-level array depends on the work-item "
+                               "and has no bound the compiler can see; give it one, e.g. "
+                               "`generate (min n 64) ...` (private and local memory are sized "
+                               "before a kernel runs)", s.span)
+            size = ir.Const(max(largest[1], 0), ir.INT)
+        if thread_level and isinstance(size, ir.Const) and size.value <= PRIVATE_ARRAY_LIMIT:
+            self.kernel.private.append((s.var, max(int(size.value), 1)))
             return []
         # A serial kernel's work-item runs one iteration at a time: one slice serves them all.
-        per_item = s.level == "thread" and level == "thread" and not self.kernel.serial
-        self.kernel.locals.append(LocalArray(s.var, s.size, per_item, s.span))
+        per_item = thread_level and not self.kernel.serial
+        self.kernel.locals.append(LocalArray(s.var, size, per_item, s.span))
         # Shared arrays keep their allocation in the body: it is where their lifetime starts.
         return [] if per_item else [s]
 

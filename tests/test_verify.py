@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from fcl.il import ir
 from fcl.il.verify import verify
 from fcl.opencl.kernel import FailFlag, Kernel, Launch, Special, StridedFor, WideInt
 from fcl.opencl.verify import verify_kernels
-from fcl.pipeline import CompileOptions, compile_program, main_root
+from fcl.pipeline import CompileOptions, compile_il, compile_program, main_root
 from fcl.session import Session
 from fcl.types.types import TProgram, chase
 from marks import sampled, slow_unless
@@ -40,7 +41,10 @@ def compile_verified(session: Session, root, block: int, checks: bool, keep: boo
     options = CompileOptions(block_size=block, checks=checks, keep_result=keep,
                              verify_il=True)
     try:
-        return compile_program(session, root, options)
+        compiled = compile_program(session, root, options)
+        # The kernels of a CPU device too (serial work-groups), from the same IL.
+        compile_il(compiled.il, replace(options, target="cpu"))
+        return compiled
     except FCLError as error:
         if is_internal(error):
             raise

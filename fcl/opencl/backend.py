@@ -55,9 +55,10 @@ def for_device(compiled: Compiled, cpu: bool) -> Compiled:
     """`compiled` as it runs on a CPU (cpu) or GPU device: a portable program's kernels are
     reshaped for a CPU device, once."""
     if not compiled.portable or cpu == (compiled.target == "cpu") \
+            or compiled.block_size is None \
             or not any(kernel.group_var is not None for kernel in compiled.kernels):
-        return compiled  # only work-group kernels (not grid loops) are shaped differently
+        # Only work-group kernels (not grid loops) of a known group size are shaped otherwise.
+        return compiled
     if compiled.reshaped is None:
-        compiled.reshaped = compile_il(compiled.il, compiled.block_size or 256,
-                                       "cpu" if cpu else "gpu")
+        compiled.reshaped = compile_il(compiled.il, compiled.block_size, "cpu" if cpu else "gpu")
     return compiled.reshaped

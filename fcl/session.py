@@ -5,12 +5,13 @@ transactional: when anything in it fails, the session is left exactly as it was.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import sys
 from dataclasses import dataclass, field
 from functools import cache
 
-from fcl.deep import collections_paused, compiler_stage, depth_guard
+from fcl.deep import LARGE_SOURCE, collections_paused, compiler_stage, depth_guard
 from fcl.errors import FCLError, Source, Span
 from fcl.prelude import PRELUDE_PATH
 from fcl.syntax import ast
@@ -26,6 +27,7 @@ class Session:
     decls: list[ast.Decl] = field(default_factory=list)
     user_from: int = 0  # decls before this index come from the prelude
     warnings: list[str] = field(default_factory=list)
+    large: bool = False  # a source of LARGE_SOURCE characters or more: see fcl.deep
 
     @classmethod
     def new(cls, prelude: bool = True) -> Session:
@@ -60,14 +62,19 @@ class Session:
             raise
 
     def add_file(self, source: Source) -> list[ast.Decl]:
-        with collections_paused():
+        self.large = self.large or len(source.text) >= LARGE_SOURCE
+        with collections_paused() if self.large else contextlib.nullcontext():
             decls = parse_program(source).decls
         self.add_decls(decls)
         return decls
 
-    @compiler_stage
     def add_cell(self, source: Source) -> tuple[list[ast.Decl], ast.Expr | None]:
         """Add a cell's declarations and type-check its final expression (if any)."""
+        self.large = self.large or len(source.text) >= LARGE_SOURCE
+        return self._add_cell(source)
+
+    @compiler_stage
+    def _add_cell(self, source: Source) -> tuple[list[ast.Decl], ast.Expr | None]:
         module = parse_cell(source)
         snap = self.snapshot()
         self.add_decls(module.decls)

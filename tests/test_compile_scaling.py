@@ -44,3 +44,24 @@ def test_twice_as_deep_is_about_twice_the_work(shape, monkeypatch):
     shallow, deep = steps(shape(40), monkeypatch), steps(shape(80), monkeypatch)
     assert shallow > 40  # the analyses do run on these programs
     assert deep <= 2.5 * shallow, (shallow, deep)  # cubic growth was 8 times, quadratic 4
+
+
+@pytest.mark.slow  # compiles a program 3,000 deep: 3-5 s
+def test_collections_pause_only_while_a_large_program_compiles(monkeypatch):
+    import gc
+
+    from fcl import deep
+    seen = []
+
+    def record(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return original(*args, **kwargs)
+    original = pipeline.lower
+    monkeypatch.setattr(pipeline, "lower", record)
+    for depth in (20, 3000):  # about 1 KB and 60 KB of source
+        session = Session.new()
+        session.add_file(Source("deep.fcl", BENCH.nested_expression(depth)))
+        assert session.large == (depth == 3000) and deep.LARGE_SOURCE == 50_000
+        pipeline.compile_program(session, pipeline.main_root(session))
+    # compile_program calls lower: paused (gc disabled) only for the large one; resumed after.
+    assert seen == [True, False] and gc.isenabled()

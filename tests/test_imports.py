@@ -87,8 +87,10 @@ def test_the_graph_sees_the_pipeline():
     # `fcl.load` is the library's: the package imports it, the compiler's stages do not.
     assert "fcl.python.library" in graph["fcl"]
     assert "fcl" not in graph["fcl.pipeline"]
-    assert {"fcl.il.lower", "fcl.opencl.kernelize", "fcl.opencl.shape",
-            "fcl.opencl.emit"} <= graph["fcl.pipeline"]
+    assert {"fcl.il.lower", "fcl.opencl.backend"} <= graph["fcl.pipeline"]
+    # The back end's stages, composed in one place for either kind of device.
+    assert {"fcl.opencl.inplace", "fcl.opencl.kernelize", "fcl.opencl.shape",
+            "fcl.opencl.emit"} <= graph["fcl.opencl.backend"]
     # The back end's stages build on the IL, never the other way round.
     assert not any(m.startswith("fcl.opencl") for name, deps in graph.items()
                    if name.startswith("fcl.il") for m in deps)

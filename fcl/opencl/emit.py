@@ -346,6 +346,7 @@ class KernelPrinter:
         if k.abortable:
             self.line("__local int fcl_stop;", 1, None)
         if k.fails:
+            # In a serial kernel the one work-item runs the whole group: the group's first failure.
             self.line("int fcl_failed = 0;  /* a work-item reports its first failure only */", 1,
                       None)
         for n, slot in enumerate(k.slots):

@@ -12,6 +12,11 @@ a kernel with at most MAX_GROUPS iterations gets one work-group each instead of 
 looping with a barrier at the end of each iteration; a grid-level loop of at most MAX_GROUPS
 work-groups' worth of iterations gets one work-item each. Everything else about a kernel's shape is
 decided afterwards, by `shape`.
+
+With `serial` (a CPU device, see fcl.opencl.backend), a work-group kernel that runs better so
+(runs_better_serial) is launched with one work-item per group, and its block-level loops are
+plain loops (SerialFor) with no barriers. A thread-level array whose length depends on the
+work-item is sized for the largest length the loops' ranges allow.
 """
 from __future__ import annotations
 

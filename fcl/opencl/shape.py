@@ -12,7 +12,9 @@ After `kernelize` has cut a kernel out of the IL, this decides, in order:
     checks     each run-time check's failure code
 
 The results live on the kernel (width, locals, private, params, constants, slots, fails) and in
-its statements (WideInt, FailFlag), so that `emit` only prints them.
+its statements (WideInt, FailFlag), so that `emit` only prints them. A serial kernel (for a CPU,
+see kernelize) has one work-item per group: order, tiles and registers, which are about how a
+group's work-items share the work, leave it alone.
 """
 from __future__ import annotations
 

@@ -801,22 +801,26 @@ def compile_speed(s: Sizes, repeats: int = 7) -> float:
 
 # Programs nested n deep (issue 28): compile time must grow about linearly with n.
 
+def _over_k(body: str) -> str:
+    """A program printing `body` for k = 0..3."""
+    return f"val main = do<grid> {{ r <- forcePull<grid> (generate 4 (fn k => {body})) ; " \
+           f"forceAndPrint 4 (push<grid> r) }}"
+
+
 def nested_expression(n: int) -> str:
     """A remainder chain without lets: each level's sign depends on the level below."""
     e = "k"
     for _ in range(n):
         e = f"({e} * 5 % 7919 - k)"
-    return f"val main = do<grid> {{ r <- forcePull<grid> (generate 4 (fn k => {e})) ; " \
-           f"forceAndPrint 4 (push<grid> r) }}"
+    return _over_k(e)
 
 
 def lambda_chain(n: int) -> str:
     """Let-bound lambdas, each calling the one before."""
-    lines = ["val main = do<grid> { r <- forcePull<grid> (generate 4 (fn k =>",
-             "  let f0 = fn x => x * 3 % 1009 in"]
+    lines = ["", "  let f0 = fn x => x * 3 % 1009 in"]
     lines += [f"  let f{i} = fn x => f{i - 1} x * 3 % 1009 + {i} in" for i in range(1, n)]
-    lines.append(f"  f{n - 1} k)) ; forceAndPrint 4 (push<grid> r) }}")
-    return "\n".join(lines)
+    lines.append(f"  f{n - 1} k")
+    return _over_k("\n".join(lines))
 
 
 def if_chain(n: int) -> str:
@@ -824,8 +828,7 @@ def if_chain(n: int) -> str:
     e = "0"
     for i in range(n):
         e = f"(if k == {i % 5} then {i * 7} else {e} % 1000)"
-    return f"val main = do<grid> {{ r <- forcePull<grid> (generate 4 (fn k => {e})) ; " \
-           f"forceAndPrint 4 (push<grid> r) }}"
+    return _over_k(e)
 
 
 DEEP_SHAPES = {"nested expression": nested_expression, "lambda chain": lambda_chain,

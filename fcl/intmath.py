@@ -34,7 +34,7 @@ def c_mod(a, b):
     return np.fmod(a, b)
 
 
-INT_MIN, INT_MAX = -2**31, 2**31 - 1
+INT_MIN, INT_MAX = -2**31, 2**31 - 1  # FCL's int: 32 bits, two's complement
 
 
 def d2i(a):

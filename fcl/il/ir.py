@@ -339,9 +339,9 @@ def expr_key(e: Expr) -> str:
         if len(_outside.by_structure) > OUTSIDE_LIMIT:
             _outside = _KeyScope()
         scope = _outside
-    known = e.__dict__.get("_key")
-    if known is not None and known[0] == scope.id:
-        return known[1]
+    memo = structural_memo(e, scope)
+    if "key" in memo:
+        return memo["key"]
     structure: tuple
     if isinstance(e, Bin):
         structure = ("b", e.op, e.type, expr_key(e.left), expr_key(e.right))
@@ -358,14 +358,14 @@ def expr_key(e: Expr) -> str:
     if key is None:
         key = scope.by_structure[structure] = f"#{next(_KeyScope.numbers)}"
         scope.by_key[key] = e
-    object.__setattr__(e, "_key", (scope.id, key))  # expressions are frozen: a memo, no change
+    memo["key"] = key
     return key
 
 
-def structural_memo(e: Expr) -> dict:
-    """A dict kept on e for the current key scope: answers that depend only on e's structure
-    and keys (a linear form's atoms are keyed)."""
-    scope = _scope.get() or _outside
+def structural_memo(e: Expr, scope: _KeyScope | None = None) -> dict:
+    """A dict kept on e for the current key scope (or `scope`): answers that depend only on e's
+    structure and keys (its key; a linear form, whose atoms are keyed)."""
+    scope = scope or _scope.get() or _outside
     kept = e.__dict__.get("_memo")
     if kept is None or kept[0] != scope.id:
         kept = (scope.id, {})

@@ -195,7 +195,7 @@ def _ranged_where(e: ir.Expr, cond: ir.Expr, holds: bool, ranges: Ranges, limits
     """_ranged of e where `cond` is known to have the value `holds`."""
     inner_ranges = refine(cond, holds, ranges, set())
     inner_limits = with_facts(limits, cond, holds, ranges)
-    remember(inner_ranges, inner_limits)
+    remember(inner_ranges)
     return _ranged(e, inner_ranges, inner_limits)
 
 

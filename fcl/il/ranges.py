@@ -12,10 +12,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from fcl.il import ir
+from fcl.intmath import INT_MAX, INT_MIN
 
 Interval = tuple[int, int]
 Ranges = dict[str, Interval]
-INT_MIN, INT_MAX = -2**31, 2**31 - 1
 FACTS = "#facts"  # present in a table that also holds ranges of expressions (see refine)
 
 
@@ -39,7 +39,8 @@ def memoized() -> Iterator[None]:
 
 
 def remember(*tables: object) -> None:
-    """Keep answers about these tables (ranges, or the prover's bounds) in the current memo."""
+    """Keep answers about these range tables in the current memo (interval's, and the prover's
+    remainders, which also hold the bounds they were found under)."""
     memos = _memos.get()
     if memos is not None:
         for table in tables:

@@ -10,9 +10,7 @@ from __future__ import annotations
 import math
 
 from fcl.il import ir
-from fcl.intmath import d2i
-
-INT_MIN, INT_MAX = -2**31, 2**31 - 1
+from fcl.intmath import INT_MIN, d2i
 
 
 def wrap32(value: int) -> int:

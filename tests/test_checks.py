@@ -4,6 +4,7 @@ compiler can prove never fail are not emitted; `--unsafe` and `%config checks=of
 """
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -146,6 +147,35 @@ def test_the_run_stops_at_the_failing_kernel_and_keeps_what_was_printed_before()
         assert out == "[0,1]\n" and err is not None
         assert err.message == "index 2 is out of bounds for an array of length 2 (in work-item 1)"
         assert (err.span.line, err.span.col) == (3, 45)
+
+
+FAULTS = sorted((ROOT / "tests" / "faults").glob("*.fcl"))
+
+
+@pytest.mark.parametrize("path", FAULTS, ids=lambda p: p.stem)
+def test_several_failures_at_once_report_the_same_one_on_every_back_end(path):
+    # Of the first launch that fails: the lowest failing work-group, its first failing round,
+    # that round's lowest failing work-item (tests/faults/README.md).
+    text = path.read_text()
+    expect = re.match(r"-- expect: (\d+):(\d+): (.*)\n", text)
+    assert expect, "the first line says what is reported"
+    for backend in ("interp", "opencl:gpu", "opencl:cpu"):
+        out, err = run(text, backend)
+        assert out == "" and err is not None, backend
+        assert (err.span.line, err.span.col, err.message) == \
+            (int(expect[1]), int(expect[2]), expect[3]), backend
+
+
+def test_every_faulty_program_of_the_suite_fails_alike_on_both_back_ends():
+    programs = [text for text, _ in CASES.values()] + [text for text, *_ in LOCATED.values()] \
+        + [path.read_text() for path in FAULTS]
+    for text in programs:
+        reports = []
+        for backend in ("interp", "opencl:gpu", "opencl:cpu"):
+            out, err = run(text, backend)
+            assert err is not None, (backend, text)
+            reports.append((out, err.message, err.span.line, err.span.col, err.hints))
+        assert reports[0] == reports[1] == reports[2], text
 
 
 def test_the_lowest_failing_work_item_is_reported_whatever_the_order_they_ran_in():

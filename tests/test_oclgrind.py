@@ -179,6 +179,19 @@ def test_a_probe_report_per_unwritten_element_makes_one_finding_per_host_read():
                                                      "elements, the first at index 2")
 
 
+@pytest.mark.parametrize("path", sorted((TESTS / "faults").glob("*.fcl")), ids=lambda p: p.stem)
+def test_check_reports_the_failed_check_and_no_race_after_it(tmp_path, path):
+    # A failed check stops its work-group after its round: no write a stopped run would not make
+    # shows up as a race, and the fault is shown as FCL reports it, with its source line.
+    text = path.read_text()
+    result = check(tmp_path, text)
+    line, col, message = text.splitlines()[0].removeprefix("-- expect: ").split(":", 2)
+    assert result.returncode == 1
+    assert "Oclgrind" not in result.stderr, result.stderr
+    assert result.stderr.splitlines()[0] == f"{tmp_path / 'prog.fcl'}:{line}:{col}: error:{message}"
+    assert result.stderr.splitlines()[1].startswith(f"{int(line):5} | ")
+
+
 # 110 programs, 0.05-1.2 s each under Oclgrind: `make test-fast` runs every fourth.
 CHECKED_EXAMPLES = [p for p in EXAMPLES if p.name not in SKIP]
 

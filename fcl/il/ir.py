@@ -250,12 +250,14 @@ class Result(Stmt):
 @dataclass(eq=False)
 class Fail(Stmt):
     """Stop with an FCL runtime error (raised at `span`) when `cond` holds, its message's `{}`
-    placeholders filled with `values` (see fcl.checks)."""
+    placeholders filled with `values` (see fcl.checks). The last values are the indices of the
+    parallel loops around it, of the kinds `places` (checks.where's order)."""
 
     cond: Expr
     message: str
     values: list[Expr] = field(default_factory=list)
     hint: str = ""
+    places: tuple[str, ...] = ()
 
 
 # ---- traversal ---------------------------------------------------------------------------------

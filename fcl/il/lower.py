@@ -252,8 +252,9 @@ class Lowerer:
         """A run-time check: fail with the message `template` filled with `values`, and with
         where it happened, when `cond` holds."""
         places = checks.innermost(self.places)
-        self.emit(ir.Fail(cond, template + checks.where([kind for kind, _ in places]),
-                          [*values, *(index for _, index in places)], hint=hint))
+        kinds = tuple(kind for kind, _ in places)
+        self.emit(ir.Fail(cond, template + checks.where(list(kinds)),
+                          [*values, *(index for _, index in places)], hint=hint, places=kinds))
 
     @contextmanager
     def parallel(self, kind: str | None, index: ir.Var):

@@ -16,6 +16,7 @@ from fcl import checks
 from fcl.deep import depth_guard
 from fcl.env import Env
 from fcl.errors import FCLError, Span
+from fcl.interp.faults import Faults, in_parallel_code, in_work_items
 from fcl.interp.lanes import (
     MAX_ELEMENTS,
     Ctx,
@@ -56,7 +57,9 @@ class Interpreter:
     def __init__(self, config: RunConfig | None = None):
         self.config = config or RunConfig()
         self.globals: dict[str, object] = {}
+        self.faults = Faults()
         self.host = Ctx(1)
+        self.host.faults = self.faults
         self.outputs = 0  # host outputs so far (prints, benchmark reports)
         # The user's applications being evaluated, innermost last: a program built inside a
         # prelude function remembers the user's call, to report its run-time errors there.
@@ -75,6 +78,7 @@ class Interpreter:
                 value = self.apply(value, argument, self.host, program.root.span)
             if isinstance(value, Program):
                 value = value.run(self.host, self)
+            self.faults.raise_first()
             return value
 
     # ---- expressions
@@ -92,6 +96,7 @@ class Interpreter:
             user = e.span is not None and e.span.source.name != PRELUDE_NAME
             if user:
                 self.user_calls.append(e.span)
+                self.faults.calls.append(e.span)
             try:
                 fn = self.eval(e.fn, env, ctx)
                 return self.apply(fn, self.eval(e.arg, env, ctx), ctx, e.span)
@@ -101,6 +106,7 @@ class Interpreter:
             finally:
                 if user:
                     self.user_calls.pop()
+                    self.faults.calls.pop()
         if isinstance(e, ast.Lam):
             return Closure(e.param, e.body, env)
         if isinstance(e, ast.Let):
@@ -157,8 +163,27 @@ class Interpreter:
     def force(self, array: PushArray, ctx: Ctx, dtype, span: Span | None) -> Buffer:
         """Materialize a push array in every lane of ctx (thesis rule 5.82)."""
         length = array.length()
-        check(ctx, elementwise(lambda n: n < 0, length, ctx=ctx), checks.NEGATIVE, (length,), span)
-        data, offset, length = self.allocate(ctx, length, dtype, span)
+        failed = check(ctx, elementwise(lambda n: n < 0, length, ctx=ctx), checks.NEGATIVE,
+                       (length,), span)
+        stopped = self.faults.stopped(ctx)
+        skip = failed if stopped is None else stopped if failed is None else failed | stopped
+        if skip is None or not skip.any():
+            buffer = self._materialize(array, ctx, dtype, span)
+        else:  # lanes that failed, or whose work-group stopped, get an empty array
+            lanes, idx = restrict(ctx, ~skip)
+            written = self._materialize(array, lanes, dtype, span)
+            offset, length = np.zeros(ctx.n, dtype=np.int64), np.zeros(ctx.n, dtype=np.int32)
+            offset[idx] = lift_full(written.offset, lanes, np.int64)
+            length[idx] = lift_full(written.length, lanes, np.int32)
+            buffer = Buffer(written.data, Vec(ctx, offset), Vec(ctx, length))
+        if not in_work_items(ctx):  # a barrier, or at grid level the end of a kernel launch
+            self.faults.end_round()
+            if not in_parallel_code(ctx):
+                self.faults.raise_first()
+        return buffer
+
+    def _materialize(self, array: PushArray, ctx: Ctx, dtype, span: Span | None) -> Buffer:
+        data, offset, length = self.allocate(ctx, array.length(), dtype, span)
         try:
             for lanes, pos, value in array.emit(ctx, self):
                 where = lift_full(pos, lanes, np.int64) + lift_full(offset, lanes, np.int64)

@@ -31,7 +31,8 @@ class Ctx:
     """A set of `n` lanes, each the child of one lane of `parent`: lane k's parent lane is
     `parent_index[k]`, or, for a regular expansion, k // `repeat`."""
 
-    __slots__ = ("n", "parent", "parent_index", "repeat", "depth", "restriction", "place")
+    __slots__ = ("n", "parent", "parent_index", "repeat", "depth", "restriction", "place",
+                 "faults")
 
     def __init__(self, n: int, parent: Ctx | None = None, parent_index: np.ndarray | None = None,
                  restricted: bool = False, repeat: int | None = None):
@@ -46,6 +47,13 @@ class Ctx:
         self.restriction = self if restricted else parent.restriction if parent else None
         # The lanes of a parallel loop: its kind (fcl.checks) and each lane's index in it.
         self.place: tuple[str, np.ndarray] | None = None
+        self.faults = None  # the root's: the failed checks of the run (interp.faults)
+
+    def root(self) -> Ctx:
+        ctx = self
+        while ctx.parent is not None:
+            ctx = ctx.parent
+        return ctx
 
     def parent_lane(self, lane: int) -> int:
         if self.repeat is not None:

@@ -21,6 +21,7 @@ from fcl.interp.values import (
     SeqFor,
     check,
     dtype_of,
+    where_failed,
 )
 from fcl.intmath import c_div, c_mod, clz, d2i
 from fcl.mono import level_number
@@ -73,8 +74,9 @@ def make_primitive(name: str, t: Type, span, interp):
 
         def binary(ctx, sp, a, b):
             if checks_zero:
-                check(ctx, elementwise(lambda b: b == 0, b, ctx=ctx),
-                      checks.DIVISION if name == "divi" else checks.REMAINDER, (a,), sp)
+                failed = check(ctx, elementwise(lambda b: b == 0, b, ctx=ctx),
+                               checks.DIVISION if name == "divi" else checks.REMAINDER, (a,), sp)
+                b = where_failed(b, failed, 1, ctx)
             return elementwise(fn, a, b, ctx=ctx)
         return Primitive(name, 2, binary)
     if name in UNARY:
@@ -98,8 +100,9 @@ def make_primitive(name: str, t: Type, span, interp):
 
 
 def _powi(ctx, span, base, exponent):
-    check(ctx, elementwise(lambda e: e < 0, exponent, ctx=ctx), checks.POWI_NEGATIVE, (exponent,),
-          span)
+    failed = check(ctx, elementwise(lambda e: e < 0, exponent, ctx=ctx), checks.POWI_NEGATIVE,
+                   (exponent,), span)
+    exponent = where_failed(exponent, failed, 0, ctx)
 
     def power(b, e):
         wide = b.astype(np.int64) if isinstance(b, np.ndarray) else np.int64(b)
@@ -117,14 +120,16 @@ def _elem_dtype(t: Type):
 
 
 def _generate(interp, t, span, ctx, n, f):
-    check(ctx, elementwise(lambda n: n < 0, n, ctx=ctx), checks.GENERATE_NEGATIVE, (n,), span)
+    failed = check(ctx, elementwise(lambda n: n < 0, n, ctx=ctx), checks.GENERATE_NEGATIVE, (n,),
+                   span)
+    n = where_failed(n, failed, 0, ctx)
     return PullArray(n, lambda i, lanes: interp.apply(f, i, lanes, span))
 
 
 def _take(interp, t, span, ctx, n, arr):
     bad = elementwise(lambda n, length: (n < 0) | (n > length), n, arr.length, ctx=ctx)
-    check(ctx, bad, checks.TAKE, (n, arr.length), span)
-    return PullArray(n, arr.fn)
+    failed = check(ctx, bad, checks.TAKE, (n, arr.length), span)
+    return PullArray(where_failed(n, failed, 0, ctx), arr.fn)
 
 
 def _map_pull(interp, t, span, ctx, f, arr):
@@ -157,6 +162,9 @@ def _iterate(interp, span, ctx, dtype, init, keep_going, step):
     iteration = 0
     while True:
         go = lift(keep_going(state, ctx, iteration), ctx)
+        stopped = interp.faults.stopped(ctx)
+        if stopped is not None:
+            go = ~stopped & go
         if isinstance(go, np.ndarray):
             if not go.any():
                 return state

@@ -12,8 +12,8 @@ import numpy as np
 
 from fcl import checks
 from fcl.errors import FCLError, Span
+from fcl.interp.faults import failure_at, in_parallel_code, locate_in_user_code
 from fcl.interp.lanes import Ctx, Vec, deepest, elementwise, expand, lift, lift_full
-from fcl.prelude import PRELUDE_NAME
 from fcl.types.types import TCon, Type, chase
 
 DTYPES = {"int": np.int32, "double": np.float64, "bool": np.bool_}
@@ -24,39 +24,34 @@ def dtype_of(t: Type):
     return DTYPES[t.name] if isinstance(t, TCon) and t.name in DTYPES else np.int32
 
 
-
-
-def locate_in_user_code(err: FCLError, call: Span | None) -> None:
-    """An error inside a prelude function is shown at the user's call, with the prelude line as
-    a note: the user wrote the call, not the prelude (the OpenCL back end does the same)."""
-    if (err.span is not None and err.span.source.name == PRELUDE_NAME and call is not None
-            and call.source.name != PRELUDE_NAME):
-        err.notes.insert(0, (err.span, "inside this prelude definition"))
-        err.span = call
-
-
 def check(ctx: Ctx, failed, template: str, values: tuple, span: Span | None,
-          hint: str = "") -> None:
-    """A run-time check: the error `template` (fcl.checks) at the first lane of ctx where
-    `failed` holds, with that lane's `values` and the parallel loops it runs in. A failure in
-    no lane (ctx may have none) is no failure: the code does not run."""
-    if not (failed.data.any() if isinstance(failed, Vec) else failed):
-        return
+          hint: str = "") -> np.ndarray | None:
+    """A run-time check: where `failed` holds, the error `template` (fcl.checks) with the
+    failing lane's `values` and the parallel loops it runs in. In parallel code the failure is
+    recorded (see faults) and the lanes where it failed are returned, to go on with harmless
+    values; elsewhere it is raised. A failure in no lane (ctx may have none) is no failure: the
+    code does not run."""
+    if not (failed.data.any() if isinstance(failed, Vec) else failed) or ctx.n == 0:
+        return None
     mask = lift(failed, ctx)
-    if isinstance(mask, np.ndarray):
-        if not mask.any():
-            return
-        lane = int(np.argmax(mask))
-    elif ctx.n == 0:
-        return
-    else:
-        lane = 0
-    picked = [lift(v, ctx) for v in values]
-    numbers = [int(v[lane]) if isinstance(v, np.ndarray) else int(v) for v in picked]
-    places = checks.innermost(ctx.places(lane))
-    message = template + checks.where([kind for kind, _ in places])
-    raise FCLError(message.format(*numbers, *(index for _, index in places)), span,
-                   [hint] if hint else [])
+    if not isinstance(mask, np.ndarray):
+        mask = np.ones(ctx.n, dtype=bool)
+    elif not mask.any():
+        return None
+    faults = ctx.root().faults
+    if faults is None or not in_parallel_code(ctx):
+        raise failure_at(ctx, int(np.argmax(mask)), [lift(v, ctx) for v in values], template,
+                         span, hint)
+    faults.record(ctx, mask, template, values, span, hint)
+    return mask
+
+
+def where_failed(value, failed: np.ndarray | None, harmless, ctx: Ctx):
+    """`value` with `harmless` in the lanes of ctx that failed a check."""
+    if failed is None:
+        return value
+    data = lift_full(value, ctx, np.asarray(value.data if isinstance(value, Vec) else value).dtype)
+    return Vec(ctx, np.where(failed, harmless, data).astype(data.dtype))
 
 
 # ---- pull arrays -------------------------------------------------------------------------------
@@ -73,8 +68,12 @@ class PullArray:
             if lanes.size == 0 or (lanes.min() >= 0 and lanes.max() < self.length):
                 return self.fn(i, ctx)
         bad = elementwise(lambda i, n: (i < 0) | (i >= n), i, self.length, ctx=ctx)
-        check(ctx, bad, checks.INDEX, (i, self.length), span)
-        return self.fn(i, ctx)
+        failed = check(ctx, bad, checks.INDEX, (i, self.length), span)
+        if failed is None:
+            return self.fn(i, ctx)
+        if isinstance(self, Buffer) and self.data.size == 0:
+            return Vec(ctx, np.zeros(ctx.n, dtype=self.data.dtype))
+        return self.fn(where_failed(i, failed, 0, ctx), ctx)  # element 0 where it failed
 
 
 class Buffer(PullArray):
@@ -88,8 +87,9 @@ class Buffer(PullArray):
     def _read(self, i, ctx):
         data = self.data
         # np.take is about twice as fast as fancy indexing for large gathers.
-        return elementwise(lambda o, i: np.take(data, np.add(o, i, dtype=np.int64)), self.offset, i,
-                           ctx=ctx)
+        # Clipped: a lane that failed a check reads its element 0, which an empty array lacks.
+        return elementwise(lambda o, i: np.take(data, np.add(o, i, dtype=np.int64), mode="clip"),
+                           self.offset, i, ctx=ctx)
 
 
 # ---- push arrays -------------------------------------------------------------------------------
@@ -161,7 +161,10 @@ class Interleave(PushArray):
         for elems, pos, value in inner_push.emit(lanes, interp):
             where = interp.apply(self.place, (outer, pos), elems, self.span)
             bad = elementwise(lambda p, n: (p < 0) | (p >= n), where, length, ctx=elems)
-            check(elems, bad, checks.PLACED, (where, length), self.span, checks.PLACED_HINT)
+            failed = check(elems, bad, checks.PLACED, (where, length), self.span,
+                           checks.PLACED_HINT)
+            if failed is not None:  # their elements are not written
+                elems, _ = interp.restrict(elems, ~failed)
             yield elems, where, value
 
 
@@ -198,8 +201,13 @@ class SeqFor(PushArray):
                                 np.int32(it), lanes, self.span)
             pos, value = step
             bad = elementwise(lambda p, n: (p < 0) | (p >= n), pos, self.size, ctx=lanes)
-            check(lanes, bad, checks.SEQFOR, (pos, self.size), self.span)
-            data[offsets + lift(pos, lanes)] = lift(value, lanes)
+            failed = check(lanes, bad, checks.SEQFOR, (pos, self.size), self.span)
+            if failed is None:
+                data[offsets + lift(pos, lanes)] = lift(value, lanes)
+            else:  # the lanes that failed write nothing
+                ok = ~failed
+                where = lift_full(pos, lanes, np.int64)[ok]
+                data[offsets[ok] + where] = lift_full(value, lanes, data.dtype)[ok]
         lanes, pos = expand(ctx, size)
         yield lanes, pos, acc.fn(pos, lanes)
 
@@ -227,11 +235,17 @@ class Program:
         self.origin: Span | None = None  # the user's call that built it (Interpreter.user_calls)
 
     def run(self, ctx: Ctx, interp):
+        calls = interp.faults.calls
+        if self.origin is not None:
+            calls.append(self.origin)
         try:
             return self._run(ctx, interp)
         except FCLError as err:
             locate_in_user_code(err, self.origin)
             raise
+        finally:
+            if self.origin is not None:
+                calls.pop()
 
 
 class Primitive:

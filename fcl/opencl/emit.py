@@ -36,22 +36,27 @@ SPECIALS = {"local_id": "get_local_id(0)", "local_size": "get_local_size(0)",
             "group_id": "get_group_id(0)", "num_groups": "get_num_groups(0)",
             "global_id": "get_global_id(0)", "global_size": "get_global_size(0)"}
 FAIL_FLAG = "fcl_fail"
+# A work-group's record starts with two stop flags, for even and odd rounds, and the failed
+# check's code.
+FAIL_SLOTS = 3
 ABORT_FLAG = "fcl_abort"
 TRACE_PARAMS = "__global int* fcl_trace, __global int* fcl_trace_count, int fcl_trace_group, " \
     "int fcl_trace_cap"
 # No fused multiply-adds: `a * b + c` rounds twice, as in the interpreter (and numpy), so both
 # back ends give the same doubles to the last bit.
 FP64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#pragma OPENCL FP_CONTRACT OFF\n\n"
-# A failed run-time check stores its code and values in the slots of the kernel's record, each
-# slot a (work-item, value) pair kept by atomic minimum: the record ends up holding all the
-# values of the lowest-numbered failing work-item, whatever order they ran in, so the report
-# names one work-item, the same on every run and device.
+# A kernel's failure record: word 0 says whether any check failed; then, for each work-group,
+# whether it failed in an even or odd round (see KernelPrinter.group_stop), the failed check's
+# code and its values.
+# Each of the last two kinds of slot holds a (work-item, value) pair kept by atomic minimum: a
+# work-group's record ends up holding all the values of its lowest-numbered failing work-item,
+# whatever order they ran in, and the host reports the lowest failing work-group's
+# (docs/language.md, "Run-time checks").
 FAIL_REPORTER = """\
 #pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
 #pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable
-void fcl_report(__global ulong* record, int slot, int value) {
-    ulong item = (ulong)(get_global_id(1) * get_global_size(0) + get_global_id(0)) << 32;
-    atom_min(&record[slot], item | (uint)value);
+void fcl_report(__global ulong* record, int slot, int item, int value) {
+    atom_min(&record[slot], ((ulong)(uint)item << 32) | (uint)value);
 }
 """
 TRACE_RECORDER = """\
@@ -308,6 +313,11 @@ class KernelPrinter:
 
     def kernel(self, k: Kernel) -> None:
         self.kernel_name, self.span, self.serial = k.name, k.span, k.serial
+        # A failed check stops its work-group after the round it failed in. Without barriers,
+        # its work-item simply returns: every other work-item of the group runs on its own.
+        self.group_stop = bool(k.fails) and not k.serial and any(
+            isinstance(s, ir.Barrier) or (isinstance(s, ir.While) and s.level == "block")
+            for s in ir.walk(k.body))
         self.ranges = kernel_ranges(replace(k, body=map_exprs(k.body, plain)))
         self.indices = index_variables(k.body)
         params = []
@@ -346,9 +356,13 @@ class KernelPrinter:
         if k.abortable:
             self.line("__local int fcl_stop;", 1, None)
         if k.fails:
-            # In a serial kernel the one work-item runs the whole group: the group's first failure.
             self.line("int fcl_failed = 0;  /* a work-item reports its first failure only */", 1,
                       None)
+            slots = FAIL_SLOTS + max(len(check.values) for check in k.fails)
+            self.line(f"__global ulong* fcl_group_record = {FAIL_FLAG} + 1 + (get_group_id(1) * "
+                      f"get_num_groups(0) + get_group_id(0)) * {slots};", 1, None)
+            if self.group_stop:
+                self.line("int fcl_round = 0;", 1, None)
         for n, slot in enumerate(k.slots):
             for local in slot:
                 elem = MEMORY_TYPES[local.var.type.elem]
@@ -445,12 +459,24 @@ class KernelPrinter:
             if self.trace:
                 self.line(self._record("barrier", None, None, span) + ";", indent, None)
             self.line("barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);", indent, span)
+            if self.group_stop:
+                # The group stops, all of it, once its round has failed. A round's failures mark
+                # the flag of its parity: one failing in the next round, while a slower work-item
+                # has yet to look, marks the other (and no read races with it).
+                self.line("if (fcl_group_record[fcl_round & 1] == 0) return;", indent, None)
+                self.line("fcl_round++;", indent, None)
         elif isinstance(s, FailFlag):
             self.line(f"if (!fcl_failed && ({self.expr(s.cond)})) {{", indent, span)
             self.line("fcl_failed = 1;", indent + 1, None)
+            self.line(f"atom_min(&{FAIL_FLAG}[0], 0);", indent + 1, None)
+            item = self.expr(s.item)
             for slot, value in enumerate([ir.Const(s.code, ir.INT), *s.values]):
-                self.line(f"fcl_report({FAIL_FLAG}, {slot}, {self.expr(value)});", indent + 1,
-                          None)
+                self.line(f"fcl_report(fcl_group_record, {FAIL_SLOTS - 1 + slot}, {item}, "
+                          f"{self.expr(value)});", indent + 1, None)
+            if self.group_stop:
+                self.line("atom_min(&fcl_group_record[fcl_round & 1], 0);", indent + 1, None)
+            else:
+                self.line("return;", indent + 1, None)
             self.line("}", indent, None)
         elif isinstance(s, ir.Alloc):
             # The memory itself is a kernel argument, sized by the host before the launch.

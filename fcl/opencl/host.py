@@ -16,6 +16,7 @@ from typing import TextIO
 import numpy as np
 import pyopencl as cl
 
+from fcl import checks
 from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
 from fcl.il import ir
@@ -30,6 +31,7 @@ from fcl.opencl.device import (
     serial_groups,
     trim_pool,
 )
+from fcl.opencl.emit import FAIL_SLOTS
 from fcl.opencl.kernel import Compiled, Kernel, Launch, Special
 from fcl.opencl.oclgrind import ReadProbes
 from fcl.opencl.timing import Policy, Sample, Timing, measuring, record, repeat
@@ -53,6 +55,27 @@ def failure(check: ir.Fail, values: list[int]) -> FCLError:
                     [check.hint] if check.hint else [])
 
 
+def fail_slots(kernel: Kernel) -> int:
+    """The words of a work-group's failure record (see emit.FAIL_REPORTER)."""
+    return FAIL_SLOTS + max(len(check.values) for check in kernel.fails)
+
+
+def lowest_failure(kernel: Kernel, groups: np.ndarray) -> FCLError:
+    """The failure to report from the records of a kernel's work-groups, one row each: the
+    lowest failing work-group's (work-groups may each run several of the parallel loop's
+    iterations, so its index is the one the check recorded), then its lowest work-item's."""
+    found = []
+    for row in groups[groups[:, FAIL_SLOTS - 1] != NO_FAILURE]:
+        low = (row & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32)
+        check = kernel.fails[int(low[FAIL_SLOTS - 1]) - 1]
+        values = [int(v) for v in low[FAIL_SLOTS:FAIL_SLOTS + len(check.values)]]
+        group = values[len(values) - len(check.places) + check.places.index(checks.GROUP)] \
+            if checks.GROUP in check.places else -1
+        found.append(((group, int(row[FAIL_SLOTS - 1] >> np.uint64(32))), check, values))
+    _, check, values = min(found, key=lambda f: f[0])
+    return failure(check, values)
+
+
 @dataclass
 class DeviceArray:
     buffer: cl.MemoryObjectHolder  # a cl.Buffer, or a PooledBuffer from the device's pool
@@ -66,7 +89,7 @@ class HostRun:
         self.device, self.kernels, self.block_size = device, kernels, block_size
         self.out, self.err = out, err
         self.env: dict[str, object] = {}
-        self.fail_flags: dict[str, tuple[cl.Buffer, Kernel]] = {}
+        self.fail_flags: dict[str, tuple[cl.Buffer, Kernel, int]] = {}  # with its groups
         # Everything allocated, released when the run ends.
         self.buffers: list[cl.MemoryObjectHolder] = []
         # The program's arrays and their bytes.
@@ -281,13 +304,13 @@ class HostRun:
             raise FCLError(f"this kernel needs {local_bytes} bytes of local memory per work-group, "
                            f"but the device has {self.device.local_mem_size}", s.span,
                            ["use smaller chunks per work-group, or a smaller block size"], notes)
-        if kernel.fails:
-            args.append(self.fail_flag(kernel))
-        if kernel.abortable:
-            args.append(self.abort_buffer())
         groups = int(self.eval(s.groups))
         if groups <= 0:
             return
+        if kernel.fails:
+            args.append(self.fail_flag(kernel, groups))
+        if kernel.abortable:
+            args.append(self.abort_buffer())
         args += self.extra_args(kernel, groups)
         if kernel.serial:
             local = (1,)
@@ -387,27 +410,29 @@ class HostRun:
         finally:
             self.env[group.name] = saved
 
-    def fail_flag(self, kernel: Kernel) -> cl.Buffer:
-        """The kernel's failure record (see emit.FAIL_REPORTER): the failed check's code, then
-        its values, each slot starting at the largest (work-item, value) pair."""
-        if kernel.name not in self.fail_flags:
-            slots = 1 + max(len(check.values) for check in kernel.fails)
-            record = np.full(slots, NO_FAILURE, dtype=np.uint64)
+    def fail_flag(self, kernel: Kernel, groups: int) -> cl.Buffer:
+        """The kernel's failure record (see emit.FAIL_REPORTER) for `groups` work-groups: a word
+        saying whether a check failed, then each group's slots, all starting at their largest
+        value. A record no check wrote to is as new: later launches reuse it."""
+        known = self.fail_flags.get(kernel.name)
+        if known is None or known[2] < groups:
+            record = np.full(1 + groups * fail_slots(kernel), NO_FAILURE, dtype=np.uint64)
             flag = cl.Buffer(self.device.context, READ_WRITE_COPY, hostbuf=record)
             self.buffers.append(flag)
-            self.fail_flags[kernel.name] = (flag, kernel)
+            self.fail_flags[kernel.name] = (flag, kernel, groups)
         return self.fail_flags[kernel.name][0]
 
     def check_failures(self) -> None:
-        """Report the failed check of any kernel run so far."""
-        for flag, kernel in self.fail_flags.values():
-            record = np.empty(1 + max(len(check.values) for check in kernel.fails),
-                              dtype=np.uint64)
+        """Report the failed check of any kernel run so far: of its lowest failing work-group
+        (by the index of the parallel loop the group ran), its lowest failing work-item."""
+        for flag, kernel, groups in self.fail_flags.values():
+            failed = np.empty(1, dtype=np.uint64)
+            cl.enqueue_copy(self.device.queue, failed, flag)
+            if failed[0] == NO_FAILURE:
+                continue
+            record = np.empty(1 + groups * fail_slots(kernel), dtype=np.uint64)
             cl.enqueue_copy(self.device.queue, record, flag)
-            if record[0] != NO_FAILURE:
-                low = (record & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32)
-                check = kernel.fails[int(low[0]) - 1]
-                raise failure(check, [int(v) for v in low[1:1 + len(check.values)]])
+            raise lowest_failure(kernel, record[1:].reshape(groups, fail_slots(kernel)))
 
     def read_back(self, array: DeviceArray, host: np.ndarray, offset: int, node) -> None:
         """Copy elements from `offset` on of a device array into `host`, for the host read

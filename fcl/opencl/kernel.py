@@ -74,11 +74,13 @@ class SerialFor(ir.SeqFor):
 class FailFlag(ir.Stmt):
     """Inside a kernel: when `cond` holds, record failure `code` (1 + the position of its check
     in Kernel.fails) and the values its message names, for the host to report after the
-    launch."""
+    launch. `item` is the failing work-item's index (its parallel loop's, not get_local_id):
+    where several fail in a work-group's round, the lowest one's values are kept."""
 
     cond: ir.Expr
     code: int
     values: list[ir.Expr] = field(default_factory=list)
+    item: ir.Expr = field(default_factory=lambda: ir.Const(0, ir.INT))
 
 
 @dataclass(eq=False)

@@ -143,20 +143,38 @@ def _read_message(indices: set[int], suppressed: bool) -> str:
 
 def _report_blocks(stderr: str) -> list[list[str]]:
     """Each report is a header line followed by tab-indented detail lines."""
+    return _split(stderr)[0]
+
+
+def _split(stderr: str) -> tuple[list[list[str]], list[str]]:
+    """Oclgrind's reports, and the other lines (FCL's own error, with its source lines)."""
     blocks: list[list[str]] = []
+    other: list[str] = []
+    in_report = False
     for raw in stderr.splitlines():
         if raw.startswith(("\t", " ")) or not raw.strip():
-            if blocks and raw.strip():
+            if in_report and raw.strip():
                 blocks[-1].append(raw.strip())
+            elif not in_report:
+                other.append(raw)
         elif _is_report(raw.strip()):
             blocks.append([raw.strip()])
-    return blocks
+            in_report = True
+        else:
+            other.append(raw)
+            in_report = False
+    return blocks, other
 
 
 def _is_report(first_line: str) -> bool:
+    if _FCL_ERROR.match(first_line):  # the program's own failure: `index 4 is out of bounds...`
+        return False
     return bool(re.match(r"(Invalid|Uninitialized|.*data race|.*Data race|Work-group divergence|"
                          r"Barrier divergence|.*out of bounds|Oclgrind - |Controlflow depends|"
                          r"Instruction depends)", first_line))
+
+
+_FCL_ERROR = re.compile(r"(\S.*:\d+:\d+: )?(error|warning|note|hint): ")
 
 
 def read_sites(host: list[ir.Stmt]) -> list[tuple[object, Span | None]]:
@@ -230,8 +248,7 @@ def run_checked(argv: list[str], compiled: Compiled) -> tuple[int, str, list[Fin
     child = subprocess.run([sys.executable, "-m", "fcl", "run", "--device", "oclgrind", *argv],
                            capture_output=True, text=True, env=env)
     findings = parse_reports(child.stderr, compiled)
-    other = "\n".join(ln for ln in child.stderr.splitlines()
-                      if not ln.startswith(("\t", " ")) and ln.strip() and not _is_report(ln))
+    other = "\n".join(_split(child.stderr)[1]).strip("\n")
     if child.returncode != 0 and not findings:
         sys.stderr.write(child.stderr)
     elif other and child.returncode != 0:

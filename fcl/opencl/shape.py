@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from fcl import checks
 from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.traverse import declared, map_bodies, single_definitions
@@ -141,6 +142,14 @@ def _free_vars(stmts: list[ir.Stmt], bound: set[str], used: dict[str, ir.Var]) -
             bound.add(s.var.name)
 
 
+def failing_item(check: ir.Fail) -> ir.Expr:
+    """The index of the work-item a check runs in (0 in a work-group's shared code)."""
+    kinds = [kind for kind in check.places if kind != checks.GROUP]
+    if not kinds:
+        return ir.Const(0, ir.INT)
+    return check.values[len(check.values) - len(check.places) + check.places.index(kinds[-1])]
+
+
 def number_checks(kernel: Kernel) -> None:
     """Each run-time check becomes a FailFlag whose code is its place in kernel.fails, in the
     order the checks run (a while's test before its body)."""
@@ -151,7 +160,8 @@ def number_checks(kernel: Kernel) -> None:
         for s in stmts:
             if isinstance(s, ir.Fail):
                 kernel.fails.append(s)
-                out.append(FailFlag(s.cond, len(kernel.fails), s.values, span=s.span))
+                out.append(FailFlag(s.cond, len(kernel.fails), s.values, failing_item(s),
+                                    span=s.span))
             elif isinstance(s, ir.While):
                 test = number(s.test)
                 out.append(ir.While(test, s.cond, number(s.body), span=s.span, level=s.level))

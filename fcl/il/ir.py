@@ -16,6 +16,7 @@ import contextvars
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from fcl.errors import Span
 
@@ -278,13 +279,25 @@ def walk(stmts: list[Stmt]):
             yield from walk(child)
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def field_names(node: Any) -> tuple[str, ...]:
+    """The dataclass fields of an IL node, by name (dataclasses.fields, once per class: the
+    passes ask it of every node they visit)."""
+    names = _FIELD_NAMES.get(type(node))
+    if names is None:
+        names = _FIELD_NAMES[type(node)] = tuple(f.name for f in fields(node))
+    return names
+
+
 def expr_vars(e: Expr, out: dict[str, Var]) -> None:
     """Collect the variables an expression mentions (name -> Var)."""
     if isinstance(e, Var):
         out.setdefault(e.name, e)
         return
-    for f in fields(e):
-        value = getattr(e, f.name)
+    for name in field_names(e):
+        value = getattr(e, name)
         if isinstance(value, Expr):
             expr_vars(value, out)
 

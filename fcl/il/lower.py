@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from fcl import checks
 from fcl.env import Env
@@ -522,5 +522,6 @@ def _compares_with_zero(stmts: list[ir.Stmt], name: str) -> bool:
             if any(isinstance(x, ir.Var) and x.name == name for x in sides) and \
                     any(isinstance(x, ir.Const) and x.value == 0 for x in sides):
                 return True
-        return isinstance(e, ir.Expr) and any(found(getattr(e, f.name)) for f in fields(e))
-    return any(found(getattr(s, f.name)) for s in ir.walk(stmts) for f in fields(s))
+        return isinstance(e, ir.Expr) and any(found(getattr(e, name))
+                                              for name in ir.field_names(e))
+    return any(found(getattr(s, name)) for s in ir.walk(stmts) for name in ir.field_names(s))

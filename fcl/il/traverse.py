@@ -5,7 +5,7 @@ declaration and those defined once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any
 
 from fcl.il import ir
@@ -16,15 +16,15 @@ ExprFn = Callable[[ir.Expr], ir.Expr]
 def map_children(e: ir.Expr, fn: ExprFn) -> ir.Expr:
     """e rebuilt with fn applied to each of its immediate sub-expressions (an array read keeps
     its array: a variable naming memory, not a value)."""
-    changes = {f.name: fn(getattr(e, f.name)) for f in fields(e)
-               if isinstance(getattr(e, f.name), ir.Expr)
-               and not (isinstance(e, ir.Index) and f.name == "array")}
+    changes = {name: fn(getattr(e, name)) for name in ir.field_names(e)
+               if isinstance(getattr(e, name), ir.Expr)
+               and not (isinstance(e, ir.Index) and name == "array")}
     return replace(e, **changes) if changes else e
 
 
 def sub_exprs(e: ir.Expr) -> list[ir.Expr]:
     """The immediate sub-expressions of e (an array read's array variable included)."""
-    return [getattr(e, f.name) for f in fields(e) if isinstance(getattr(e, f.name), ir.Expr)]
+    return [getattr(e, name) for name in ir.field_names(e) if isinstance(getattr(e, name), ir.Expr)]
 
 
 def array_reads(stmts: list[ir.Stmt], targets: bool = False) -> Iterator[ir.Index]:
@@ -59,13 +59,13 @@ def expr_fields(s: ir.Stmt, targets: bool = False) -> list[str]:
     those naming what it defines. Arrays stored to count as read."""
     skip = set() if targets else _targets(s)
     found = []
-    for f in fields(s):
-        value = getattr(s, f.name)
-        if f.name in skip or f.name in ir.BODIES:
+    for name in ir.field_names(s):
+        value = getattr(s, name)
+        if name in skip or name in ir.BODIES:
             continue
         if isinstance(value, ir.Expr) or (isinstance(value, list) and value
                                           and isinstance(value[0], ir.Expr)):
-            found.append(f.name)
+            found.append(name)
     return found
 
 

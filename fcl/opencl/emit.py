@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from fcl.errors import Span
 from fcl.il import ir
-from fcl.il.ranges import INT_MAX, INT_MIN, Ranges, interval
+from fcl.il.ranges import INT_MAX, INT_MIN, Ranges, interval, memoized, remember
 from fcl.il.traverse import map_exprs, stmt_exprs, sub_exprs
 from fcl.opencl.kernel import (
     LOCAL_IDS,
@@ -312,6 +312,10 @@ class KernelPrinter:
             self.table.append((self.line_offset + len(self.lines), span))
 
     def kernel(self, k: Kernel) -> None:
+        with memoized():
+            self._kernel(k)
+
+    def _kernel(self, k: Kernel) -> None:
         self.kernel_name, self.span, self.serial = k.name, k.span, k.serial
         # A failed check stops its work-group after the round it failed in. Without barriers,
         # its work-item simply returns: every other work-item of the group runs on its own.
@@ -319,6 +323,7 @@ class KernelPrinter:
             isinstance(s, ir.Barrier) or (isinstance(s, ir.While) and s.level == "block")
             for s in ir.walk(k.body))
         self.ranges = kernel_ranges(replace(k, body=map_exprs(k.body, plain)))
+        remember(self.ranges)  # the C of each operation asks for its operands' bounds
         self.indices = index_variables(k.body)
         params = []
         for p in k.params:

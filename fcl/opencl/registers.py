@@ -11,7 +11,7 @@ thesis's tiled matmul keeps its accumulator so; in local memory it cost the H100
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from fcl.il import ir
 from fcl.il.traverse import array_reads, map_bodies, map_children, stmt_exprs, sub_exprs
@@ -124,9 +124,10 @@ def _privatize(kernel: Kernel, body: list[ir.Stmt], arrays: list[str], names: se
                     (isinstance(s, (ir.Declare, ir.Assign)) and s.var.name in names):
                 continue
             # Every expression field but a store's array (a variable naming memory).
-            changes: dict[str, object] = {f.name: expr(getattr(s, f.name)) for f in fields(s)
-                                          if isinstance(getattr(s, f.name), ir.Expr)
-                                          and f.name != "array"}
+            changes: dict[str, object] = {name: expr(getattr(s, name))
+                                          for name in ir.field_names(s)
+                                          if isinstance(getattr(s, name), ir.Expr)
+                                          and name != "array"}
             if isinstance(s, ir.Store) and s.array.name in names:
                 changes["array"], changes["index"] = keep, zero
             out.append(map_bodies(replace(s, **changes), stmts))

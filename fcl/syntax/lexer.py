@@ -8,6 +8,7 @@ that follow it. Produces Lark tokens for the LALR parser in `parser.py`.
 from __future__ import annotations
 
 import math
+import re
 
 from lark import Token
 
@@ -26,15 +27,16 @@ SOFT_KEYWORDS = {
 }
 NAME_TOKENS = {"NAME", *SOFT_KEYWORDS.values()}
 
-# Longest first, so that maximal munch picks `<<` before `<`.
-OPERATORS = sorted([
+OPERATORS = dict([
     ("|>", "PIPE"), ("||", "OROR"), ("&&", "ANDAND"), ("==", "EQ"), ("!=", "NEQ"),
     ("<=", "LE"), (">=", "GE"), ("<<", "SHL"), (">>", "SHR"), ("<-", "LARROW"), ("=>", "DARROW"),
     ("->", "ARROW"), ("<", "LT"), (">", "GT"), ("+", "PLUS"), ("-", "MINUS"), ("*", "STAR"),
     ("/", "SLASH"), ("%", "PERCENT"), ("&", "AMP"), ("|", "BAR"), ("^", "CARET"), ("=", "EQUALS"),
     (".", "DOT"), (":", "COLON"), (",", "COMMA"), (";", "SEMI"), ("(", "LPAR"), (")", "RPAR"),
     ("[", "LSQB"), ("]", "RSQB"), ("{", "LBRACE"), ("}", "RBRACE"),
-], key=lambda op: -len(op[0]))
+])
+_SPACES = re.compile(r"\s*")  # \s is str.isspace
+_ASCII_WORD = re.compile(r"[A-Za-z#][A-Za-z0-9_#']*")  # the rest of a name is checked by hand
 
 INT32_MAX = 2**31 - 1
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0", "a": "\a",
@@ -59,16 +61,25 @@ class Lexer:
         self.text = source.text
         self.pos = 0
         self.tokens: list[Token] = []
+        # The line of the last token (tokens come in order, and none spans lines): 0-based, and
+        # where it and the next start.
+        self.line = 0
+        self.line_starts = [0] + [i + 1 for i, ch in enumerate(self.text) if ch == "\n"] + \
+            [len(self.text) + 1]
 
     def error(self, message: str, start: int, end: int | None = None, hints=()) -> FCLError:
         return FCLError(message, Span(self.source, start, end if end is not None else start + 1),
                         list(hints))
 
     def emit(self, kind: str, value, start: int) -> None:
-        line, col = self.source.line_col(start)
-        end_line, end_col = self.source.line_col(max(start, self.pos - 1))
-        self.tokens.append(Token(kind, value, start_pos=start, line=line, column=col,
-                                 end_line=end_line, end_column=end_col + 1, end_pos=self.pos))
+        starts = self.line_starts
+        while starts[self.line + 1] <= start:
+            self.line += 1
+        line_start = starts[self.line]
+        self.tokens.append(Token(kind, value, start_pos=start, line=self.line + 1,
+                                 column=start - line_start + 1, end_line=self.line + 1,
+                                 end_column=max(start, self.pos - 1) - line_start + 2,
+                                 end_pos=self.pos))
 
     def run(self) -> list[Token]:
         text = self.text
@@ -82,6 +93,8 @@ class Lexer:
             if _is_digit(ch) or negative_number:
                 self.number()
             elif _is_ident_start(ch):
+                ascii_word = _ASCII_WORD.match(text, start)
+                self.pos = ascii_word.end() if ascii_word else start
                 while self.pos < len(text) and _is_ident_char(text[self.pos]):
                     self.pos += 1
                 word = text[start:self.pos]
@@ -95,21 +108,22 @@ class Lexer:
             elif ch == '"':
                 self.string()
             else:
-                for op, kind in OPERATORS:
-                    if text.startswith(op, start):
-                        self.pos += len(op)
-                        self.emit(kind, op, start)
-                        break
-                else:
+                op = text[start:start + 2]
+                kind = OPERATORS.get(op)  # maximal munch: `<<` before `<`
+                if kind is None:
+                    op = ch
+                    kind = OPERATORS.get(op)
+                if kind is None:
                     shown = f"`{ch}`" if ch.isprintable() else f"U+{ord(ch):04X}"
                     raise self.error(f"unexpected character {shown}", start)
+                self.pos += len(op)
+                self.emit(kind, op, start)
 
     def skip_space_and_comments(self) -> None:
         text = self.text
         while self.pos < len(text):
-            if text[self.pos].isspace():
-                self.pos += 1
-            elif text.startswith("--", self.pos):
+            self.pos = _SPACES.match(text, self.pos).end()
+            if text.startswith("--", self.pos):
                 end = text.find("\n", self.pos)
                 self.pos = len(text) if end < 0 else end
             elif text.startswith("(*", self.pos):

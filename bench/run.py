@@ -600,7 +600,9 @@ def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None,
 # --tiny scales their sizes and repetitions down by substituting numbers in their text: a check
 # of the harness, not a measurement.
 
-ORIGINAL_REPO = Path(os.environ.get("FCL_ORIGINAL_REPO", "/work/.mirror/dybber+fcl/repo"))
+# Where a copy is looked for unless FCL_ORIGINAL_REPO or --original says: inside this checkout's
+# build folder (`git clone https://github.com/dybber/fcl build/original-fcl`).
+ORIGINAL_REPO = Path(os.environ.get("FCL_ORIGINAL_REPO", HERE.parent / "build" / "original-fcl"))
 ORIGINAL_FULL = Sizes(block=256, n=4096 * 4096, side=4096, tile=16, per_item=1,
                       scan_n=4096 * 4096, matmul=(1600, 800, 800))
 ORIGINAL_TINY = Sizes(block=256, n=256 * 256, side=256, tile=16, per_item=1, scan_n=256 * 256,

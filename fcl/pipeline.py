@@ -52,7 +52,8 @@ def main_root(session: Session) -> ast.Expr:
     """The expression `main`, checked to be a grid-level program."""
     decl = next((d for d in reversed(session.decls) if d.name == "main"), None)
     if decl is None:
-        raise FCLError("there is no `main` to run: define `val main = ...` of type "
+        where = f" in {', '.join(session.files)}" if session.files else ""
+        raise FCLError(f"there is no `main` to run{where}: define `val main = ...` of type "
                        "`Program <grid> 'a`")
     root = ast.Var(decl.name_span, "main")
     t = chase(session.checker.check_expr(session.scope, root))

@@ -28,6 +28,7 @@ class Session:
     user_from: int = 0  # decls before this index come from the prelude
     warnings: list[str] = field(default_factory=list)
     large: bool = False  # a source of LARGE_SOURCE characters or more: see fcl.deep
+    files: list[str] = field(default_factory=list)  # the names of the files added
 
     @classmethod
     def new(cls, prelude: bool = True) -> Session:
@@ -36,6 +37,7 @@ class Session:
         session.checker = copy.copy(base.checker)
         session.decls = list(base.decls)
         session.warnings = []
+        session.files = []
         return session
 
     def snapshot(self) -> tuple:
@@ -66,6 +68,7 @@ class Session:
         with collections_paused() if self.large else contextlib.nullcontext():
             decls = parse_program(source).decls
         self.add_decls(decls)
+        self.files.append(source.name)
         return decls
 
     def add_cell(self, source: Source) -> tuple[list[ast.Decl], ast.Expr | None]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
 import sys
 import tempfile
@@ -36,8 +37,11 @@ LOGOS = ("logo-svg.svg", "logo-32x32.png", "logo-64x64.png")
 
 def kernel_spec(python: str) -> dict:
     """The kernel.json contents for a kernel run by the interpreter `python`."""
+    # As ipykernel's own kernelspec: with frozen modules, importing its debugger (debugpy)
+    # prints a warning at start-up in `jupyter console`.
+    frozen = ["-Xfrozen_modules=off"] if platform.python_implementation() == "CPython" else []
     return {
-        "argv": [python, "-m", "fcl_kernel", "-f", "{connection_file}"],
+        "argv": [python, *frozen, "-m", "fcl_kernel", "-f", "{connection_file}"],
         "display_name": "FCL",
         "language": "fcl",
         # The kernel turns SIGINT into KeyboardInterrupt inside execution (ipykernel's default).

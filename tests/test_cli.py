@@ -1,4 +1,5 @@
 """The `fcl` command, run as a real process: output formats, options, exit status, stderr."""
+import os
 import re
 import subprocess
 import sys
@@ -174,8 +175,8 @@ def test_run_error_keeps_earlier_output_and_exits_1(tmp_path):
 def test_run_without_main(tmp_path):
     path = write(tmp_path / "t.fcl", "val x = 1\n")
     assert_clean_failure(fcl("run", path, cwd=tmp_path),
-                         "error: there is no `main` to run: define `val main = ...` of type "
-                         "`Program <grid> 'a`")
+                         f"error: there is no `main` to run in {path}: define `val main = ...` "
+                         "of type `Program <grid> 'a`")
 
 
 @pytest.mark.slow  # 0.7-0.8 s, a process
@@ -319,3 +320,14 @@ def test_graph_without_graphviz_says_so(tmp_path):
     assert "Graphviz's `dot` program is not installed" in result.stderr
     printed = without_dot()
     assert printed.returncode == 0 and printed.stdout.startswith("digraph {")
+
+
+@pytest.mark.slow  # 0.7-1.3 s, a process
+def test_asking_for_the_oclgrind_device_points_at_check(tmp_path):
+    path = write(tmp_path / "t.fcl", "val main = forceAndPrint 1 (push<grid> (iota 1))\n")
+    env = {name: value for name, value in os.environ.items() if name != "OCL_ICD_VENDORS"}
+    result = subprocess.run([str(FCL), "run", "--device", "oclgrind", str(path)], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "`fcl run --check prog.fcl`" in result.stderr
+    assert "restart the kernel" not in result.stderr

@@ -512,8 +512,41 @@ def test_missing_main():
     session.add_file(Source("t.fcl", "val x = 1"))
     with pytest.raises(FCLError) as info:
         main_root(session)
-    assert info.value.render() == ("error: there is no `main` to run: define `val main = ...` "
-                                   "of type `Program <grid> 'a`")
+    assert info.value.render() == ("error: there is no `main` to run in t.fcl: define `val main "
+                                   "= ...` of type `Program <grid> 'a`")
+
+
+def test_an_empty_file_is_named_in_the_missing_main():
+    session = Session.new()
+    session.add_file(Source("empty.fcl", ""))
+    session.add_file(Source("other.fcl", "val x = 1"))
+    with pytest.raises(FCLError, match=r"no `main` to run in empty.fcl, other.fcl: "):
+        main_root(session)
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("fun main = 1", "`fun` defines a function of parameters (`fun main x = ...`); a value "
+                     "without parameters is `val main = ...`"),
+    ("fun double x = x * 2", "`double` is a reserved word; choose another name, such as "
+                             "`double_`"),
+    ("val main = lett y = 1 in y", "`lett` is not a keyword: did you mean `let`?"),
+    ("lett y = 1", "`lett` is not a keyword: did you mean `let`? (at the top level, a definition "
+                   "starts with `val`)"),
+    ("val f = fn x => if x then 1 esle 2", "`esle` is not a keyword: did you mean `else`?"),
+])
+def test_first_mistakes_get_a_hint(text, hint):
+    session = Session.new()
+    with pytest.raises(FCLError) as info:
+        session.add_file(Source("t.fcl", text))
+    assert info.value.hints == [hint]
+    assert info.value.span is not None and info.value.span.source.name == "t.fcl"
+
+
+def test_a_name_that_only_resembles_a_keyword_in_valid_code_gets_no_hint():
+    session = Session.new()
+    session.add_file(Source("t.fcl", "val lett = 1\nval main = forceAndPrint 1 (push<grid> "
+                                     "(generate 1 (fn i => lett)))"))
+    assert session.type_of("lett") is not None
 
 
 @pytest.mark.parametrize("definition, shown", [

@@ -23,7 +23,8 @@ def test_install_kernel_py_writes_a_kernelspec_under_the_prefix(tmp_path):
     spec_dir = tmp_path / "share" / "jupyter" / "kernels" / "fcl"
     assert str(spec_dir) in result.stdout
     assert json.loads((spec_dir / "kernel.json").read_text()) == {
-        "argv": [sys.executable, "-m", "fcl_kernel", "-f", "{connection_file}"],
+        "argv": [sys.executable, "-Xfrozen_modules=off", "-m", "fcl_kernel", "-f",
+                 "{connection_file}"],
         "display_name": "FCL",
         "language": "fcl",
         "interrupt_mode": "signal",
@@ -112,3 +113,14 @@ def test_the_wheel_ships_the_kernelspec_and_the_lexer(tmp_path):
         assert {"fcl/highlight.py", "fcl_kernel/install.py"} <= names
         entry_points = zf.read(f"{dist}.dist-info/entry_points.txt").decode()
     assert "[pygments.lexers]\nfcl = fcl.highlight:FCLLexer" in entry_points
+
+
+def test_the_kernel_loads_the_debugger_without_a_warning():
+    # `jupyter console` has the kernel import ipykernel's debugger (debugpy), which warns about
+    # frozen modules unless the kernelspec's interpreter turns them off, as ipykernel's does.
+    from fcl_kernel.install import kernel_spec
+    python_and_flags = kernel_spec(sys.executable)["argv"][:-4]
+    result = subprocess.run([*python_and_flags, "-c", "from ipykernel.debugger import Debugger"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "frozen modules" not in result.stderr

@@ -2,6 +2,7 @@
 import io
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -591,3 +592,24 @@ def test_checked_tiled_matmul_with_a_register_accumulator(tmp_path, monkeypatch)
     assert any(k.fails and k.private for k in compiled.kernels)
     out = run_cl(program, block_size=tile * tile)[0]
     assert out == run_interp(program) == "[" + ",".join(map(str, expected)) + "]\n"
+
+
+def test_the_build_helper_leaves_no_zombie_when_it_exits(monkeypatch):
+    # A lean process (a Jupyter kernel) builds each program in a helper first; the helper exits
+    # when idle, and must then be reaped at once, not when the kernel ends.
+    from fcl.opencl import lean
+    dev = cl_device.open_device().device
+    if not lean.is_pocl(dev):
+        pytest.skip("the build helper serves PoCL devices only")
+    monkeypatch.setattr(lean, "_helper_wanted", True)
+    monkeypatch.setattr(lean, "_helper", None)
+    lean.build_in_helper(dev, "__kernel void k(__global int* a) { a[0] = 1; }", [])
+    helper = lean._helper
+    assert helper is not None and helper.poll() is None
+    helper.stdin.close()  # its input ends: it exits, as it does after HELPER_IDLE seconds idle
+    status = Path(f"/proc/{helper.pid}/status")
+    for _ in range(600):
+        if not status.exists():
+            break
+        time.sleep(0.05)
+    assert not status.exists(), status.read_text().splitlines()[1]  # "State: Z (zombie)"

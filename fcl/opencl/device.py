@@ -240,9 +240,10 @@ def choose(choice: str, devices: list[tuple[str, cl.Device]]) -> cl.Device:
     the name, any case, an empty one the first. Beyond those, as FCL's `--device` always took:
     `oclgrind`, or a part of a device's or platform's name alone."""
     if choice.lower() == "oclgrind" and not any(is_oclgrind(dev) for _, dev in devices):
-        raise FCLError("Oclgrind, which `%%check` runs on, is not loaded in this process",
-                       None, ["`python -m fcl_kernel.install` installs it; then restart the "
-                              "kernel"])
+        raise FCLError("Oclgrind is not a device of this process: it is loaded only to check "
+                       "a program", None,
+                       ["on the command line, `fcl run --check prog.fcl` runs a program on "
+                        "Oclgrind; in a notebook, `%%check`"])
     platform_part, _, device_part = choice.partition(":")
     found = _pyopencl_choice(platform_part, device_part) if ":" not in device_part else None
     if found is None and ":" not in choice:

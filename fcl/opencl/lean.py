@@ -16,6 +16,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import warnings
 from contextlib import suppress
 
@@ -111,6 +112,9 @@ def build_in_helper(device: cl.Device, source: str, options: list[str]) -> None:
                 [sys.executable, "-c", "from fcl.opencl.lean import serve_builds; "
                  "serve_builds()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, text=True, env=_helper_environment())
+            # Waited for as it exits (idle), or it would stay a zombie until this process ends.
+            threading.Thread(target=_helper.wait, name="fcl-build-helper-reaper",
+                             daemon=True).start()
         assert _helper.stdin is not None and _helper.stdout is not None  # both are pipes
         try:
             _helper.stdin.write(request)
@@ -127,7 +131,7 @@ def build_in_helper(device: cl.Device, source: str, options: list[str]) -> None:
 
 
 def reap_helper() -> None:
-    """Forget a helper that has exited (idle), so that it leaves no zombie behind."""
+    """Forget a helper that has exited (idle), and close its pipes."""
     global _helper
     if _helper is not None and _helper.poll() is not None:
         _helper = None

@@ -27,14 +27,13 @@ SOFT_KEYWORDS = {
 }
 NAME_TOKENS = {"NAME", *SOFT_KEYWORDS.values()}
 
-OPERATORS = dict([
-    ("|>", "PIPE"), ("||", "OROR"), ("&&", "ANDAND"), ("==", "EQ"), ("!=", "NEQ"),
-    ("<=", "LE"), (">=", "GE"), ("<<", "SHL"), (">>", "SHR"), ("<-", "LARROW"), ("=>", "DARROW"),
-    ("->", "ARROW"), ("<", "LT"), (">", "GT"), ("+", "PLUS"), ("-", "MINUS"), ("*", "STAR"),
-    ("/", "SLASH"), ("%", "PERCENT"), ("&", "AMP"), ("|", "BAR"), ("^", "CARET"), ("=", "EQUALS"),
-    (".", "DOT"), (":", "COLON"), (",", "COMMA"), (";", "SEMI"), ("(", "LPAR"), (")", "RPAR"),
-    ("[", "LSQB"), ("]", "RSQB"), ("{", "LBRACE"), ("}", "RBRACE"),
-])
+OPERATORS = {
+    "|>": "PIPE", "||": "OROR", "&&": "ANDAND", "==": "EQ", "!=": "NEQ", "<=": "LE", ">=": "GE",
+    "<<": "SHL", ">>": "SHR", "<-": "LARROW", "=>": "DARROW", "->": "ARROW", "<": "LT", ">": "GT",
+    "+": "PLUS", "-": "MINUS", "*": "STAR", "/": "SLASH", "%": "PERCENT", "&": "AMP", "|": "BAR",
+    "^": "CARET", "=": "EQUALS", ".": "DOT", ":": "COLON", ",": "COMMA", ";": "SEMI", "(": "LPAR",
+    ")": "RPAR", "[": "LSQB", "]": "RSQB", "{": "LBRACE", "}": "RBRACE",
+}
 _SPACES = re.compile(r"\s*")  # \s is str.isspace
 _ASCII_WORD = re.compile(r"[A-Za-z#][A-Za-z0-9_#']*")  # the rest of a name is checked by hand
 
@@ -109,20 +108,21 @@ class Lexer:
                 self.string()
             else:
                 op = text[start:start + 2]
-                kind = OPERATORS.get(op)  # maximal munch: `<<` before `<`
-                if kind is None:
+                op_kind = OPERATORS.get(op)  # maximal munch: `<<` before `<`
+                if op_kind is None:
                     op = ch
-                    kind = OPERATORS.get(op)
-                if kind is None:
+                    op_kind = OPERATORS.get(op)
+                if op_kind is None:
                     shown = f"`{ch}`" if ch.isprintable() else f"U+{ord(ch):04X}"
                     raise self.error(f"unexpected character {shown}", start)
                 self.pos += len(op)
-                self.emit(kind, op, start)
+                self.emit(op_kind, op, start)
 
     def skip_space_and_comments(self) -> None:
         text = self.text
         while self.pos < len(text):
-            self.pos = _SPACES.match(text, self.pos).end()
+            # `\s*` always matches.
+            self.pos = _SPACES.match(text, self.pos).end()  # type: ignore[union-attr]
             if text.startswith("--", self.pos):
                 end = text.find("\n", self.pos)
                 self.pos = len(text) if end < 0 else end

@@ -6,6 +6,7 @@ definitions cannot shadow), `a && b` and `a || b` become short-circuiting `if`s,
 """
 from __future__ import annotations
 
+import difflib
 import threading
 from functools import cache
 from pathlib import Path
@@ -17,7 +18,7 @@ from lark.lexer import Lexer as LarkLexer
 
 from fcl.errors import FCLError, Source, Span
 from fcl.syntax import ast
-from fcl.syntax.lexer import NAME_TOKENS, tokenize
+from fcl.syntax.lexer import KEYWORDS, NAME_TOKENS, tokenize
 
 BINARY_BUILTINS = {
     "+": "addi", "-": "subi", "*": "muli", "/": "divi", "%": "modi",
@@ -182,7 +183,37 @@ def _syntax_error(source: Source, tokens: list[Token], err: UnexpectedToken) -> 
         error.hints.append("a `let` inside an expression needs `in`")
     if tok.type == "COMMA" and expected == {"RPAR"}:
         error.hints.append("FCL has pairs, not longer tuples: nest them, as in `(a, (b, c))`")
+    at = next((i for i, t in enumerate(tokens) if t is tok), len(tokens))  # Tokens are strs
+    before = tokens[:at]
+    if tok.type == "EQUALS" and [t.type for t in before[-2:]] == ["FUN", "NAME"]:
+        error.hints.append(f"`fun` defines a function of parameters (`fun {before[-1].value} x = "
+                           f"...`); a value without parameters is `val {before[-1].value} = ...`")
+    if tok.value in KEYWORDS and "NAME" in expected:
+        error.hints.append(f"`{tok.value}` is a reserved word; choose another name, such as "
+                           f"`{tok.value}_`")
+    misspelt = _misspelt_keyword([*before[-3:], tok], tok.line)
+    if misspelt is not None:
+        name, keyword = misspelt
+        # Where a declaration was expected (`lett y = 1` at the top level), `let` is no answer.
+        top_level = " (at the top level, a definition starts with `val`)" \
+            if keyword == "let" and name is tok and "VAL" in expected else ""
+        error.hints.append(f"`{name}` is not a keyword: did you mean `{keyword}`?{top_level}")
     return error
+
+
+# Keywords a misspelling of which (`lett`, `esle`) is worth a hint; `in` and `fn` are too short to
+# guess at.
+_GUESSED_KEYWORDS = ("let", "val", "fun", "sig", "then", "else", "if", "do")
+
+
+def _misspelt_keyword(tokens: list[Token], line: int) -> tuple[Token, str] | None:
+    """A name among `tokens` (on `line`) that looks like a mistyped keyword, and the keyword."""
+    for t in tokens:
+        if t.type == "NAME" and t.line == line:
+            close = difflib.get_close_matches(t.value, _GUESSED_KEYWORDS, n=1, cutoff=0.75)
+            if close:
+                return t, close[0]
+    return None
 
 
 def _signature_before(tokens: list[Token], upto: Token) -> Token | None:

@@ -15,7 +15,7 @@ from typing import TextIO
 import numpy as np
 
 from fcl import pipeline
-from fcl.analysis.gpu import DEFAULT_GPU
+from fcl.analysis.gpu import DEFAULT_GPU, gpu_names, load_gpu
 from fcl.errors import FCLError, Source
 from fcl.explain import explain
 from fcl.highlight import theme_colour
@@ -32,7 +32,7 @@ from fcl.interp.values import (
     PushPull,
 )
 from fcl.mono import level_number
-from fcl.opencl.device import choose_backend
+from fcl.opencl.device import BACKENDS, choose_backend
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.types.types import TArrow, TCon, TPair, TProgram, Type, chase, show_types
@@ -48,6 +48,22 @@ class Settings:
 
     def options(self, keep_result: bool = True) -> pipeline.CompileOptions:
         return pipeline.CompileOptions(self.block_size, self.checks, keep_result)
+
+    def set(self, key: str, value: str) -> None:
+        """Set one setting from its text, as `%config key=value` and the kernel's Jupyter
+        configuration give it."""
+        if key == "block_size" and value.isdigit() and int(value) > 0:
+            self.block_size = int(value)
+        elif key == "backend" and value in BACKENDS:
+            self.backend = value
+        elif key == "checks" and value.lower() in ("on", "off", "true", "false"):
+            self.checks = value.lower() in ("on", "true")
+        elif key == "gpu" and value:
+            self.gpu = load_gpu(value).key  # an unknown GPU: an error naming the known ones
+        else:
+            raise FCLError(f"cannot set `{key}={value}`: use block_size=N, "
+                           f"backend={'|'.join(BACKENDS)}, checks=on|off or "
+                           f"gpu={'|'.join(gpu_names())}")
 
 
 @dataclass

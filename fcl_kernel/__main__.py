@@ -8,8 +8,6 @@ from fcl.opencl.oclgrind import OCLGRIND_ENV
 for name, value in OCLGRIND_ENV.items():
     os.environ.setdefault(name, value)
 
-from ipykernel.kernelapp import IPKernelApp  # noqa: E402
+from fcl_kernel.kernel import FCLKernelApp  # noqa: E402
 
-from fcl_kernel.kernel import FCLKernel  # noqa: E402
-
-IPKernelApp.launch_instance(kernel_class=FCLKernel)
+FCLKernelApp.launch_instance()

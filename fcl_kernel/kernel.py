@@ -1,13 +1,19 @@
 """The FCL Jupyter kernel: a thin ipykernel wrapper around fcl.notebook.Workspace."""
 from __future__ import annotations
 
+import os
 import re
 import traceback
 from contextlib import redirect_stderr
 
+from ipykernel.kernelapp import IPKernelApp
 from ipykernel.kernelbase import Kernel
+from jupyter_core.paths import jupyter_config_path
+from traitlets import Bool, Integer, Type, Unicode
+from traitlets.config import Application
 
 from fcl import __version__
+from fcl.analysis.gpu import DEFAULT_GPU
 from fcl.errors import FCLError
 from fcl.notebook import Workspace, render
 from fcl.opencl.device import free_held_memory
@@ -66,10 +72,29 @@ class FCLKernel(Kernel):
                 "command": msg.get("command", ""), "success": False,
                 "message": "the FCL kernel has no debugger"}
 
+    # Defaults for every session, from Jupyter configuration (`c.FCLKernel.block_size = 128` in
+    # a jupyter_config.py, for example a hub's); `%config` changes them for one session.
+    block_size = Integer(256, config=True, help="the work-group size, #BlockSize")
+    backend = Unicode("auto", config=True, help="auto (OpenCL where a device works, else the "
+                      "interpreter), opencl or interp")
+    checks = Bool(True, config=True, help="run-time checks of indices, divisors and lengths")
+    gpu = Unicode(DEFAULT_GPU, config=True, help="the GPU whose occupancy and time %%costs "
+                  "predicts (one of fcl/gpus/)")
+    cpu_threads = Unicode("", config=True, help="threads PoCL's CPU device may use: a number, or "
+                          "`all` (default: all, 1 on a JupyterHub); FCL_CPU_THREADS wins")
+
     def __init__(self, **kwargs):
-        lean_process()  # a class may share this machine: bounded threads, memory given back
         super().__init__(**kwargs)
+        if self.cpu_threads:
+            os.environ.setdefault("FCL_CPU_THREADS", self.cpu_threads)
+        lean_process()  # a class may share this machine: bounded threads, memory given back
         self.workspace = Workspace()
+        for key in ("block_size", "backend", "checks", "gpu"):
+            value = getattr(self, key)
+            try:
+                self.workspace.settings.set(key, str(value))
+            except FCLError as err:  # a mistake in the configuration: the default, and why
+                self.log.warning("c.FCLKernel.%s: %s", key, err.message)
         self.magics = Magics(self)
         self.history = History()
         self.payload: list[dict] = []    # what the cell asks the front end to do (the pager)
@@ -201,3 +226,16 @@ class FCLKernel(Kernel):
 
     def do_shutdown(self, restart):
         return {"status": "ok", "restart": restart}
+
+
+class FCLKernelApp(IPKernelApp):
+    """ipykernel's application, which also reads Jupyter's configuration files (jupyter_config.py
+    or .json in `jupyter --paths`' config folders, the user's first) for the FCL kernel's
+    settings: IPython's own kernel reads only IPython profiles."""
+
+    name = "fcl-kernel"
+    kernel_class = Type(FCLKernel, klass=Kernel, config=True)
+
+    def load_config_file(self, *args, **kwargs) -> None:
+        super().load_config_file(*args, **kwargs)
+        Application.load_config_file(self, "jupyter_config", path=jupyter_config_path())

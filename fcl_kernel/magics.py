@@ -14,7 +14,6 @@ import uuid
 from pathlib import Path
 
 from fcl import pipeline
-from fcl.analysis.gpu import gpu_names, load_gpu
 from fcl.errors import FCLError, Source
 from fcl.il.ir import show_stmts
 from fcl.lmad import LMADError, render_svg
@@ -22,7 +21,6 @@ from fcl.lmad.report import report
 from fcl.mono import level_number
 from fcl.notebook import render
 from fcl.opencl.device import (
-    BACKENDS,
     NoUsableDevice,
     describe_devices,
     open_device,
@@ -148,18 +146,7 @@ class Magics:
         settings = self.workspace.settings
         for item in shlex.split(args):
             key, _, value = item.partition("=")
-            if key == "block_size" and value.isdigit() and int(value) > 0:
-                settings.block_size = int(value)
-            elif key == "backend" and value in BACKENDS:
-                settings.backend = value
-            elif key == "checks" and value in ("on", "off", "true", "false"):
-                settings.checks = value in ("on", "true")
-            elif key == "gpu" and value:
-                settings.gpu = load_gpu(value).key  # an unknown GPU: an error naming the known
-            else:
-                raise FCLError(f"cannot set `{item}`: use block_size=N, "
-                               f"backend={'|'.join(BACKENDS)}, checks=on|off or "
-                               f"gpu={'|'.join(gpu_names())}")
+            settings.set(key, value)
         resolved = f" ({self.workspace.backend()})" if settings.backend == "auto" else ""
         self._text(f"backend={settings.backend}{resolved} block_size={settings.block_size} "
                    f"checks={'on' if settings.checks else 'off'} "

@@ -530,3 +530,27 @@ def test_help_pages_a_name_and_history_remembers_cells(kernel):
         reply = kc.get_shell_msg(timeout=60)
     [(_session, _line, (code, result))] = reply["content"]["history"]
     assert (code, result) == ("halve 10", "5")
+
+
+@pytest.mark.slow  # a kernel of its own: 2-3 s
+def test_a_hub_sets_every_sessions_defaults_in_jupyter_configuration(tmp_path, monkeypatch):
+    """`c.FCLKernel.block_size = 128` in a jupyter_config.py (a hub administrator's, for every
+    student) sets each new session's defaults; `%config` then changes them for one session, and
+    a mistake in the file leaves that setting at its default instead of killing the kernel."""
+    (tmp_path / "jupyter_config.py").write_text(
+        "c.FCLKernel.block_size = 128\nc.FCLKernel.checks = False\n"
+        "c.FCLKernel.backend = 'interp'\nc.FCLKernel.gpu = 'no-such-gpu'\n")
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path))
+    km, kc = start_new_kernel(kernel_name="fcl")
+    try:
+        settings = settings_of(kc)
+        assert (settings["block_size"], settings["checks"], settings["backend"]) == \
+            ("128", "off", "interp")
+        assert settings["gpu"] == "generic"  # the default: there is no such GPU
+        program = "val main = forceAndPrint 1 (push<grid> (generate 1 (fn i => #BlockSize)))"
+        assert stdout(execute(kc, program)[1]) == "[128]\n"
+        execute(kc, "%config block_size=64")
+        assert stdout(execute(kc, program)[1]) == "[64]\n"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

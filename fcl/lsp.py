@@ -1,5 +1,6 @@
 """`fcl lsp`: a language server for .fcl files over stdio (diagnostics, hover, completion,
-go to definition), built on pygls.
+go to definition; outline, references, rename, signature help and semantic tokens from
+fcl.lsp_names), built on pygls.
 
 Each open document is checked as `fcl check` checks a file, after the prelude, whenever it
 changes, and its errors become diagnostics. The other answers come from the checked
@@ -14,10 +15,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
-from fcl import __version__
+from fcl import __version__, lsp_names as names
 from fcl.errors import FCLError, Source, Span
 from fcl.prelude import PRELUDE_NAME, PRELUDE_PATH
 from fcl.session import Session
@@ -277,7 +279,103 @@ def make_server() -> FCLServer:
         analysis = ls.analyses.get(uri) or analyze(uri, document.source, None)
         return lsp.CompletionList(False, completions(analysis, word.group() if word else ""))
 
+    _name_features(server)
     return server
+
+
+def _name_features(server: FCLServer) -> None:
+    """Outline, references, rename, signature help and semantic tokens (fcl.lsp_names)."""
+
+    @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    def symbols(ls: FCLServer, params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
+        analysis = ls.analyses.get(params.text_document.uri)
+        if analysis is None:
+            return []
+        return [lsp.DocumentSymbol(
+            symbol.name, lsp.SymbolKind.Function if symbol.function else lsp.SymbolKind.Variable,
+            ls.location(symbol.span).range, ls.location(symbol.name_span).range,
+            detail=symbol.detail) for symbol in names.document_symbols(analysis.checked())]
+
+    @server.feature(lsp.TEXT_DOCUMENT_REFERENCES)
+    def references(ls: FCLServer, params: lsp.ReferenceParams) -> list[lsp.Location]:
+        found = ls.target(params.text_document.uri, params.position)
+        if found is None or found[1].defined_at is None:
+            return []
+        analysis, target = found
+        return [ls.location(span) for span in names.references(
+            analysis.checked(), target.defined_at, params.context.include_declaration)]
+
+    @server.feature(lsp.TEXT_DOCUMENT_RENAME)
+    def rename(ls: FCLServer, params: lsp.RenameParams) -> lsp.WorkspaceEdit | None:
+        found = ls.target(params.text_document.uri, params.position)
+        if found is None:
+            return None
+        analysis, target = found
+        if analysis.errors:
+            raise JsonRpcException("fix the file's errors first: a rename needs every use of the "
+                                   "name resolved", code=REQUEST_FAILED)
+        try:
+            spans = names.rename(analysis.checked(), set(analysis.session.scope.names),
+                                 target.defined_at, analysis.source, params.new_name)
+        except names.RenameRefused as why:
+            raise JsonRpcException(str(why), code=REQUEST_FAILED) from None
+        return lsp.WorkspaceEdit(changes={params.text_document.uri: [
+            lsp.TextEdit(ls.location(span).range, params.new_name) for span in spans]})
+
+    @server.feature(lsp.TEXT_DOCUMENT_SIGNATURE_HELP,
+                    lsp.SignatureHelpOptions(trigger_characters=[" ", "("]))
+    def signature_help(ls: FCLServer, params: lsp.SignatureHelpParams) -> lsp.SignatureHelp | None:
+        uri = params.text_document.uri
+        document = ls.workspace.get_text_document(uri)
+        analysis = ls.analyses.get(uri) or analyze(uri, document.source, None)
+        schemes = {name: binding.scheme
+                   for name, binding in analysis.session.scope.names.items()}
+        found = names.signature_at(document.source, document.offset_at_position(params.position),
+                                   schemes)
+        if found is None:
+            return None
+        return lsp.SignatureHelp([lsp.SignatureInformation(
+            found.label, parameters=[lsp.ParameterInformation(p) for p in found.parameters])],
+            active_signature=0, active_parameter=found.active)
+
+    @server.feature(lsp.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL,
+                    lsp.SemanticTokensLegend(names.TOKEN_TYPES, names.TOKEN_MODIFIERS))
+    def semantic_tokens(ls: FCLServer, params: lsp.SemanticTokensParams) -> lsp.SemanticTokens:
+        uri = params.text_document.uri
+        document = ls.workspace.get_text_document(uri)
+        analysis = ls.analyses.get(uri)
+        decls = analysis.checked() if analysis and analysis.source.text == document.source \
+            else []
+        return lsp.SemanticTokens(_encode(ls, Source(uri, document.source),
+                                          names.semantic_tokens(Source(uri, document.source),
+                                                                decls)))
+
+
+REQUEST_FAILED = -32803  # LSP's RequestFailed: the request was valid, and cannot be done
+
+
+def _encode(ls: FCLServer, source: Source, tokens: list[names.Token]) -> list[int]:
+    """Semantic tokens as the protocol's five numbers each (relative to the token before, in the
+    client's position encoding); a token over several lines (a comment) is one per line."""
+    document = TextDocument(source.name, source.text,
+                            position_codec=ls.workspace.position_codec)
+    data: list[int] = []
+    line, char = 0, 0
+    for token in tokens:
+        kind = names.TOKEN_TYPES.index(token.kind)
+        modifiers = sum(1 << names.TOKEN_MODIFIERS.index(m) for m in token.modifiers)
+        start = token.span.start
+        while start < token.span.end:
+            end = source.text.find("\n", start, token.span.end)
+            end = token.span.end if end < 0 else end
+            first = document.client_position_at_offset(start)
+            last = document.client_position_at_offset(end)
+            if last.character > first.character:
+                data += [first.line - line, first.character - (char if first.line == line else 0),
+                         last.character - first.character, kind, modifiers]
+                line, char = first.line, first.character
+            start = end + 1
+    return data
 
 
 def serve() -> int:

@@ -269,3 +269,139 @@ def test_shutdown_and_exit_end_the_server_cleanly():
     client = Client()
     client.initialize()
     assert client.stop() == 0
+
+
+# ---- outline, references, rename, signature help, semantic tokens ------------------------------
+
+NAMED = """\
+-- Doubles a number.
+sig twice : int -> int
+fun twice x = x * 2
+val four = let two = 2 in twice two
+val evens = map (fn i => twice i) (iota 4)
+"""
+
+
+def request_error(client, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The error a request is answered with."""
+    client.next_id += 1
+    client.send({"id": client.next_id, "method": method, "params": params})
+    while True:
+        message = client.receive()
+        if message.get("id") == client.next_id and "method" not in message:
+            assert "error" in message, message
+            return message["error"]
+        client.notifications.append(message)
+
+
+def apply(text: str, edits: list[dict[str, Any]]) -> str:
+    lines = text.split("\n")
+    for edit in sorted(edits, key=lambda e: (e["range"]["start"]["line"],
+                                             e["range"]["start"]["character"]), reverse=True):
+        start, end = edit["range"]["start"], edit["range"]["end"]
+        assert start["line"] == end["line"]
+        line = lines[start["line"]]
+        lines[start["line"]] = line[:start["character"]] + edit["newText"] + \
+            line[end["character"]:]
+    return "\n".join(lines)
+
+
+def test_the_outline_lists_the_files_definitions_with_their_types(client):
+    uri = "file:///tmp/lsp/outline.fcl"
+    assert client.open(uri, NAMED) == []
+    symbols = client.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}})
+    assert [(s["name"], s["kind"], s["detail"]) for s in symbols] == [
+        ("twice", 12, "int -> int"), ("four", 13, "int"), ("evens", 13, "[int]")]
+    assert symbols[0]["selectionRange"] == rng(2, 4, 9)
+    assert symbols[0]["range"]["start"]["line"] in (1, 2)
+
+
+def test_references_find_the_definition_its_signature_and_every_use(client):
+    uri = "file:///tmp/lsp/references.fcl"
+    client.open(uri, NAMED)
+    found = client.request("textDocument/references", {
+        **client.at(uri, 3, 27), "context": {"includeDeclaration": True}})  # on a use
+    assert [f["range"] for f in found] == [rng(1, 4, 9), rng(2, 4, 9), rng(3, 26, 31),
+                                           rng(4, 25, 30)]
+    assert all(f["uri"] == uri for f in found)
+    uses = client.request("textDocument/references", {
+        **client.at(uri, 2, 5), "context": {"includeDeclaration": False}})
+    assert [f["range"] for f in uses] == [rng(3, 26, 31), rng(4, 25, 30)]
+    # A local: the `let` and its one use, not the other names.
+    local = client.request("textDocument/references", {
+        **client.at(uri, 3, 15), "context": {"includeDeclaration": True}})
+    assert [f["range"] for f in local] == [rng(3, 15, 18), rng(3, 32, 35)]
+
+
+def test_rename_changes_every_occurrence_and_the_file_still_checks(client):
+    uri = "file:///tmp/lsp/rename.fcl"
+    client.open(uri, NAMED)
+    edit = client.request("textDocument/rename", {**client.at(uri, 4, 27), "newName": "double"
+                                                  "_it"})
+    renamed = apply(NAMED, edit["changes"][uri])
+    assert renamed == NAMED.replace("twice", "double_it")
+    assert client.open("file:///tmp/lsp/renamed.fcl", renamed) == []
+    edit = client.request("textDocument/rename", {**client.at(uri, 3, 15), "newName": "pair"})
+    assert apply(NAMED, edit["changes"][uri]).splitlines()[3] == \
+        "val four = let pair = 2 in twice pair"
+
+
+@pytest.mark.parametrize("line, character, new_name, why", [
+    (2, 5, "map", "`map` is already defined"),          # would shadow the prelude's map
+    (2, 5, "four", "`four` is already defined"),        # would clash with the file's own
+    (2, 5, "let", "`let` is not a name FCL accepts"),
+    (2, 5, "two words", "`two words` is not a name FCL accepts"),
+    (4, 13, "mapping", "this name is a builtin, not defined in this file"),
+    (4, 36, "range", "this name is the prelude's, not defined in this file"),  # iota
+])
+def test_rename_refuses_what_would_change_the_program(client, line, character, new_name, why):
+    uri = "file:///tmp/lsp/refuse.fcl"
+    client.open(uri, NAMED)
+    error = request_error(client, "textDocument/rename",
+                          {**client.at(uri, line, character), "newName": new_name})
+    assert error["code"] == -32803 and why in error["message"]
+
+
+def test_signature_help_shows_the_function_and_the_argument_being_written(client):
+    uri = "file:///tmp/lsp/signature.fcl"
+    text = "fun twice x = x * 2\nval y = generate 4 \n"
+    client.open(uri, text)
+    help = client.request("textDocument/signatureHelp", client.at(uri, 1, 19))
+    [signature] = help["signatures"]
+    assert signature["label"] == "generate : forall 'a. int -> (int -> 'a) -> ['a]"
+    assert [p["label"] for p in signature["parameters"]] == ["int", "int -> 'a"]
+    assert help["activeParameter"] == 1
+    # A user function, in brackets, while the text does not check yet.
+    client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
+                                             "contentChanges": [{"text": "fun twice x = x * 2\n"
+                                                                 "val z = map (twice "}]})
+    client.diagnostics(uri)
+    help = client.request("textDocument/signatureHelp", client.at(uri, 1, 19))
+    assert help["signatures"][0]["label"] == "twice : int -> int"
+    assert help["activeParameter"] == 0
+
+
+def test_semantic_tokens_colour_keywords_names_numbers_and_comments(client):
+    legend = client.capabilities["semanticTokensProvider"]["legend"]
+    uri = "file:///tmp/lsp/tokens.fcl"
+    client.open(uri, NAMED)
+    data = client.request("textDocument/semanticTokens/full",
+                          {"textDocument": {"uri": uri}})["data"]
+    tokens, line, char = {}, 0, 0
+    for k in range(0, len(data), 5):
+        d_line, d_char, length, kind, modifiers = data[k:k + 5]
+        line, char = line + d_line, (char + d_char if d_line == 0 else d_char)
+        text = NAMED.splitlines()[line][char:char + length]
+        tokens.setdefault((line, text), (legend["tokenTypes"][kind],  # its first on the line
+                                         {m for bit, m in enumerate(legend["tokenModifiers"])
+                                          if modifiers >> bit & 1}))
+    assert tokens[(0, "-- Doubles a number.")] == ("comment", set())
+    assert tokens[(1, "sig")] == ("keyword", set())
+    assert tokens[(1, "int")] == ("type", set())
+    assert tokens[(2, "twice")] == ("function", {"declaration"})
+    assert tokens[(2, "x")] == ("parameter", {"declaration"})
+    assert tokens[(2, "2")] == ("number", set())
+    assert tokens[(2, "*")] == ("operator", set())
+    assert tokens[(3, "two")] == ("variable", {"declaration"})
+    assert tokens[(4, "map")] == ("function", {"defaultLibrary"})
+    assert tokens[(4, "twice")] == ("function", set())

@@ -26,9 +26,10 @@ import tempfile
 from pathlib import Path
 
 from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_core.paths import SYSTEM_JUPYTER_PATH
 
 from fcl.errors import FCLError
-from fcl.opencl.oclgrind_icd import install_oclgrind
+from fcl.opencl.oclgrind_icd import install_oclgrind, prefix_home
 
 KERNEL_NAME = "fcl"
 RESOURCES = Path(__file__).resolve().parent / "resources"
@@ -96,8 +97,10 @@ def main(argv: list[str] | None = None) -> None:
         user = user or not _is_root()
     destination = install_kernel_spec(user=user, prefix=prefix)
     print(f"Installed the FCL kernelspec in {destination}")
+    # Beside the kernelspec, for everyone who uses it (a user's own: in their cache).
+    home = None if user else prefix_home(prefix or Path(SYSTEM_JUPYTER_PATH[0]).parents[1])
     try:
-        print(f"Oclgrind, for %%check, is in {install_oclgrind().parent}")
+        print(f"Oclgrind, for %%check, is in {install_oclgrind(home).parent}")
     except FCLError as err:  # the kernel works without it; %%check then says how to get it
         print(err.render(), file=sys.stderr)
 

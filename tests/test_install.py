@@ -1,6 +1,7 @@
 """Packaging of the FCL kernel: the install CLI, the kernelspec shipped in the wheel, the logos."""
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -47,28 +48,37 @@ def test_installing_again_replaces_the_old_kernelspec(tmp_path):
     assert (spec_dir / "kernel.json").exists()
 
 
-@pytest.mark.parametrize("argv, in_environment, root, expected", [
-    (["--user"], True, False, (True, None)),
-    (["--sys-prefix"], False, False, (False, sys.prefix)),
-    (["--prefix", "/p"], True, True, (False, "/p")),
+SHARED = "share/fcl/oclgrind-19.10"
+
+
+@pytest.mark.parametrize("argv, in_environment, root, expected, oclgrind", [
+    (["--user"], True, False, (True, None), None),
+    (["--sys-prefix"], False, False, (False, sys.prefix), f"{sys.prefix}/{SHARED}"),
+    (["--prefix", "/p"], True, True, (False, "/p"), f"/p/{SHARED}"),
     # No option: the environment the spec's interpreter belongs to, else system-wide for root,
-    # else the user's directory.
-    ([], True, True, (False, sys.prefix)),
-    ([], False, True, (False, None)),
-    ([], False, False, (True, None)),
+    # else the user's directory. Oclgrind goes beside the kernelspec, or into the user's cache.
+    ([], True, True, (False, sys.prefix), f"{sys.prefix}/{SHARED}"),
+    ([], False, True, (False, None), f"/usr/local/{SHARED}"),
+    ([], False, False, (True, None), None),
 ])
-def test_where_the_cli_installs(monkeypatch, capsys, argv, in_environment, root, expected):
-    calls = []
+def test_where_the_cli_installs(monkeypatch, capsys, argv, in_environment, root, expected,
+                                oclgrind):
+    calls, homes = [], []
 
     def fake_install(user, prefix):
         calls.append((user, prefix))
         return "/somewhere"
 
+    def fake_oclgrind(home):
+        homes.append(None if home is None else str(home))
+        return Path("/oclgrind/vendors")
+
     monkeypatch.setattr(install, "install_kernel_spec", fake_install)
+    monkeypatch.setattr(install, "install_oclgrind", fake_oclgrind)
     monkeypatch.setattr(install, "_in_environment", lambda: in_environment)
     monkeypatch.setattr(install, "_is_root", lambda: root)
     install.main(argv)
-    assert calls == [expected]
+    assert calls == [expected] and homes == [oclgrind]
     assert "/somewhere" in capsys.readouterr().out
 
 
@@ -124,3 +134,22 @@ def test_the_kernel_loads_the_debugger_without_a_warning():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "frozen modules" not in result.stderr
+
+
+@pytest.mark.slow  # copies Oclgrind (100 MB), then a checked run: 5-15 s
+def test_oclgrind_installed_for_a_prefix_serves_every_user_with_no_download(tmp_path):
+    """`--prefix`/`--sys-prefix` (an image's build) put Oclgrind beside the kernelspec; a user
+    whose own cache is empty then checks programs with it, downloading nothing."""
+    install.main(["--prefix", str(tmp_path / "prefix")])
+    shared = tmp_path / "prefix" / "share" / "fcl" / "oclgrind-19.10"
+    assert (shared / "vendors" / "oclgrind.icd").read_text().startswith(str(shared / "lib"))
+    program = tmp_path / "prog.fcl"
+    program.write_text("val main = forceAndPrint 3 (push<grid> (generate 3 (fn i => i * 2)))\n")
+    cache = tmp_path / "student-cache"
+    env = {name: value for name, value in os.environ.items() if name != "OCL_ICD_VENDORS"}
+    env.update(JUPYTER_PATH=str(tmp_path / "prefix" / "share" / "jupyter"),
+               XDG_CACHE_HOME=str(cache), PIP_NO_INDEX="1")  # pip could not download anyway
+    result = subprocess.run([sys.executable, "-m", "fcl", "run", "--check", str(program)],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert (result.returncode, result.stdout) == (0, "[0,2,4]\n"), result.stderr
+    assert not (cache / "fcl").exists()

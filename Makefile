@@ -5,7 +5,7 @@ STAMP  := $(VENV)/.installed
 LABEXT := labextension/build/package.json
 LABEXT_DIR := $(VENV)/share/jupyter/labextensions/fcl-jupyterlab
 
-.PHONY: setup lab test test-setup bench clean
+.PHONY: setup lab test test-setup bench clean docs
 
 # The Python side in .venv, then Graphviz's `dot` (for IR graphs) through apt where we can: as
 # root or with sudo on Debian/Ubuntu. Elsewhere tools/system_deps.sh prints a note and carries on;
@@ -45,6 +45,12 @@ $(LABEXT): $(wildcard labextension/*.json labextension/src/*.ts labextension/sty
 	mkdir -p $(dir $(LABEXT_DIR))
 	ln -sfn $(abspath labextension/build) $(LABEXT_DIR)
 	touch $(LABEXT)
+
+# The documentation site (docs/, Sphinx and MyST) in build/docs; warnings are errors, as in
+# tests/test_docs.py. The kernel's help menu links to it once it is built.
+docs: $(STAMP)
+	$(PY) -m sphinx -W --keep-going -q -b html docs build/docs
+	@echo "make docs: build/docs/index.html"
 
 # The end-to-end test drives JupyterLab with the system Chromium (Debian's `chromium` package;
 # Playwright never downloads a browser of its own); the hub tests and the load test need the

@@ -5,6 +5,7 @@ import os
 import re
 import traceback
 from contextlib import redirect_stderr
+from pathlib import Path
 
 from ipykernel.kernelapp import IPKernelApp
 from ipykernel.kernelbase import Kernel
@@ -23,6 +24,19 @@ from fcl_kernel.history import History
 from fcl_kernel.magics import Magics, split_magics
 
 HELP = re.compile(r"\?([#A-Za-z][\w#']*)|([#A-Za-z][\w#']*)\?")  # `?name` or `name?`
+
+
+# The documentation site (docs/): built in a checkout by `make docs`, else its sources online.
+LOCAL_DOCS = Path(__file__).resolve().parents[1] / "build" / "docs"
+ONLINE_DOCS = "https://github.com/fcl-jupyter/fcl-jupyter/blob/main/docs/"
+DOC_PAGES = [("documentation", "index"), ("the language", "language"),
+             ("magics", "magics"), ("the fcl command", "command-line")]
+
+
+def docs_url(page: str) -> str:
+    if (LOCAL_DOCS / f"{page}.html").is_file():
+        return (LOCAL_DOCS / f"{page}.html").as_uri()
+    return f"{ONLINE_DOCS}{page}.md"
 
 
 class StreamWriter:
@@ -55,7 +69,11 @@ class FCLKernel(Kernel):
         # registers under this name and mimetype.
         "codemirror_mode": "fcl",
     }
-    help_links = [{"text": "FCL (thesis chapter 5)", "url": "https://github.com/dybber/fcl"}]
+    @property
+    def help_links(self) -> list[dict[str, str]]:  # type: ignore[override]
+        """The documentation site's main pages (JupyterLab's Help menu): the local build of a
+        checkout when there is one (`make docs`, readable offline), else the published pages."""
+        return [{"text": f"FCL: {title}", "url": docs_url(page)} for title, page in DOC_PAGES]
 
     @property
     def kernel_info(self) -> dict:

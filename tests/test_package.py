@@ -1,5 +1,6 @@
 """The package as a user gets it: one version, its metadata and readme, the sdist, a wheel in a
 fresh environment, and PyOpenCL left as it was for other code (Oclgrind loaded only to check)."""
+import functools
 import json
 import os
 import re
@@ -7,8 +8,10 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import textwrap
 import tomllib
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -23,36 +26,36 @@ from fcl.opencl.oclgrind_icd import ICD_FILE, install_oclgrind
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 REPOSITORY = PROJECT["urls"]["Repository"]
-# What a build needs, copied so that building leaves nothing in the working tree: these, and
-# the files that [tool.setuptools.data-files] names.
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "docs/package-readme.md",
-           "fcl", "fcl_kernel")
+
+
+@functools.cache
+def _wheel_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="fcl-wheel-"))
 
 
 def build_wheel(tmp_path: Path) -> Path:
-    """The package's wheel, built by pip from a copy of the source in tmp_path."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", str(tmp_path)],
-        cwd=source_copy(tmp_path), capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    (wheel,) = tmp_path.glob("fcl_jupyter-*.whl")
+    """The package's wheel, built by pip from the files of a fresh clone (the JupyterLab
+    extension built by the build itself, with npm): once per test session, it takes a minute."""
+    out = _wheel_dir()
+    if not list(out.glob("fcl_jupyter-*.whl")):
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", str(out)],
+            cwd=fresh_clone(out / "src"), capture_output=True, text=True, timeout=900)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (wheel,) = out.glob("fcl_jupyter-*.whl")
     return wheel
 
 
-def source_copy(tmp_path: Path) -> Path:
-    src = tmp_path / "src"
-    data_files = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "data-files"]
-    shipped = [path.relative_to(ROOT) for patterns in data_files.values()
-               for pattern in patterns for path in ROOT.glob(pattern)]
-    for name in [*SOURCES, *shipped]:
-        (src / name).parent.mkdir(parents=True, exist_ok=True)
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"),
-                            dirs_exist_ok=True)
-        else:
-            shutil.copy(ROOT / name, src / name)
-    return src
+def fresh_clone(to: Path) -> Path:
+    """The files a fresh clone of this working tree has (those git tracks, and new ones it does
+    not ignore): no build outputs, no npm packages, no virtual environment."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], cwd=ROOT, capture_output=True, check=True)
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (to / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, to / name)
+    return to
 
 
 def plain_environment() -> dict[str, str]:
@@ -180,10 +183,8 @@ def test_pyopencl_ctx_is_read_by_pyopencls_rules(tmp_path):
 # ---- the sdist and the wheel -----------------------------------------------------------------
 
 @pytest.mark.slow
-def test_the_sdist_holds_the_package_and_no_tests(tmp_path):
-    src = source_copy(tmp_path)
-    (src / "tests").mkdir()
-    shutil.copy(ROOT / "tests" / "conftest.py", src / "tests" / "conftest.py")
+def test_the_sdist_holds_the_package_and_the_extensions_sources_and_no_tests(tmp_path):
+    src = fresh_clone(tmp_path / "src")
     result = subprocess.run([sys.executable, "-m", "build", "--sdist", "-o", str(tmp_path)],
                             cwd=src, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -192,12 +193,39 @@ def test_the_sdist_holds_the_package_and_no_tests(tmp_path):
         top = f"fcl_jupyter-{fcl.__version__}/"
         names = {name.removeprefix(top) for name in tar.getnames()}
         info = tar.extractfile(top + "PKG-INFO").read().decode()
-    assert {"LICENSE", "pyproject.toml", "MANIFEST.in", "docs/package-readme.md",
-            "fcl/__init__.py", "fcl/prelude.fcl", "fcl_kernel/resources/kernel.json"} <= names
-    assert not [name for name in names if name.startswith("tests")]
+    assert {"LICENSE", "pyproject.toml", "docs/package-readme.md", "fcl/__init__.py",
+            "fcl/prelude.fcl", "fcl_kernel/resources/kernel.json", "labextension/package.json",
+            "labextension/package-lock.json", "labextension/src/index.ts",
+            "labextension/style/index.css", "labextension/install.json"} <= names
+    assert not [name for name in names if name.startswith(("tests", "labextension/build",
+                                                           "labextension/node_modules"))]
     assert f"Version: {fcl.__version__}\n" in info and "License-Expression: MIT\n" in info
     assert f"Project-URL: Repository, {REPOSITORY}\n" in info
     assert "(https://raw.githubusercontent.com/" in info and "](docs/" not in info
+    assert "Classifier: Framework :: Jupyter :: JupyterLab :: Extensions :: Prebuilt\n" in info
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_the_built_extension(tmp_path):
+    with zipfile.ZipFile(build_wheel(tmp_path)) as wheel:
+        names = wheel.namelist()
+    shared = f"fcl_jupyter-{fcl.__version__}.data/data/share/jupyter/labextensions/fcl-jupyterlab/"
+    assert {shared + "package.json", shared + "install.json",
+            shared + "static/style.js"} <= set(names)
+    assert [name for name in names if name.startswith(shared + "static/remoteEntry.")]
+
+
+@pytest.mark.slow
+def test_a_wheel_cannot_be_built_without_its_extension(tmp_path):
+    # With no npm on the PATH the extension cannot be built, and neither is the wheel.
+    src = fresh_clone(tmp_path / "src")
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
+    result = subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q",
+                             "-w", str(tmp_path)], cwd=src, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "npm" in result.stdout + result.stderr
+    assert not list(tmp_path.glob("*.whl"))
 
 
 FRESH = textwrap.dedent("""
@@ -242,3 +270,12 @@ def test_a_wheel_in_a_fresh_environment(tmp_path):
     assert report["platforms"][0] == report["context"]
     assert Path(report["spec"]).resolve().is_relative_to(env_dir.resolve())
     assert report["version"] == f"fcl {report['metadata']}\n" == f"fcl {fcl.__version__}\n"
+    # JupyterLab (this environment's, with the new one's data folder) finds the extension the
+    # wheel installed, prebuilt: no Node.js was needed.
+    listed = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"],
+                            env={**env, "JUPYTER_PATH": str(env_dir / "share" / "jupyter")},
+                            capture_output=True, text=True, timeout=300)
+    section = re.sub(r"\x1b\[[0-9;]*m", "", listed.stdout + listed.stderr)  # no colours
+    section = section[section.index(str(env_dir / "share" / "jupyter" / "labextensions")):]
+    assert re.search(r"fcl-jupyterlab v[\d.]+ enabled OK \(python, fcl-jupyter\)", section), \
+        section

@@ -82,6 +82,12 @@ def test_license_classifiers_and_urls():
     assert text.startswith("MIT License") and \
         "Copyright (c) 2026 the FCL for Jupyter authors" in text
     assert "Framework :: Jupyter" in PROJECT["classifiers"]
+    # The Python versions the suite was run on (3.12 and 3.13: its language and back-end tests,
+    # from the wheel, on 2026-11-27), and no other.
+    versions = [c.rsplit(" ", 1)[1] for c in PROJECT["classifiers"]
+                if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)]
+    assert versions == ["3.11", "3.12", "3.13"]
+    assert PROJECT["requires-python"] == ">=3.11"
     assert REPOSITORY.startswith("https://") and {"Repository", "Issues"} <= set(PROJECT["urls"])
 
 

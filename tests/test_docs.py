@@ -52,6 +52,14 @@ def test_the_magics_page_has_every_magic_with_its_help(site):
             assert " ".join(getattr(Magics, f"{kind}_{name}").__doc__.split()) in page
 
 
+def test_the_grammar_page_is_the_parsers_grammar(site):
+    page = text_of(site / "grammar.html")
+    rules = [line.split(":")[0].strip("?!") for line in
+             (ROOT / "fcl" / "syntax" / "grammar.lark").read_text().splitlines()
+             if re.match(r"[?!]?[a-z_]+\s*:", line)]
+    assert rules and all(rule in page for rule in rules)
+
+
 def test_the_course_page_lists_every_notebook(site):
     page = text_of(site / "course.html")
     for notebook in (ROOT / "notebooks").glob("*.ipynb"):

@@ -17,7 +17,7 @@ from fcl.prelude import PRELUDE_PATH
 from fcl.syntax import ast
 from fcl.syntax.parser import parse_cell, parse_program
 from fcl.types.infer import Checker, Scope
-from fcl.types.types import Scheme, Type
+from fcl.types.types import Scheme
 
 
 @dataclass
@@ -107,10 +107,6 @@ class Session:
 
 def _depth_guard(span: Span, what: str):
     return depth_guard(span, f"{what} is nested too deeply to type-check")
-
-
-def expr_type(e: ast.Expr) -> Type:
-    return e.type
 
 
 @cache

@@ -32,7 +32,6 @@ from fcl.interp.values import (
     UNIT,
     Buffer,
     Closure,
-    Primitive,
     Program,
     PushArray,
     check,
@@ -193,7 +192,3 @@ class Interpreter:
                 err.span = span
             raise
         return Buffer(data, offset, length)
-
-
-def is_primitive(value) -> bool:
-    return isinstance(value, Primitive)

@@ -168,16 +168,3 @@ def restrict(ctx: Ctx, mask: np.ndarray) -> tuple[Ctx, np.ndarray]:
     """The sub-context of the lanes where mask holds, and their indices in ctx."""
     idx = np.flatnonzero(mask)
     return Ctx(len(idx), ctx, idx, restricted=True), idx
-
-
-def to_host_scalar(value):
-    """A uniform value, for host-side decisions (sizes, loop counts, print counts)."""
-    if isinstance(value, Vec):
-        data = value.data
-        if data.size == 0:
-            raise ValueError("no lanes")
-        first = data[0]
-        if np.any(data != first):
-            raise ValueError("not uniform")
-        return first
-    return value

@@ -239,10 +239,6 @@ class Scheme:
         return show_scheme(self)
 
 
-def mono_scheme(t: Type) -> Scheme:
-    return Scheme([], [], t)
-
-
 # ---- printing ----------------------------------------------------------------------------------
 
 def _letter(i: int) -> str:

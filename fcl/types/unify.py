@@ -9,7 +9,6 @@ and has a unit case.
 from __future__ import annotations
 
 from fcl.types.types import (
-    BT,
     GT,
     TYP,
     Level,
@@ -165,7 +164,3 @@ def _bind_level(v: LVar, level: Level) -> None:
         if probe is v:
             raise UnifyError(v, level, "level-occurs")
     v.ref = level
-
-
-def is_base(t: Type) -> bool:
-    return kind_of(t) == BT

@@ -58,9 +58,9 @@ from fcl.opencl.device import (
 )
 from fcl.opencl.host import DeviceArray, HostRun, prepare_run
 from fcl.opencl.probe import health
-from fcl.opencl.timing import Summary, compare, measuring
 from fcl.pipeline import CompileOptions, compile_program, main_root
 from fcl.session import Session
+from fcl.timing import Summary, compare, measuring
 
 HERE = Path(__file__).parent
 

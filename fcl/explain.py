@@ -22,9 +22,9 @@ from fcl.errors import FCLError
 from fcl.opencl.device import is_oclgrind, open_device, require_device
 from fcl.opencl.host import time_compiled
 from fcl.opencl.kernel import Compiled, Kernel
-from fcl.opencl.timing import Policy, Timing
 from fcl.session import Session
 from fcl.syntax import ast
+from fcl.timing import Policy, Timing
 from fcl.viz.graphs import Drawing, kernel_graph, render, structure_graph
 from fcl.viz.memory import Diagram, memory_diagram
 

@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from fcl.errors import FCLError, Span
-from fcl.opencl.timing import Summary, verdict
+from fcl.timing import Summary, verdict
 
 _LEADING_INT = re.compile(rb"[+-]?\d+")
 

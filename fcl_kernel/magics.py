@@ -28,7 +28,7 @@ from fcl.opencl.device import (
     require_device,
 )
 from fcl.opencl.host import time_compiled
-from fcl.opencl.timing import Policy, Sample, Timing, measuring, repeat, single_run_report
+from fcl.timing import Policy, Sample, Timing, measuring, repeat, single_run_report
 from fcl.types.types import TProgram, chase
 from fcl.viz.codeview import side_by_side
 from fcl_kernel.expect import (

@@ -94,3 +94,16 @@ def test_the_graph_sees_the_pipeline():
     # The back end's stages build on the IL, never the other way round.
     assert not any(m.startswith("fcl.opencl") for name, deps in graph.items()
                    if name.startswith("fcl.il") for m in deps)
+
+
+def test_the_interpreter_needs_no_opencl_code():
+    # The reference interpreter is the oracle the OpenCL back end is checked against: it must
+    # run where OpenCL cannot, and share nothing with the back end it judges.
+    graph = import_graph()
+    seen, todo = set(), ["fcl.interp.eval"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += graph.get(module, set())
+    assert not [m for m in seen if m.startswith("fcl.opencl")], sorted(seen)

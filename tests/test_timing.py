@@ -1,4 +1,4 @@
-"""Timings that can be trusted (fcl.opencl.timing) and device memory reused through the device's
+"""Timings that can be trusted (fcl.timing) and device memory reused through the device's
 pool (fcl.opencl.device, fcl.opencl.host): the settling loop and the verdicts on synthetic
 times, the report lines of `benchmark` on both back ends and through `fcl run`, and the pool
 counted through pyopencl's MemoryPool. No test asserts how long anything took."""
@@ -17,7 +17,9 @@ from fcl.hostio import benchmark_report
 from fcl.interp.eval import RunConfig
 from fcl.opencl.device import SLACK, open_device
 from fcl.opencl.host import run_compiled, time_compiled
-from fcl.opencl.timing import (
+from fcl.pipeline import CompileOptions, compile_program, main_root, run_interpreter
+from fcl.session import Session
+from fcl.timing import (
     NOISY,
     Policy,
     Sample,
@@ -30,8 +32,6 @@ from fcl.opencl.timing import (
     single_run_report,
     verdict,
 )
-from fcl.pipeline import CompileOptions, compile_program, main_root, run_interpreter
-from fcl.session import Session
 
 # The original's first line exactly (the mean per run, C's %f), then ours.
 FIRST_LINE = re.compile(r"Benchmark \((\d+) repetitions\): \d+\.\d{6} ms per run")

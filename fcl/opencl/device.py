@@ -307,7 +307,7 @@ def open_device(choice: str | None = None) -> Device:
         # Oclgrind gets a fresh context per run: its uninitialized-memory tracking otherwise
         # carries over from earlier runs in the same context and reports values that are set.
         context = cl.Context([dev])
-        # Profiling events time kernels (fcl.opencl.timing) at no cost worth measuring.
+        # Profiling events time kernels (fcl.timing) at no cost worth measuring.
         queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         # ImmediateAllocator: a device out of memory says so when allocating, not at a later
         # kernel launch.

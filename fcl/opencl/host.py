@@ -34,7 +34,7 @@ from fcl.opencl.device import (
 from fcl.opencl.emit import FAIL_SLOTS
 from fcl.opencl.kernel import Compiled, Kernel, Launch, Special
 from fcl.opencl.oclgrind import ReadProbes
-from fcl.opencl.timing import Policy, Sample, Timing, measuring, record, repeat
+from fcl.timing import Policy, Sample, Timing, measuring, record, repeat
 
 READ_WRITE_COPY = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR  # a buffer from host data
 NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}

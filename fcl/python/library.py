@@ -34,11 +34,11 @@ from fcl.mono import MonoProgram
 from fcl.notebook import to_host
 from fcl.opencl.device import BACKENDS, choose_backend, open_device
 from fcl.opencl.kernel import Compiled
-from fcl.opencl.timing import Policy, Sample, Timing, repeat
 from fcl.python import opencl
 from fcl.python.arguments import DTYPES, Parameter, argument
 from fcl.session import Session
 from fcl.syntax import ast
+from fcl.timing import Policy, Sample, Timing, repeat
 from fcl.types.types import (
     Namer,
     TArrow,

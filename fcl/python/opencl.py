@@ -18,8 +18,8 @@ from fcl.analysis.gpu import GPU
 from fcl.explain import Explanation
 from fcl.opencl.device import Device, open_device
 from fcl.opencl.host import DeviceArray, prepare_run, time_compiled
-from fcl.opencl.timing import Policy, Timing
 from fcl.python.arguments import is_device_array
+from fcl.timing import Policy, Timing
 
 
 def call(entry, instance, values: list, out: str):

@@ -9,8 +9,9 @@ are reported apart; runs repeat until the middle half of them lies within a few 
 median or a time budget runs out; and the report says when the spread is too large to tell two
 variants apart.
 
-Pure Python and numpy: the events come from the caller (fcl.opencl.host), so the interpreter's
-`benchmark` can share the summaries and report lines.
+Pure Python and numpy, outside the OpenCL back end: the events come from the caller
+(fcl.opencl.host), so the interpreter's `benchmark` shares the summaries and report lines
+without depending on OpenCL code.
 """
 from __future__ import annotations
 

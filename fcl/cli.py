@@ -22,6 +22,7 @@ import sys
 
 from fcl import __version__, pipeline
 from fcl.analysis.gpu import DEFAULT_GPU, gpu_names
+from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError, Source
 from fcl.explain import explain
 from fcl.il.ir import show_stmts
@@ -110,8 +111,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _compile_options(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--block-size", type=int, default=256, metavar="N",
-                     help="work-group size, the value of #BlockSize (default 256)")
+    cmd.add_argument("--block-size", type=int, default=BLOCK_SIZE, metavar="N",
+                     help=f"work-group size, the value of #BlockSize (default {BLOCK_SIZE})")
     cmd.add_argument("--unsafe", action="store_true",
                      help="no run-time checks (indices, divisors, lengths): a faulty program may "
                           "then print garbage instead of an error at its FCL location")

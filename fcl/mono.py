@@ -148,8 +148,11 @@ def _default_level(level: Level) -> Level:
     return level_of_depth(level_depth(level)[0])
 
 
+THREAD, BLOCK, GRID = 0, 1, 2  # level_number's numbers
+
+
 def level_number(level: Level) -> int:
-    """0 for thread, 1 for block, 2 for grid (levels are concrete after monomorphization)."""
+    """THREAD (0), BLOCK (1) or GRID (2): levels are concrete after monomorphization."""
     return level_depth(level)[0]
 
 

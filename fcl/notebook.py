@@ -16,6 +16,7 @@ import numpy as np
 
 from fcl import pipeline
 from fcl.analysis.gpu import DEFAULT_GPU, gpu_names, load_gpu
+from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError, Source
 from fcl.explain import explain
 from fcl.highlight import theme_colour
@@ -31,7 +32,7 @@ from fcl.interp.values import (
     PushArray,
     PushPull,
 )
-from fcl.mono import level_number
+from fcl.mono import GRID, level_number
 from fcl.opencl.device import BACKENDS, choose_backend
 from fcl.session import Session
 from fcl.syntax import ast
@@ -41,7 +42,7 @@ from fcl.types.types import TArrow, TCon, TPair, TProgram, Type, chase, show_typ
 @dataclass
 class Settings:
     backend: str = "auto"  # see fcl.opencl.device.BACKENDS
-    block_size: int = 256
+    block_size: int = BLOCK_SIZE
     checks: bool = True
     device: str | None = None
     gpu: str = DEFAULT_GPU  # whose occupancy and time %%costs predicts (a file in fcl/gpus/)
@@ -118,7 +119,7 @@ class Workspace:
         that `auto` runs on the interpreter, for want of a device, goes to `note_to`."""
         t = chase(root.type)
         if isinstance(t, TProgram):
-            if level_number(t.level) != 2:
+            if level_number(t.level) != GRID:
                 raise FCLError(f"only grid-level programs can run from a cell; this is a "
                                f"`{show_types(t)[0]}`", root.span,
                                ["wrap it in a grid-level program, e.g. with concat<block>"])

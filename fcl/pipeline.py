@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from fcl.deep import compiler_stage, depth_guard, on_big_stack
+from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.builtins import make_primitive
@@ -29,7 +30,7 @@ from fcl.il.passes import optimize
 from fcl.il.unnest import unnest
 from fcl.il.verify import verify
 from fcl.interp.eval import Interpreter, RunConfig
-from fcl.mono import MonoProgram, level_number, monomorphize
+from fcl.mono import GRID, MonoProgram, level_number, monomorphize
 from fcl.opencl import backend
 from fcl.opencl.host import run_compiled
 from fcl.opencl.kernel import Compiled
@@ -41,7 +42,7 @@ from fcl.types.types import TProgram, chase, show_types
 
 @dataclass
 class CompileOptions:
-    block_size: int = 256
+    block_size: int = BLOCK_SIZE
     checks: bool = True        # run-time checks (fcl.checks); off: `--unsafe`, checks=off
     keep_result: bool = False  # end by handing main's result back to the host (notebooks)
     verify_il: bool = False    # check the IL's invariants after every pass
@@ -57,7 +58,7 @@ def main_root(session: Session) -> ast.Expr:
                        "`Program <grid> 'a`")
     root = ast.Var(decl.name_span, "main")
     t = chase(session.checker.check_expr(session.scope, root))
-    if not (isinstance(t, TProgram) and level_number(t.level) == 2
+    if not (isinstance(t, TProgram) and level_number(t.level) == GRID
             and session.type_of("main").level_vars == []):
         raise FCLError(f"`main` must have type `Program <grid> 'a` to be run, but it has type "
                        f"`{show_types(t)[0]}`", decl.name_span,

@@ -15,6 +15,7 @@ from traitlets.config import Application
 
 from fcl import __version__
 from fcl.analysis.gpu import DEFAULT_GPU
+from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError
 from fcl.notebook import Workspace, render
 from fcl.opencl.device import free_held_memory
@@ -92,7 +93,7 @@ class FCLKernel(Kernel):
 
     # Defaults for every session, from Jupyter configuration (`c.FCLKernel.block_size = 128` in
     # a jupyter_config.py, for example a hub's); `%config` changes them for one session.
-    block_size = Integer(256, config=True, help="the work-group size, #BlockSize")
+    block_size = Integer(BLOCK_SIZE, config=True, help="the work-group size, #BlockSize")
     backend = Unicode("auto", config=True, help="auto (OpenCL where a device works, else the "
                       "interpreter), opencl or interp")
     checks = Bool(True, config=True, help="run-time checks of indices, divisors and lengths")

@@ -18,7 +18,7 @@ from fcl.errors import FCLError, Source
 from fcl.il.ir import show_stmts
 from fcl.lmad import LMADError, render_svg
 from fcl.lmad.report import report
-from fcl.mono import level_number
+from fcl.mono import GRID, level_number
 from fcl.notebook import render
 from fcl.opencl.device import (
     NoUsableDevice,
@@ -316,7 +316,7 @@ class Magics:
         if settings.backend != "interp":
             with self.workspace.scratch(body) as root:
                 t = chase(root.type)
-                if isinstance(t, TProgram) and level_number(t.level) == 2:
+                if isinstance(t, TProgram) and level_number(t.level) == GRID:
                     require_device("`%%bench`, which times a program's kernels,",
                                    settings.device, "`%config backend=interp` times the "
                                    "interpreter instead")

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from fcl import checks
+from fcl.defaults import BLOCK_SIZE
 from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.il import ir
@@ -29,7 +30,7 @@ from fcl.il.values import (
     SeqForPush,
     il_type,
 )
-from fcl.mono import MonoProgram
+from fcl.mono import GRID, THREAD, MonoProgram
 from fcl.prelude import PRELUDE_NAME
 from fcl.syntax import ast
 from fcl.types.types import TArrow, TCon, TPair, TProgram, TPull, TPush, Type, chase
@@ -43,7 +44,8 @@ PrimitiveMaker = Callable[["Lowerer", str, Type, "Span | None"], object]
 
 
 class Lowerer:
-    def __init__(self, primitive: PrimitiveMaker, block_size: int = 256, checks: bool = True):
+    def __init__(self, primitive: PrimitiveMaker, block_size: int = BLOCK_SIZE,
+                 checks: bool = True):
         self.make_primitive = primitive
         self.block_size = block_size
         self.checks = checks
@@ -311,7 +313,7 @@ class Lowerer:
         size = self.declare("len", self.length(array))
         if self.checks:
             self.fail(mk_bin("<", size, ir.Const(0, ir.INT), ir.BOOL), checks.NEGATIVE, [size])
-        if level == 0 and isinstance(size, ir.Const) and size.value == 1:
+        if level == THREAD and isinstance(size, ir.Const) and size.value == 1:
             # A one-element thread-level array lives in a register.
             cell = self.fresh("acc", elem)
             self.emit(ir.Declare(cell, ir.Const(ZERO[elem], elem)))
@@ -331,12 +333,12 @@ class Lowerer:
             i = self.fresh("i", ir.INT)
             with self.capture() as body, self.parallel(checks.PUSH_PLACES[array.level], i):
                 write(i, array.pull.fn(i))
-            if array.level == 0:
+            if array.level == THREAD:
                 self.emit(ir.SeqFor(i, array.pull.length, body))
             else:
                 self.emit(ir.ParFor(LEVELS[array.level], i, array.pull.length, body))
         elif isinstance(array, Interleave):
-            outer = self.fresh("b" if array.level >= 2 else "j", ir.INT)
+            outer = self.fresh("b" if array.level >= GRID else "j", ir.INT)
             def place(index, value):
                 # The element lands where the interleave's index function says: locate it there.
                 with self.at(array.span):

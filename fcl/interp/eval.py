@@ -14,6 +14,7 @@ import numpy as np
 
 from fcl import checks
 from fcl.deep import depth_guard
+from fcl.defaults import BLOCK_SIZE
 from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.interp.faults import Faults, in_parallel_code, in_work_items
@@ -47,7 +48,7 @@ LIT_DTYPES = {"int": np.int32, "double": np.float64, "bool": np.bool_}
 
 @dataclass
 class RunConfig:
-    block_size: int = 256
+    block_size: int = BLOCK_SIZE
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
 

@@ -14,6 +14,7 @@ from fcl import checks
 from fcl.errors import FCLError, Span
 from fcl.interp.faults import failure_at, in_parallel_code, locate_in_user_code
 from fcl.interp.lanes import Ctx, Vec, deepest, elementwise, expand, lift, lift_full
+from fcl.mono import GRID
 from fcl.types.types import TCon, Type, chase
 
 DTYPES = {"int": np.int32, "double": np.float64, "bool": np.bool_}
@@ -124,7 +125,7 @@ class Interleave(PushArray):
 
     def __init__(self, size, place, programs: PullArray, sequential: bool, level: int, span):
         self.size, self.place, self.programs = size, place, programs
-        self.sequential_host = sequential and level == 2
+        self.sequential_host = sequential and level == GRID
         self.loop = None if sequential else checks.INTERLEAVE_PLACES[level]
         self.span = span
 

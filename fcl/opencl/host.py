@@ -17,6 +17,7 @@ import numpy as np
 import pyopencl as cl
 
 from fcl import checks
+from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
 from fcl.il import ir
@@ -492,7 +493,7 @@ def launch_size(compiled: Compiled, block_size: int | None) -> int:
     if block_size is not None and compiled.block_size not in (None, block_size):
         raise FCLError(f"the program was compiled for work-groups of {compiled.block_size}, "
                        f"not {block_size}")
-    return block_size or compiled.block_size or 256
+    return block_size or compiled.block_size or BLOCK_SIZE
 
 
 def prepare_run(compiled: Compiled, device: str | None, block_size: int | None,

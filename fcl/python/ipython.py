@@ -20,6 +20,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 
 from fcl.analysis.gpu import DEFAULT_GPU
+from fcl.defaults import BLOCK_SIZE
 from fcl.opencl.device import BACKENDS, free_held_memory
 from fcl.opencl.lean import bound_opencl_threads, use_build_helper
 from fcl.python.library import EntryPoint, load
@@ -49,7 +50,7 @@ class _Parser(argparse.ArgumentParser):
 def _cell_parser() -> _Parser:
     parser = _Parser(prog="fcl", add_help=False)
     parser.add_argument("--backend", choices=BACKENDS, default="auto")
-    parser.add_argument("--block-size", type=int, default=256)
+    parser.add_argument("--block-size", type=int, default=BLOCK_SIZE)
     parser.add_argument("--unsafe", action="store_true")
     parser.add_argument("--opencl", action="store_true")
     parser.add_argument("--name", default="fcl_lib")

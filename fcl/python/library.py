@@ -26,6 +26,7 @@ import numpy as np
 
 from fcl import pipeline
 from fcl.analysis.gpu import DEFAULT_GPU, load_gpu
+from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError, Source
 from fcl.explain import Explanation
 from fcl.interp.eval import Interpreter, RunConfig
@@ -72,7 +73,7 @@ def _fcl_errors(function):
 
 @_fcl_errors
 def load(source: str, *, backend: str = "auto", device: str | None = None,
-         block_size: int = 256, checks: bool = True, name: str = "<fcl>") -> Library:
+         block_size: int = BLOCK_SIZE, checks: bool = True, name: str = "<fcl>") -> Library:
     """The entry points of FCL source text. `device` picks the OpenCL device as `fcl run
     --device` does (default: PYOPENCL_CTX, else a GPU, else PoCL); `checks=False` leaves out
     the run-time checks, as `--unsafe` does."""

@@ -5,6 +5,7 @@ it decides the letters in printed types, as in the original compiler.
 """
 from __future__ import annotations
 
+from fcl.defaults import BLOCK_SIZE
 from fcl.types.types import BT, GT
 
 I2I, D2D, II2I, DD2D, II2B, DD2B = ("int -> int", "double -> double", "int -> int -> int",
@@ -100,7 +101,7 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
                "-> Program<l> ['a]", {"a": BT}, "the thesis's name for `power`"),
     "while": ("forall <l> 'a. (['a] -> bool) -> (['a] -> Program<l> ['a]<l>) -> Program<l> ['a]<l> "
               "-> Program<l> ['a]", {"a": BT}, "apply an array program while a condition holds"),
-    "#BlockSize": ("int", {}, "the work-group size (configurable, 256 by default)"),
+    "#BlockSize": ("int", {}, f"the work-group size (configurable, {BLOCK_SIZE} by default)"),
     "readIntCSV": ("string -> Program<grid> [int]", {}, "read ints from a CSV file"),
     "forceAndPrint": ("int -> [int]<grid> -> Program<grid> [int]", {},
                       "force a grid array and print its first n elements"),

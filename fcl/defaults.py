@@ -1,0 +1,5 @@
+"""What the stages assume when nothing says otherwise, defined once."""
+
+# The work-group size, FCL's #BlockSize: the original's default, and a multiple of every GPU's
+# warp (32) or wavefront (64).
+BLOCK_SIZE = 256

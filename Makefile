@@ -72,7 +72,7 @@ $(PROXY): deploy/proxy/package.json deploy/proxy/package-lock.json
 N ?= 20
 .PHONY: loadtest
 loadtest: test-setup
-	$(PY) tools/loadtest.py --students $(N)
+	$(PY) -m tools.loadtest --students $(N)
 
 test: test-setup lint
 	$(PY) -m pytest -q
@@ -107,13 +107,13 @@ lint: setup
 BENCH_ARGS ?=
 bench: setup $(PROXY)
 	@sh tools/opencl_device.sh $(VENV)/bin/fcl --both
-	$(PY) bench/run.py $(BENCH_ARGS)
+	$(PY) -m bench.run $(BENCH_ARGS)
 
 # Retake the README's pictures (docs/jupyterlab*.png) in JupyterLab: needs Chromium, like the
 # end-to-end test (test-setup installs it through apt where it can).
 .PHONY: screenshots
 screenshots: test-setup
-	$(PY) tools/screenshots.py
+	$(PY) -m tools.screenshots
 
 clean:
 	rm -rf $(VENV) build *.egg-info labextension/build labextension/lib labextension/node_modules

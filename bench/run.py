@@ -11,7 +11,7 @@ warm kernel cell.
 It also runs the original repository's benchmark programs unchanged against reference.cl doing
 the same work (see "the original repository's benchmark programs" below).
 
-    python bench/run.py [--runs N] [--tiny] [--device D] [--only WHAT] [--original PATH]
+    python -m bench.run [--runs N] [--tiny] [--device D] [--only WHAT] [--original PATH]
                         [--no-record] [--no-cell]
 
 Without `--device`, the tasks and the original programs are measured on every device that works
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import io
 import json
 import os
@@ -1088,10 +1087,8 @@ def table(rows: list[dict], compile_ms: float | None, kernel: dict | None = None
 
 def kernel_memory():
     """bench/memory.py (the kernel's memory after each course notebook, by the load test)."""
-    spec = importlib.util.spec_from_file_location("bench_memory", HERE / "memory.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from bench import memory
+    return memory
 
 
 SECTIONS = ("originals", "compile", "startup", "interrupt", "cell", "memory")

@@ -1,20 +1,13 @@
 """bench/run.py's correctness check at tiny sizes: each FCL benchmark program computes what its
 hand-written OpenCL reference and numpy compute. Timings are the harness's business, not tests'."""
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bench import run as bench
 from fcl.opencl.device import open_device
 from fcl.opencl.oclgrind import parse_reports
 from marks import slow_unless
-
-_PATH = Path(__file__).parents[1] / "bench" / "run.py"
-_spec = importlib.util.spec_from_file_location("bench_run", _PATH)
-bench = sys.modules["bench_run"] = importlib.util.module_from_spec(_spec)  # dataclasses need it
-_spec.loader.exec_module(bench)
 
 TASKS = [task.name for task in bench.tasks(bench.TINY, np.random.default_rng(0))]
 

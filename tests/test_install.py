@@ -1,5 +1,4 @@
 """Packaging of the FCL kernel: the install CLI, the kernelspec shipped in the wheel, the logos."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -94,13 +93,11 @@ def test_the_shipped_kernel_json_runs_the_environments_python():
 
 @pytest.mark.slow  # 0.75-3 s
 def test_the_logos_are_what_the_generator_draws():
-    spec = importlib.util.spec_from_file_location("make_logos", ROOT / "tools" / "make_logos.py")
-    make_logos = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_logos)
+    from tools import make_logos
     drawn = make_logos.logos()
     assert set(drawn) == set(LOGOS)
     for name, data in drawn.items():
-        assert (RESOURCES / name).read_bytes() == data, f"run tools/make_logos.py ({name})"
+        assert (RESOURCES / name).read_bytes() == data, f"run python -m tools.make_logos ({name})"
     for name, side in (("logo-32x32.png", 32), ("logo-64x64.png", 64)):
         data = drawn[name]
         assert data[:8] == b"\x89PNG\r\n\x1a\n"

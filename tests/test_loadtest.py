@@ -4,11 +4,8 @@ PoCL's bounded thread count, the pool given back when the kernel goes idle, the 
 cache. The hub and the proxy are the real ones (`make test-setup` installs configurable-http-proxy
 into build/proxy); without the proxy the hub tests are skipped, except under FCL_E2E=required (CI,
 where a skipped test would hide that it is missing)."""
-import importlib.util
 import io
 import os
-import sys
-from pathlib import Path
 
 import pytest
 from jupyter_client.manager import start_new_kernel
@@ -19,11 +16,7 @@ from fcl.notebook import Workspace
 from fcl.opencl import device as cl_device
 from test_kernel import execute, result_text, stdout
 from test_kernel_robustness import BIG_CELL, big_cell, rss_bytes
-
-_PATH = Path(__file__).parents[1] / "tools" / "loadtest.py"
-_spec = importlib.util.spec_from_file_location("loadtest", _PATH)
-loadtest = sys.modules["loadtest"] = importlib.util.module_from_spec(_spec)  # dataclasses need it
-_spec.loader.exec_module(loadtest)
+from tools import loadtest
 
 MB = 10**6
 

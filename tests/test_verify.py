@@ -4,9 +4,7 @@ pass, and hand-built broken IL is rejected with a message that names what is wro
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -67,14 +65,9 @@ def test_every_test_program_verifies_after_every_pass(path):
 
 
 def _bench_module():
-    """bench/run.py, loaded as tests/test_bench.py loads it (once per process)."""
-    if "bench_run" in sys.modules:
-        return sys.modules["bench_run"]
-    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "bench" / "run.py")
-    assert spec is not None and spec.loader is not None
-    module = sys.modules["bench_run"] = importlib.util.module_from_spec(spec)  # for dataclasses
-    spec.loader.exec_module(module)
-    return module
+    """bench/run.py."""
+    from bench import run
+    return run
 
 
 @pytest.mark.slow  # 1.6-1.7 s

@@ -16,7 +16,7 @@ files, the libraries' code the system keeps once for all kernels) and resident (
 counted in every kernel); its peak RSS, sampled twice a second; the largest single-user server's
 memory, private and RSS; and the light cells' p95 alone and during the benchmark.
 
-    python tools/loadtest.py [--students 5,20] [--notebook PATH] [--keep DIR]
+    python -m tools.loadtest [--students 5,20] [--notebook PATH] [--keep DIR]
 """
 from __future__ import annotations
 

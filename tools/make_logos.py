@@ -1,4 +1,4 @@
-"""Draw the FCL kernel's logo: `python tools/make_logos.py` rewrites fcl_kernel/resources/logo-*.
+"""Draw the FCL kernel's logo: `python -m tools.make_logos` rewrites fcl_kernel/resources/logo-*.
 
 The logo is FCL's level hierarchy: a grid (the dark square) of 2 x 2 blocks, each of 2 x 2
 threads. The shapes are defined once here and written both as SVG and, through a small

@@ -1,4 +1,4 @@
-"""Retake the README's pictures: `python tools/screenshots.py` rewrites docs/jupyterlab*.png.
+"""Retake the README's pictures: `python -m tools.screenshots` rewrites docs/jupyterlab*.png.
 
 Like tests/test_e2e_lab.py: JupyterLab on a free port with a random token, on a temporary copy of
 notebooks/ (JupyterLab saves what it runs), with a kernelspec for this interpreter, driven in
@@ -6,7 +6,7 @@ headless Chromium (the system one, Debian's `chromium`) by Playwright. Each pict
 course notebook, runs only the cells it needs (finding them by how their source starts, so that
 edits elsewhere in the notebook do not move it), and photographs the output it is about.
 
-    python tools/screenshots.py [--only jupyterlab-memory.png] [--out DIR]
+    python -m tools.screenshots [--only jupyterlab-memory.png] [--out DIR]
 """
 from __future__ import annotations
 

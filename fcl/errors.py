@@ -15,15 +15,15 @@ class Source:
     def __init__(self, name: str, text: str):
         self.name = name
         self.text = text
-        self._line_starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
+        self.line_starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
 
     def line_col(self, offset: int) -> tuple[int, int]:
         """1-based line and column of a character offset."""
-        line = bisect.bisect_right(self._line_starts, offset) - 1
-        return line + 1, offset - self._line_starts[line] + 1
+        line = bisect.bisect_right(self.line_starts, offset) - 1
+        return line + 1, offset - self.line_starts[line] + 1
 
     def line_text(self, line: int) -> str:
-        start = self._line_starts[line - 1]
+        start = self.line_starts[line - 1]
         end = self.text.find("\n", start)
         return self.text[start:] if end < 0 else self.text[start:end]
 

@@ -11,7 +11,6 @@ there. No compiler logic lives in this module.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lsprotocol import types as lsp
@@ -30,7 +29,6 @@ from fcl.types.infer import Binding
 from fcl.types.types import TArrow, chase, show_types
 
 WORD_BEFORE = re.compile(r"[#A-Za-z][A-Za-z0-9_#']*$")
-NAME = re.compile(r"[#A-Za-z][A-Za-z0-9_#']*")
 
 
 @dataclass
@@ -76,20 +74,10 @@ def analyze(uri: str, text: str, previous: Analysis | None) -> Analysis:
             session.add_decls([decl])
             failed.discard(decl.name)  # defined again, and this time well
         except FCLError as error:
-            if not any(isinstance(e, ast.Var) and e.name in failed for e in _exprs([decl])):
+            if not any(isinstance(e, ast.Var) and e.name in failed for e in names.exprs([decl])):
                 errors.append(error)
             failed.add(decl.name)
     return Analysis(source, session, errors)
-
-
-def _exprs(decls: list[ast.Decl]) -> Iterator[ast.Expr]:
-    """Every expression in the declarations (a loop, not recursion: generated programs nest
-    deeply)."""
-    stack = [decl.value for decl in decls]
-    while stack:
-        e = stack.pop()
-        yield e
-        stack.extend(ast.children(e))
 
 
 def target_at(analysis: Analysis, offset: int) -> Target | None:
@@ -98,9 +86,9 @@ def target_at(analysis: Analysis, offset: int) -> Target | None:
     for decl in decls:
         if _within(decl.name_span, offset):
             return Target(decl.name, str(decl.scheme), decl.name_span)
-    for e in _exprs(decls):
-        if isinstance(e, ast.Var) and e.inst is not None and e.span.text.startswith(e.name) \
-                and e.span.start <= offset <= e.span.start + len(e.name):
+    for e in names.exprs(decls):
+        if isinstance(e, ast.Var) and (use := names.written(e)) is not None \
+                and use.start <= offset <= use.end:
             return _binding_target(e.name, e.inst.binding)
         if isinstance(e, ast.Let) and _within(e.name_span, offset):
             return Target(e.name, str(e.scheme), e.name_span, local=True)
@@ -227,7 +215,7 @@ def _name_at(text: str, offset: int) -> str | None:
     line_start = text.rfind("\n", 0, offset) + 1
     line_end = text.find("\n", offset)
     line = text[line_start:line_end if line_end >= 0 else len(text)]
-    for match in NAME.finditer(line):
+    for match in names.NAME.finditer(line):
         if match.start() <= offset - line_start <= match.end():
             return match.group()
     return None
@@ -346,9 +334,8 @@ def _name_features(server: FCLServer) -> None:
         analysis = ls.analyses.get(uri)
         decls = analysis.checked() if analysis and analysis.source.text == document.source \
             else []
-        return lsp.SemanticTokens(_encode(ls, Source(uri, document.source),
-                                          names.semantic_tokens(Source(uri, document.source),
-                                                                decls)))
+        source = Source(uri, document.source)
+        return lsp.SemanticTokens(_encode(ls, source, names.semantic_tokens(source, decls)))
 
 
 REQUEST_FAILED = -32803  # LSP's RequestFailed: the request was valid, and cannot be done

@@ -6,6 +6,7 @@ token is, for editors without an FCL grammar). Plain functions over a checked do
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fcl.errors import FCLError, Span
@@ -22,7 +23,9 @@ def _same(a: Span | None, b: Span | None) -> bool:
         and (a.start, a.end) == (b.start, b.end)
 
 
-def _exprs(decls: list[ast.Decl]):
+def exprs(decls: list[ast.Decl]) -> Iterator[ast.Expr]:
+    """Every expression in the declarations (a loop, not recursion: generated programs nest
+    deeply)."""
     stack = [decl.value for decl in decls]
     while stack:
         e = stack.pop()
@@ -30,7 +33,7 @@ def _exprs(decls: list[ast.Decl]):
         stack.extend(ast.children(e))
 
 
-def _written(e: ast.Var) -> Span | None:
+def written(e: ast.Var) -> Span | None:
     """Where a use of a name is written: none for a name the parser made (`+` is `addi`)."""
     if e.inst is None or not e.span.text.startswith(e.name):
         return None
@@ -64,11 +67,11 @@ def references(decls: list[ast.Decl], defined_at: Span, include_definition: bool
             found.append(decl.name_span)
             if decl.sig_name is not None and decl.sig_name[0] == decl.name:
                 found.append(decl.sig_name[1])
-    for e in _exprs(decls):
+    for e in exprs(decls):
         if isinstance(e, ast.Var) and _same(e.inst and e.inst.binding.span, defined_at):
-            written = _written(e)
-            if written is not None:
-                found.append(written)
+            use = written(e)
+            if use is not None:
+                found.append(use)
         elif include_definition and isinstance(e, ast.Let) and _same(e.name_span, defined_at):
             found.append(e.name_span)
         elif include_definition and isinstance(e, ast.Lam) and _same(e.param_span, defined_at):
@@ -91,8 +94,8 @@ def rename(decls: list[ast.Decl], names_in_scope: set[str], defined_at: Span | N
         raise RenameRefused(f"this name is {where}, not defined in this file")
     if not NAME.fullmatch(new_name) or new_name in KEYWORDS:
         raise RenameRefused(f"`{new_name}` is not a name FCL accepts")
-    local = {e.name for e in _exprs(decls) if isinstance(e, ast.Let)} | \
-        {e.param for e in _exprs(decls) if isinstance(e, ast.Lam)}
+    local = {e.name for e in exprs(decls) if isinstance(e, ast.Let)} | \
+        {e.param for e in exprs(decls) if isinstance(e, ast.Lam)}
     if new_name in names_in_scope or new_name in local:
         raise RenameRefused(f"`{new_name}` is already defined: renaming to it would change what "
                             f"a name refers to")
@@ -191,16 +194,16 @@ def semantic_tokens(source, decls: list[ast.Decl]) -> list[Token]:
     for decl in decls:
         resolved[decl.name_span.start] = Token(decl.name_span, _kind_of(decl.scheme),
                                                ("declaration",))
-    for e in _exprs(decls):
+    for e in exprs(decls):
         if isinstance(e, ast.Var):
-            written = _written(e)
-            if written is not None:
+            use = written(e)
+            if use is not None:
                 binding = e.inst.binding
                 library = binding.origin == "builtin" or (
                     binding.span is not None and binding.span.source.name == PRELUDE_NAME)
                 kind = "parameter" if binding.origin == "local" else \
                     _kind_of(binding.scheme)
-                resolved[written.start] = Token(written, kind,
+                resolved[use.start] = Token(use, kind,
                                                 ("defaultLibrary",) if library else ())
         elif isinstance(e, ast.Lam):
             resolved[e.param_span.start] = Token(e.param_span, "parameter", ("declaration",))

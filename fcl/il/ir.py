@@ -260,6 +260,13 @@ class Fail(Stmt):
     hint: str = ""
     places: tuple[str, ...] = ()
 
+    def place_value(self, kind: str) -> int | None:
+        """The position in `values` of the index of the loop of `kind` around it (None if no
+        such loop is)."""
+        if kind not in self.places:
+            return None
+        return len(self.values) - len(self.places) + self.places.index(kind)
+
 
 # ---- traversal ---------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from fcl.deep import depth_guard
 from fcl.defaults import BLOCK_SIZE
 from fcl.env import Env
 from fcl.errors import FCLError, Span
-from fcl.interp.faults import Faults, in_parallel_code, in_work_items
+from fcl.interp.faults import Faults, in_parallel_code
 from fcl.interp.lanes import (
     MAX_ELEMENTS,
     Ctx,
@@ -176,7 +176,8 @@ class Interpreter:
             offset[idx] = lift_full(written.offset, lanes, np.int64)
             length[idx] = lift_full(written.length, lanes, np.int32)
             buffer = Buffer(written.data, Vec(ctx, offset), Vec(ctx, length))
-        if not in_work_items(ctx):  # a barrier, or at grid level the end of a kernel launch
+        # A force outside work-items is a barrier, or at grid level the end of a kernel launch.
+        if not in_parallel_code(ctx, work_items=True):
             self.faults.end_round()
             if not in_parallel_code(ctx):
                 self.faults.raise_first()

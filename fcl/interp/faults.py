@@ -101,20 +101,12 @@ def place_columns(ctx: Ctx, lanes: np.ndarray) -> list[tuple[str, np.ndarray]]:
     return found[::-1]
 
 
-def in_parallel_code(ctx: Ctx) -> bool:
+def in_parallel_code(ctx: Ctx, work_items: bool = False) -> bool:
+    """Whether ctx's lanes run in a parallel loop; with `work_items`, in one over work-items (a
+    force there is private to each: no barrier)."""
     at: Ctx | None = ctx
     while at is not None:
-        if at.place is not None:
-            return True
-        at = at.parent
-    return False
-
-
-def in_work_items(ctx: Ctx) -> bool:
-    """Whether ctx's lanes are work-items (a force here is private: no barrier)."""
-    at: Ctx | None = ctx
-    while at is not None:
-        if at.place is not None and at.place[0] != checks.GROUP:
+        if at.place is not None and not (work_items and at.place[0] == checks.GROUP):
             return True
         at = at.parent
     return False

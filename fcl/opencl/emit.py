@@ -59,6 +59,13 @@ void fcl_report(__global ulong* record, int slot, int item, int value) {
     atom_min(&record[slot], ((ulong)(uint)item << 32) | (uint)value);
 }
 """
+
+
+def fail_slots(kernel: Kernel) -> int:
+    """The words of one work-group's failure record (see FAIL_REPORTER)."""
+    return FAIL_SLOTS + max(len(check.values) for check in kernel.fails)
+
+
 TRACE_RECORDER = """\
 void fcl_record(__global int* log, int* count, int on, int cap, int site, int index) {
     if (on && *count < cap) { log[2 * *count] = site; log[2 * *count + 1] = index; }
@@ -363,9 +370,8 @@ class KernelPrinter:
         if k.fails:
             self.line("int fcl_failed = 0;  /* a work-item reports its first failure only */", 1,
                       None)
-            slots = FAIL_SLOTS + max(len(check.values) for check in k.fails)
             self.line(f"__global ulong* fcl_group_record = {FAIL_FLAG} + 1 + (get_group_id(1) * "
-                      f"get_num_groups(0) + get_group_id(0)) * {slots};", 1, None)
+                      f"get_num_groups(0) + get_group_id(0)) * {fail_slots(k)};", 1, None)
             if self.group_stop:
                 self.line("int fcl_round = 0;", 1, None)
         for n, slot in enumerate(k.slots):

@@ -32,7 +32,7 @@ from fcl.opencl.device import (
     serial_groups,
     trim_pool,
 )
-from fcl.opencl.emit import FAIL_SLOTS
+from fcl.opencl.emit import FAIL_SLOTS, fail_slots
 from fcl.opencl.kernel import Compiled, Kernel, Launch, Special
 from fcl.opencl.oclgrind import ReadProbes
 from fcl.timing import Policy, Sample, Timing, measuring, record, repeat
@@ -56,11 +56,6 @@ def failure(check: ir.Fail, values: list[int]) -> FCLError:
                     [check.hint] if check.hint else [])
 
 
-def fail_slots(kernel: Kernel) -> int:
-    """The words of a work-group's failure record (see emit.FAIL_REPORTER)."""
-    return FAIL_SLOTS + max(len(check.values) for check in kernel.fails)
-
-
 def lowest_failure(kernel: Kernel, groups: np.ndarray) -> FCLError:
     """The failure to report from the records of a kernel's work-groups, one row each: the
     lowest failing work-group's (work-groups may each run several of the parallel loop's
@@ -70,8 +65,8 @@ def lowest_failure(kernel: Kernel, groups: np.ndarray) -> FCLError:
         low = (row & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32)
         check = kernel.fails[int(low[FAIL_SLOTS - 1]) - 1]
         values = [int(v) for v in low[FAIL_SLOTS:FAIL_SLOTS + len(check.values)]]
-        group = values[len(values) - len(check.places) + check.places.index(checks.GROUP)] \
-            if checks.GROUP in check.places else -1
+        at = check.place_value(checks.GROUP)
+        group = -1 if at is None else values[at]
         found.append(((group, int(row[FAIL_SLOTS - 1] >> np.uint64(32))), check, values))
     _, check, values = min(found, key=lambda f: f[0])
     return failure(check, values)

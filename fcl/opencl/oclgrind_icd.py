@@ -99,13 +99,17 @@ def _install_into(staging: Path, home: Path) -> None:
         raise FCLError("could not install Oclgrind, the simulator that `--check` and `%%check` "
                        "run on", None, [f"`pip install --target` of {OCLGRIND_WHEEL} said:\n    "
                                         + "\n    ".join(result.stderr.strip().splitlines())])
-    (library,) = staging.glob("lib/pyopencl/.libs/liboclgrind-rt-icd*.so")
-    (staging / "vendors").mkdir()
-    (staging / "vendors" / ICD_FILE).write_text(f"{home / library.relative_to(staging)}\n")
+    _write_icd(staging, home)
 
 
 def _copy_into(existing: Path, staging: Path, home: Path) -> None:
     shutil.copytree(existing / "lib", staging / "lib", symlinks=True)
+    _write_icd(staging, home)
+
+
+def _write_icd(staging: Path, home: Path) -> None:
+    """The vendors directory, its ICD file naming the library as it will be once `staging` is
+    renamed to `home`."""
     (library,) = staging.glob("lib/pyopencl/.libs/liboclgrind-rt-icd*.so")
     (staging / "vendors").mkdir()
     (staging / "vendors" / ICD_FILE).write_text(f"{home / library.relative_to(staging)}\n")

@@ -147,7 +147,7 @@ def failing_item(check: ir.Fail) -> ir.Expr:
     kinds = [kind for kind in check.places if kind != checks.GROUP]
     if not kinds:
         return ir.Const(0, ir.INT)
-    return check.values[len(check.values) - len(check.places) + check.places.index(kinds[-1])]
+    return check.values[check.place_value(kinds[-1])]
 
 
 def number_checks(kernel: Kernel) -> None:

@@ -60,19 +60,15 @@ class Lexer:
         self.text = source.text
         self.pos = 0
         self.tokens: list[Token] = []
-        # The line of the last token (tokens come in order, and none spans lines): 0-based, and
-        # where it and the next start.
-        self.line = 0
-        self.line_starts = [0] + [i + 1 for i, ch in enumerate(self.text) if ch == "\n"] + \
-            [len(self.text) + 1]
+        self.line = 0  # of the last token, 0-based: tokens come in order, and none spans lines
 
     def error(self, message: str, start: int, end: int | None = None, hints=()) -> FCLError:
         return FCLError(message, Span(self.source, start, end if end is not None else start + 1),
                         list(hints))
 
     def emit(self, kind: str, value, start: int) -> None:
-        starts = self.line_starts
-        while starts[self.line + 1] <= start:
+        starts = self.source.line_starts
+        while self.line + 1 < len(starts) and starts[self.line + 1] <= start:
             self.line += 1
         line_start = starts[self.line]
         self.tokens.append(Token(kind, value, start_pos=start, line=self.line + 1,

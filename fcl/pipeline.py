@@ -4,13 +4,14 @@
     root           main_root: the expression to run
     mono           fcl.mono: one copy of each definition per type it is used at
     lower          fcl.il.lower + fcl.il.builtins: compile-time evaluation into the IL
-    passes         fcl.il.passes: optimisation to a fixed point
-    unnest         fcl.il.unnest: no expression nested too deeply for C
-    back end       fcl.opencl.backend: in place, kernelize, shape and emit, for a GPU or a CPU
+    steps          fcl.steps: the list of steps after lowering, each a function from a program
+                   to a new one: optimisation passes, unnest, then the back end's (in place,
+                   kernelize, the decisions about each kernel), for a GPU or a CPU
+    emit           fcl.opencl.emit: OpenCL C (fcl.opencl.backend)
     run            fcl.opencl.host (a device) or fcl.interp (the reference interpreter)
 
 The CLI, the notebook workspace, the explain module and the Oclgrind check all come here.
-With `verify_il`, the IL is verified after every pass (fcl.il.verify).
+With `verify_il`, the program is verified after every step (fcl.il.verify, fcl.opencl.verify).
 """
 from __future__ import annotations
 
@@ -26,9 +27,6 @@ from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.builtins import make_primitive
 from fcl.il.lower import Lowerer
-from fcl.il.passes import optimize
-from fcl.il.unnest import unnest
-from fcl.il.verify import verify
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.mono import GRID, MonoProgram, level_number, monomorphize
 from fcl.opencl import backend
@@ -36,6 +34,7 @@ from fcl.opencl.host import run_compiled
 from fcl.opencl.kernel import Compiled
 from fcl.opencl.oclgrind import Finding, parse_reports
 from fcl.session import Session
+from fcl.steps import IL_STEPS, Settings, run_steps, verifier
 from fcl.syntax import ast
 from fcl.types.types import TProgram, chase, show_types
 
@@ -93,10 +92,12 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
     with _depth_guard(root, "to compile"), ir.key_scope():
         lowerer = Lowerer(make_primitive, options.block_size, options.checks)
         il = lowerer.lower(mono_program(session, root), options.keep_result, entry)
-        il = unnest(optimize(il, check=verify if options.verify_il else None))
-        if options.verify_il:
-            verify("unnest", il)
-        return il
+        check = verifier() if options.verify_il else None
+        if check is not None:
+            check("lower", il)
+        optimized = run_steps(il, IL_STEPS, Settings(options.block_size), check)
+        assert isinstance(optimized, list)
+        return optimized
 
 
 @compiler_stage

@@ -427,8 +427,7 @@ def test_indices_over_local_ids_are_truncated_to_int_only_where_they_might_not_f
         if in_loop:  # a loop of one work-item: no barrier in it
             read = [ir.SeqFor(ir.Var("k", ir.INT), ir.Const(4, ir.INT), read)]
         kernel = Kernel("k", [ir.Declare(b, row), *read], block_size=64, width=16)
-        widen(kernel)
-        declare = next(s for s in ir.walk(kernel.body) if isinstance(s, ir.Declare)
+        declare = next(s for s in ir.walk(widen(kernel).body) if isinstance(s, ir.Declare)
                        and s.var.name == "x")
         return c_expr(declare.init)
 

@@ -1,6 +1,7 @@
 """The IL optimisation passes: what they remove, and that they keep meaning."""
 from fcl.il import ir
-from fcl.il.passes import optimize, propagate, prune, sweep
+from fcl.il.passes import propagate, prune, sweep
+from fcl.steps import OPTIMIZE, Settings, run_steps
 
 INT = ir.INT
 x, y, n, k = (ir.Var(name, INT) for name in ("x", "y", "n", "k"))
@@ -22,7 +23,7 @@ def test_read_csv_counts_as_changing_its_length():
     length = ir.Var("len", INT)
     stmts = [ir.Declare(length, ir.Const(0, INT)), ir.Input(arr, length, "f.csv"),
              ir.Print(length, arr)]
-    assert "printIntArray(len, arr);" in ir.show_stmts(optimize(stmts))
+    assert "printIntArray(len, arr);" in ir.show_stmts(run_steps(stmts, [OPTIMIZE], Settings(None)))
 
 
 def test_prune_keeps_the_branch_that_runs_and_drops_empty_loops():

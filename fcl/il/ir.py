@@ -120,8 +120,9 @@ def type_of(e: Expr) -> ILType:
 class Stmt:
     span: Span | None = field(default=None, kw_only=True, repr=False)
 
-    def show_il(self) -> str:
-        """How a statement defined by a later stage (the back end's) reads in the IL."""
+    def show_il(self, indent: int) -> str:
+        """How a statement defined by a later stage (the back end's) reads in the IL, indented
+        `indent` levels (see show_block)."""
         raise TypeError(self)
 
 
@@ -446,7 +447,7 @@ def show_stmts(stmts: list[Stmt], indent: int = 0) -> str:
     return "\n".join(_show(s, indent) for s in stmts)
 
 
-def _block(head: str, body: list[Stmt], indent: int) -> str:
+def show_block(head: str, body: list[Stmt], indent: int) -> str:
     pad = "  " * indent
     inner = show_stmts(body, indent + 1)
     return f"{pad}{head} {{\n{inner}\n{pad}}}" if body else f"{pad}{head} {{}}"
@@ -463,26 +464,27 @@ def _show(s: Stmt, indent: int) -> str:
     if isinstance(s, Store):
         return f"{pad}{s.array.name}[{show_expr(s.index)}] = {show_expr(s.value)};"
     if isinstance(s, ParFor):
-        return _block(f"parfor<{s.level}> ({s.var.name} < {show_expr(s.bound)})", s.body, indent)
+        return show_block(f"parfor<{s.level}> ({s.var.name} < {show_expr(s.bound)})", s.body,
+                          indent)
     if isinstance(s, Distribute):
-        return _block(f"distribute<{s.level}> ({s.var.name} < {show_expr(s.bound)})", s.body,
-                      indent)
+        return show_block(f"distribute<{s.level}> ({s.var.name} < {show_expr(s.bound)})",
+                          s.body, indent)
     if isinstance(s, SeqFor):
-        return _block(f"seqfor ({s.var.name} < {show_expr(s.bound)})", s.body, indent)
+        return show_block(f"seqfor ({s.var.name} < {show_expr(s.bound)})", s.body, indent)
     if isinstance(s, While):
         test = show_stmts(s.test, indent + 1)
-        head = _block(f"while ({show_expr(s.cond)})", s.body, indent)
+        head = show_block(f"while ({show_expr(s.cond)})", s.body, indent)
         return (f"{pad}test {{\n{test}\n{pad}}}\n" if s.test else "") + head
     if isinstance(s, If):
-        text = _block(f"if ({show_expr(s.cond)})", s.then, indent)
-        return text + (" else " + _block("", s.else_, indent).lstrip() if s.else_ else "")
+        text = show_block(f"if ({show_expr(s.cond)})", s.then, indent)
+        return text + (" else " + show_block("", s.else_, indent).lstrip() if s.else_ else "")
     if isinstance(s, Barrier):
         return f"{pad}synchronize<{s.level}>;"
     if isinstance(s, Print):
         kind = elem_of(s.array).capitalize()
         return f"{pad}print{kind}Array({show_expr(s.count)}, {s.array.name});"
     if isinstance(s, Benchmark):
-        return _block(f"benchmark({show_expr(s.count)})", s.body, indent)
+        return show_block(f"benchmark({show_expr(s.count)})", s.body, indent)
     if isinstance(s, Input):
         targets = s.var.name if s.length is None else f"({s.var.name}, {s.length.name})"
         source = (f'readIntCSV("{s.source}")' if isinstance(s.source, str)
@@ -492,4 +494,4 @@ def _show(s: Stmt, indent: int) -> str:
         return f"{pad}result({_show_result(s.value)});"
     if isinstance(s, Fail):
         return f'{pad}failIf({show_expr(s.cond)}, "{s.message}");'
-    return pad + s.show_il()  # statements defined by later stages
+    return s.show_il(indent)  # statements defined by later stages

@@ -9,12 +9,11 @@
     prune       statements with a constant condition keep only the branch that runs
     sweep       declarations and assignments of variables nothing depends on are dropped
 
-`optimize` runs them to a fixed point. Every expression in the IL is pure, so dropping an
-unused computation never changes what a program does.
+The compiler runs them in turn to a fixed point (fcl.steps.OPTIMIZE). Every expression in the IL
+is pure, so dropping an unused computation never changes what a program does.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -34,26 +33,6 @@ from fcl.il.ranges import (
 )
 from fcl.il.simplify import linear, mk_bin, mk_select, mk_un, rebuild
 from fcl.il.traverse import assigned, expr_fields, map_bodies, map_exprs, names, stmt_exprs
-
-PASSES = (("propagate", lambda s: propagate(s)), ("bound", lambda s: bound(s)),
-          ("prune", lambda s: prune(s)), ("sweep", lambda s: sweep(s)))
-
-
-def optimize(stmts: list[ir.Stmt], rounds: int = 4,
-             check: Callable[[str, list[ir.Stmt]], None] | None = None) -> list[ir.Stmt]:
-    """The passes in turn until nothing changes; `check(pass name, statements)` after each."""
-    if check is not None:
-        check("lower", stmts)
-    for _ in range(rounds):
-        before = ir.show_stmts(stmts)
-        for name, run in PASSES:
-            stmts = run(stmts)
-            if check is not None:
-                check(name, stmts)
-        if ir.show_stmts(stmts) == before:
-            break
-    return stmts
-
 
 # ---- the passes --------------------------------------------------------------------------------
 

@@ -1,9 +1,6 @@
-"""The back end's stages, from the optimised IL to OpenCL, for a GPU or a CPU device.
-
-    in place   fcl.opencl.inplace: kernels that may write over their input
-    kernelize  fcl.opencl.kernelize: host statements and kernels
-    shape      fcl.opencl.shape: work-groups, memory and index decisions per kernel
-    emit       fcl.opencl.emit: OpenCL C and its line table
+"""The back end, from the optimised IL to OpenCL, for a GPU or a CPU device: its steps
+(fcl.steps.BACKEND_STEPS: in place, kernelize, then the decisions about each kernel), then the
+printer (fcl.opencl.emit: OpenCL C and its line table).
 
 A GPU runs a work-group's work-items side by side, so a block-level loop spreads its iterations
 over them with a barrier after it. A CPU device runs work-items one after another: PoCL makes
@@ -17,37 +14,30 @@ it runs on one (`for_device`).
 from __future__ import annotations
 
 from fcl.il import ir
-from fcl.il.verify import verify
 from fcl.opencl.emit import opencl_source
-from fcl.opencl.inplace import in_place
 from fcl.opencl.kernel import Compiled
-from fcl.opencl.kernelize import kernelize
-from fcl.opencl.shape import shape
-from fcl.opencl.verify import verify_kernels
+from fcl.steps import BACKEND_STEPS, KernelProgram, Observer, Settings, run_steps, verifier
 
 TARGETS = ("auto", "gpu", "cpu")
 
 
 def compile_il(il: list[ir.Stmt], block_size: int, target: str = "auto",
-               verify_il: bool = False) -> Compiled:
+               verify_il: bool = False, observe: Observer | None = None) -> Compiled:
     """The host program, kernels and OpenCL source for `target` ("auto": a GPU's, reshaped for a
-    CPU device at run time)."""
+    CPU device at run time); `observe(step, program)` after each step."""
     if target not in TARGETS:
         raise ValueError(target)
+    observers = [o for o in (verifier() if verify_il else None, observe) if o is not None]
+
+    def observe_all(step: str, program) -> None:
+        for each in observers:
+            each(step, program)
     with ir.key_scope():
-        return _compile_il(il, block_size, target, verify_il)
-
-
-def _compile_il(il: list[ir.Stmt], block_size: int, target: str, verify_il: bool) -> Compiled:
-    rewritten = in_place(il)
-    if verify_il:
-        verify("in place", rewritten)
-    host, kernels = kernelize(rewritten, block_size, serial=target == "cpu")
-    shape(kernels)
-    if verify_il:
-        verify_kernels(host, kernels)
-    source, table = opencl_source(kernels)
-    return Compiled(il, host, kernels, source, table, block_size,
+        shaped = run_steps(il, BACKEND_STEPS, Settings(block_size, serial=target == "cpu"),
+                           observe_all if observers else None)
+        assert isinstance(shaped, KernelProgram)
+        source, table = opencl_source(shaped.kernels)
+    return Compiled(il, shaped.host, shaped.kernels, source, table, block_size,
                     target="cpu" if target == "cpu" else "gpu", portable=target == "auto")
 
 

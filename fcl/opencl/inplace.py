@@ -59,7 +59,7 @@ def _copies_onto_itself(kernel: ir.Stmt) -> bool:
         if isinstance(s, ir.Store):
             value = s.value
             if not (isinstance(value, ir.Index) and value.array.name == s.array.name
-                    and ir.show_expr(value.index) == ir.show_expr(s.index)):
+                    and ir.expr_key(value.index) == ir.expr_key(s.index)):
                 return False
         elif not isinstance(s, quiet):
             return False
@@ -85,7 +85,7 @@ def _candidate(stmts: list[ir.Stmt], p: int, changed: set[str]):
             or any(_mentions(s, out.var.name) for s in stmts[stmts.index(out) + 1:p]) \
             or not _injective(store.index, loops, kernel):
         return None
-    index = ir.show_expr(store.index)
+    index = ir.expr_key(store.index)
     for name, inp in allocs.items():
         if name == out.var.name or name in changed or inp.var.type != out.var.type \
                 or not _fits(out.size, inp.size, changed):
@@ -139,18 +139,18 @@ def _injective(index: ir.Expr, loops: list, kernel: ir.Stmt) -> bool:
 def _fits(size: ir.Expr, capacity: ir.Expr, changed: set[str]) -> bool:
     if isinstance(size, ir.Const) and isinstance(capacity, ir.Const):
         return size.value <= capacity.value
-    return ir.show_expr(size) == ir.show_expr(capacity) and not names(size) & changed
+    return ir.expr_key(size) == ir.expr_key(capacity) and not names(size) & changed
 
 
 def _reads(e: ir.Expr, name: str) -> list[str] | None:
-    """The indices (shown) of e's reads of array `name`; None if e uses it otherwise."""
+    """The indices (keyed) of e's reads of array `name`; None if e uses it otherwise."""
     found: list[str] = []
 
     def visit(x: ir.Expr) -> bool:
         if isinstance(x, ir.Var):
             return x.name != name
         if isinstance(x, ir.Index) and x.array.name == name:
-            found.append(ir.show_expr(x.index))
+            found.append(ir.expr_key(x.index))
             return visit(x.index)
         return all(visit(getattr(x, f)) for f in x.__dataclass_fields__
                    if isinstance(getattr(x, f), ir.Expr))

@@ -6,11 +6,12 @@ in its statements) and printed by `emit`. The runtime (`host`) runs a `Compiled`
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fcl.errors import Span
 from fcl.il import ir
-from fcl.il.traverse import map_children
+from fcl.il.traverse import map_bodies, map_children
 
 MAX_GROUPS = 65536  # a grid loop with more iterations than this is virtualized: groups loop
 
@@ -63,6 +64,11 @@ class StridedFor(ir.Stmt):
     body: list[ir.Stmt]
     once: bool = False
 
+    def show_il(self, indent: int) -> str:
+        head = f"for ({self.var.name} = {ir.show_expr(self.start)}; {self.var.name} < " \
+               f"{ir.show_expr(self.bound)}; {self.var.name} += {ir.show_expr(self.step)})"
+        return ir.show_block(head + (" once" if self.once else ""), self.body, indent)
+
 
 @dataclass(eq=False)
 class SerialFor(ir.SeqFor):
@@ -82,6 +88,11 @@ class FailFlag(ir.Stmt):
     values: list[ir.Expr] = field(default_factory=list)
     item: ir.Expr = field(default_factory=lambda: ir.Const(0, ir.INT))
 
+    def show_il(self, indent: int) -> str:
+        values = "".join(f", {ir.show_expr(v)}" for v in self.values)
+        return f"{'  ' * indent}fail{self.code}If({ir.show_expr(self.cond)}, item " \
+               f"{ir.show_expr(self.item)}{values});"
+
 
 @dataclass(eq=False)
 class LocalArray:
@@ -93,8 +104,11 @@ class LocalArray:
     span: Span | None
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class Kernel:
+    """A kernel, never changed once made: each step of the back end (fcl.opencl.steps) that
+    decides something about it makes a new one (dataclasses.replace)."""
+
     name: str
     body: list[ir.Stmt]
     params: list[ir.Var] = field(default_factory=list)  # host values, by value or __global
@@ -125,8 +139,8 @@ class Launch(ir.Stmt):
     kernel: Kernel
     groups: ir.Expr  # number of work-groups (an expression over host values)
 
-    def show_il(self) -> str:
-        return f"launch {self.kernel.name}<<<{ir.show_expr(self.groups)}>>>;"
+    def show_il(self, indent: int) -> str:
+        return f"{'  ' * indent}launch {self.kernel.name}<<<{ir.show_expr(self.groups)}>>>;"
 
 
 @dataclass
@@ -151,6 +165,16 @@ def nearest_span(line_table: list[tuple[int, Span]], cl_line: int | None) -> Spa
         if line in spans:
             return spans[line]
     return None
+
+
+def group_body(kernel: Kernel) -> tuple[list[ir.Stmt], Callable[[list[ir.Stmt]], list[ir.Stmt]]]:
+    """What one work-group runs for one iteration of a work-group kernel's group loop, and a
+    function putting a new such body back in the loop (see kernelize: a declaration of the
+    group's iteration, or a loop over iterations)."""
+    first = kernel.body[0]
+    if isinstance(first, StridedFor):
+        return first.body, lambda body: [map_bodies(first, lambda _: body)]
+    return kernel.body[1:], lambda body: [first, *body]
 
 
 def own_index(kernel: Kernel) -> ir.Expr:

@@ -66,40 +66,50 @@ class Kernelizer:
                 out.append(s)
         return out
 
-    def _new_kernel(self, span: Span | None) -> Kernel:
+    def _kernel_name(self, span: Span | None) -> str:
         line = f"_line{span.line}" if span is not None else ""
-        kernel = Kernel(f"kernel{len(self.kernels)}{line}", [], span=span,
-                        block_size=self.block_size)
+        return f"kernel{len(self.kernels)}{line}"
+
+    def _add(self, name: str, made: KernelBody, body: list[ir.Stmt], span: Span | None,
+             **decided) -> Kernel:
+        kernel = Kernel(name, body, locals=made.locals, private=made.private, span=span,
+                        abortable=made.abortable, block_size=self.block_size, **decided)
         self.kernels.append(kernel)
         return kernel
 
     def distribute_kernel(self, s: ir.Distribute) -> Launch:
-        kernel = self._new_kernel(s.span)
-        kernel.serial = self.serial and runs_better_serial(s.body, self.block_size)
-        body = KernelBody(kernel, self.block_size).iteration(s.var, s.bound, s.body, "block")
-        kernel.group_var, kernel.group_bound = s.var, s.bound
+        name = self._kernel_name(s.span)
+        serial = self.serial and runs_better_serial(s.body, self.block_size)
+        made = KernelBody(self.block_size, serial)
+        body = made.iteration(s.var, s.bound, s.body, "block")
+        group = {"group_var": s.var, "group_bound": s.bound, "serial": serial}
         if isinstance(s.bound, ir.Const) and s.bound.value <= MAX_GROUPS:
             # One work-group per iteration; nothing follows the last barrier, so it goes.
             while body and isinstance(body[-1], ir.Barrier):
                 body.pop()
-            kernel.body = [ir.Declare(s.var, Special("group_id"), span=s.span), *body]
+            kernel = self._add(name, made, [ir.Declare(s.var, Special("group_id"), span=s.span),
+                                            *body], s.span, **group)
             return Launch(kernel, s.bound, span=s.span)
-        kernel.body = [StridedFor(s.var, Special("group_id"), s.bound, Special("num_groups"), body,
-                                  span=s.span)]
+        kernel = self._add(name, made, [StridedFor(s.var, Special("group_id"), s.bound,
+                                                   Special("num_groups"), body, span=s.span)],
+                           s.span, **group)
         groups = ir.Bin("min", s.bound, ir.Const(MAX_GROUPS, ir.INT), ir.INT)
         return Launch(kernel, groups, span=s.span)
 
     def parfor_kernel(self, s: ir.ParFor) -> Launch:
-        kernel = self._new_kernel(s.span)
-        body = KernelBody(kernel, self.block_size).iteration(s.var, s.bound, s.body, "thread")
+        name = self._kernel_name(s.span)
+        made = KernelBody(self.block_size)
+        body = made.iteration(s.var, s.bound, s.body, "thread")
         size = self.block_size
         # One work-item per iteration where one launch has enough, no loop: PoCL ran a copy in
         # a loop (of one iteration) at half the speed of straight-line code.
         once = size is not None and isinstance(s.bound, ir.Const) \
             and 0 < s.bound.value <= MAX_GROUPS * size
-        kernel.body = [StridedFor(s.var, Special("global_id"), s.bound, Special("global_size"),
-                                  body, span=s.span, once=once)]
+        kernel = self._add(name, made, [StridedFor(s.var, Special("global_id"), s.bound,
+                                                   Special("global_size"), body, span=s.span,
+                                                   once=once)], s.span)
         if once:
+            assert size is not None
             return Launch(kernel, ir.Const(-(-int(s.bound.value) // size), ir.INT), span=s.span)
         per_group = Special("local_size")
         rounded_up = ir.Bin("+", s.bound, ir.Bin("-", per_group, ir.Const(1, ir.INT), ir.INT),
@@ -134,11 +144,15 @@ def runs_better_serial(group_body: list[ir.Stmt], block_size: int | None) -> boo
 
 
 class KernelBody:
-    """Rewrites the body of one kernel: block-level loops, local and private memory."""
+    """Rewrites the body of one kernel: block-level loops, local and private memory (collected
+    here for the kernel made of the body)."""
 
-    def __init__(self, kernel: Kernel, block_size: int | None = None):
-        self.kernel = kernel
+    def __init__(self, block_size: int | None = None, serial: bool = False):
         self.block_size = block_size
+        self.serial = serial
+        self.locals: list[LocalArray] = []
+        self.private: list[tuple[ir.Var, int]] = []
+        self.abortable = False  # a `while` may never end (see Kernel.abortable)
         # Bounds on the int variables seen so far: a thread-level array whose length depends on
         # its work-item is sized for the largest length they allow.
         self.ranges: Ranges = {}
@@ -166,7 +180,7 @@ class KernelBody:
                 raise FCLError(f"a {s.level}-level parallel loop cannot appear inside "
                                f"{level}-level code", s.span)
             # Either way each iteration is run by one work-item: thread-level code.
-            if self.kernel.serial:
+            if self.serial:
                 body = self.block(s.body, "thread")
                 if isinstance(s.bound, ir.Const) and s.bound.value == 1:
                     return [ir.Declare(s.var, ir.Const(0, ir.INT), span=s.span), *body]
@@ -178,7 +192,7 @@ class KernelBody:
         if isinstance(s, ir.SeqFor):
             return [ir.SeqFor(s.var, s.bound, self.block(s.body, level), span=s.span)]
         if isinstance(s, ir.While):
-            self.kernel.abortable = True
+            self.abortable = True
             return [ir.While(self.block(s.test, level), s.cond, self.block(s.body, level),
                              span=s.span, level=level)]
         if isinstance(s, ir.If):
@@ -220,11 +234,11 @@ class KernelBody:
                                "before a kernel runs)", s.span)
             size = ir.Const(max(largest[1], 0), ir.INT)
         if thread_level and isinstance(size, ir.Const) and size.value <= PRIVATE_ARRAY_LIMIT:
-            self.kernel.private.append((s.var, max(int(size.value), 1)))
+            self.private.append((s.var, max(int(size.value), 1)))
             return []
         # A serial kernel's work-item runs one iteration at a time: one slice serves them all.
-        per_item = thread_level and not self.kernel.serial
-        self.kernel.locals.append(LocalArray(s.var, size, per_item, s.span))
+        per_item = thread_level and not self.serial
+        self.locals.append(LocalArray(s.var, size, per_item, s.span))
         # Shared arrays keep their allocation in the body: it is where their lifetime starts.
         return [] if per_item else [s]
 

@@ -14,6 +14,9 @@ original FCL's transpose builds its output tile by tile, reading down a column o
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 from fcl.il import ir
 from fcl.il.simplify import linear, mk_bin
 from fcl.il.traverse import (
@@ -25,27 +28,42 @@ from fcl.il.traverse import (
     stmt_exprs,
     sub_exprs,
 )
-from fcl.opencl.kernel import Kernel, LocalArray, Special, inline_ints
+from fcl.opencl.kernel import Kernel, LocalArray, Special, group_body, inline_ints
 
 ROW, COLUMN = "row", "column"
 
 
-def group_order(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
-    """The group body (one iteration of the group loop) with its tile coordinates swapped
-    where that makes neighbouring work-groups read nearer memory; else unchanged."""
+def group_order(kernel: Kernel) -> Kernel:
+    """The kernel with its group body's tile coordinates swapped where that makes neighbouring
+    work-groups read nearer memory; else unchanged (and a serial kernel, whose one work-item
+    runs a group, always)."""
+    if kernel.group_var is None or kernel.serial:
+        return kernel
+    body, rewrap = group_body(kernel)
+    swapped = _swapped(kernel, body)
+    if swapped is None:
+        return kernel
+    return replace(kernel, body=rewrap(map_exprs(body, swapped)),
+                   locals=[LocalArray(a.var, swapped(a.size), a.per_item, a.span)
+                           for a in kernel.locals])
+
+
+def _swapped(kernel: Kernel, body: list[ir.Stmt]) -> Callable[[ir.Expr], ir.Expr] | None:
+    """A rewrite of the group body's expressions swapping its tile coordinates, if that makes
+    neighbouring work-groups read nearer memory."""
     group, count = kernel.group_var, kernel.group_bound
     if group is None or not isinstance(count, ir.Const):
-        return body
+        return None
     splits = _splits(body, group.name)
     if splits is None or {kind for kind, _ in splits.values()} != {ROW, COLUMN}:
-        return body
+        return None
     widths = {c for _, c in splits.values()}
     width = widths.pop()
     if widths or not 1 < width < count.value or count.value % width:
-        return body
+        return None
     distances = _distances(kernel, body, splits)
     if distances is None or distances[ROW] >= distances[COLUMN]:
-        return body
+        return None
     rows = int(count.value) // width
     swapped = {key: _divided(group, rows, "%" if kind == ROW else "/")
                for key, (kind, _) in splits.items()}
@@ -55,8 +73,7 @@ def group_order(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
             return swapped[ir.expr_key(e)]
         return map_children(e, swap) if isinstance(e, (ir.Bin, ir.Un, ir.Select, ir.Index)) \
             else e
-    kernel.locals = [LocalArray(a.var, swap(a.size), a.per_item, a.span) for a in kernel.locals]
-    return map_exprs(body, swap)
+    return swap
 
 
 def _split(e: ir.Expr, group: str) -> tuple[str, int] | None:

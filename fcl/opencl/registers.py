@@ -14,16 +14,38 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from fcl.il import ir
-from fcl.il.traverse import array_reads, map_bodies, map_children, stmt_exprs, sub_exprs
-from fcl.opencl.kernel import Kernel
+from fcl.il.traverse import (
+    array_reads,
+    map_bodies,
+    map_children,
+    single_definitions,
+    stmt_exprs,
+    sub_exprs,
+)
+from fcl.opencl.kernel import Kernel, LocalArray, group_body, inline_ints, own_index
 from fcl.opencl.sharing import aliases as pointer_aliases
 
 
-def registers(kernel: Kernel, body: list[ir.Stmt], own: ir.Expr,
-              inline: Callable[[ir.Expr], ir.Expr]) -> list[ir.Stmt]:
-    """`body` with the kernel's own-position local arrays in registers. `own` is the work-item's
-    index in its group; `inline(e)` expands e's int variables (to compare indices)."""
-    shared = [a.var.name for a in kernel.locals if not a.per_item]
+def registers(kernel: Kernel) -> Kernel:
+    """The kernel with its own-position local arrays in registers (a work-group kernel's of a
+    known group size; others are returned as they are)."""
+    if kernel.group_var is None or kernel.serial or kernel.block_size is None:
+        return kernel
+    body, rewrap = group_body(kernel)
+    definitions = single_definitions(body)
+    locals_, private = list(kernel.locals), list(kernel.private)
+    body = _in_registers(locals_, private, body, own_index(kernel),
+                         lambda e: inline_ints(e, definitions))
+    return replace(kernel, body=rewrap(body), locals=locals_, private=private)
+
+
+def _in_registers(locals_: list[LocalArray], private: list[tuple[ir.Var, int]],
+                  body: list[ir.Stmt], own: ir.Expr, inline: Callable[[ir.Expr], ir.Expr]
+                  ) -> list[ir.Stmt]:
+    """`body` with the own-position arrays of `locals_` moved to `private`. `own` is the
+    work-item's index in its group; `inline(e)` expands e's int variables (to compare
+    indices)."""
+    shared = [a.var.name for a in locals_ if not a.per_item]
     if not shared:
         return body
     aliases = pointer_aliases(body, set(shared))
@@ -59,7 +81,7 @@ def registers(kernel: Kernel, body: list[ir.Stmt], own: ir.Expr,
         names = {v for v, targets in aliases.items() if targets & set(arrays)}
         if len(arrays) > 1 and _last_written(body, frozenset(), names) is None:
             continue
-        body = _privatize(kernel, body, arrays, names)
+        body = _privatize(locals_, private, body, arrays, names)
     return body
 
 
@@ -104,12 +126,12 @@ def _reads_through(e: ir.Expr, fresh: frozenset[str], names: set[str]) -> bool:
     return all(_reads_through(part, fresh, names) for part in sub_exprs(e))
 
 
-def _privatize(kernel: Kernel, body: list[ir.Stmt], arrays: list[str], names: set[str]
-               ) -> list[ir.Stmt]:
+def _privatize(locals_: list[LocalArray], private: list[tuple[ir.Var, int]],
+               body: list[ir.Stmt], arrays: list[str], names: set[str]) -> list[ir.Stmt]:
     """One private element for `arrays`; the pointers among `names` go."""
-    keep = next(a.var for a in kernel.locals if a.var.name == arrays[0])
-    kernel.locals = [a for a in kernel.locals if a.var.name not in arrays]
-    kernel.private.append((keep, 1))
+    keep = next(a.var for a in locals_ if a.var.name == arrays[0])
+    locals_[:] = [a for a in locals_ if a.var.name not in arrays]
+    private.append((keep, 1))
     zero = ir.Const(0, ir.INT)
 
     def expr(e: ir.Expr) -> ir.Expr:

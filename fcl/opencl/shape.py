@@ -1,24 +1,13 @@
-"""Shape each kernel for the work-group size it will run with, recording every decision.
-
-After `kernelize` has cut a kernel out of the IL, this decides, in order:
-
-    order      which tile coordinate neighbouring work-groups differ in (order.py)
-    tiles      2-D work-groups for kernels working on tiles, padded local tiles (tiles.py)
-    registers  local arrays each work-item only touches at its own index, in registers
-    interface  the kernel's parameters, and local memory sizes over host values
-    slots      local arrays never live at once share memory (sharing.py)
-    widen      index arithmetic over local ids in size_t (widen.py), and the row strides of
-               2-D work-groups' global subscripts as arguments (strides.py)
-    checks     each run-time check's failure code
-
-The results live on the kernel (width, locals, private, params, constants, slots, fails) and in
-its statements (WideInt, FailFlag), so that `emit` only prints them. A serial kernel (for a CPU,
-see kernelize) has one work-item per group: order, tiles and registers, which are about how a
-group's work-items share the work, leave it alone.
+"""The steps that complete a kernel's interface with the host: its parameters and local memory
+sizes (interface), which local arrays share memory (slots), and the failure code of each run-time
+check (number_checks). With the steps that shape a work-group (order.py, tiles.py, registers.py,
+widen.py) they are listed, in order, in fcl.steps. The results live on the kernel (width, locals,
+private, params, constants, slots, fails) and in its statements (WideInt, FailFlag), so that
+`emit` only prints them.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import replace
 
 from fcl import checks
 from fcl.errors import FCLError, Span
@@ -30,61 +19,32 @@ from fcl.opencl.kernel import (
     LocalArray,
     Special,
     StridedFor,
-    inline_ints,
-    own_index,
 )
-from fcl.opencl.order import group_order
-from fcl.opencl.registers import registers
 from fcl.opencl.sharing import lifetimes, pack
-from fcl.opencl.tiles import tiles
-from fcl.opencl.widen import widen
 
 
-def shape(kernels: list[Kernel]) -> None:
-    for kernel in kernels:
-        shape_kernel(kernel)
-
-
-def shape_kernel(kernel: Kernel) -> None:
-    if kernel.group_var is not None and not kernel.serial:  # a group body to shape
-        body, rewrap = group_body(kernel)
-        body = tiles(kernel, group_order(kernel, body))
-        if kernel.block_size is not None:
-            definitions = single_definitions(body)
-            body = registers(kernel, body, own_index(kernel),
-                             lambda e: inline_ints(e, definitions))
-        kernel.body = rewrap(body)
-    interface(kernel)
+def slots(kernel: Kernel) -> Kernel:
+    """The kernel with its shared local arrays grouped into slots: arrays never live at once
+    share memory (per-work-item slices stay apart)."""
     shared = {local.var.name: local for local in kernel.locals if not local.per_item}
-    kernel.slots = [[shared[name] for name in slot]
-                    for slot in pack(lifetimes(kernel.body, set(shared)))]
-    widen(kernel)
-    number_checks(kernel)
+    return replace(kernel, slots=[[shared[name] for name in slot]
+                                  for slot in pack(lifetimes(kernel.body, set(shared)))])
 
 
-def group_body(kernel: Kernel) -> tuple[list[ir.Stmt], Callable[[list[ir.Stmt]], list[ir.Stmt]]]:
-    """What one work-group runs for one iteration of the kernel's group loop, and a function
-    putting a new such body back in the loop (see kernelize: a declaration of the group's
-    iteration, or a loop over iterations)."""
-    first = kernel.body[0]
-    if isinstance(first, StridedFor):
-        return first.body, lambda body: [map_bodies(first, lambda _: body)]
-    return kernel.body[1:], lambda body: [first, *body]
-
-
-def interface(kernel: Kernel) -> None:
+def interface(kernel: Kernel) -> Kernel:
     """Kernel parameters: the host variables the body uses. Local memory is sized on the host at
     launch, so each size is rewritten over host values (and the group's iteration variable)."""
     bound = {a.var.name for a in kernel.locals} | {v.name for v, _ in kernel.private}
     used: dict[str, ir.Var] = {}
     _free_vars(kernel.body, bound, used)
-    kernel.params = sorted(used.values(), key=lambda v: v.name)
     inside = declared(kernel.body)
     definitions = single_definitions(kernel.body)
     allowed = {kernel.group_var.name} if kernel.group_var is not None else set()
-    kernel.locals = [LocalArray(local.var, _host_value(local.size, definitions, inside - allowed,
-                                                       local.span), local.per_item, local.span)
-                     for local in kernel.locals]
+    return replace(kernel, params=sorted(used.values(), key=lambda v: v.name),
+                   locals=[LocalArray(local.var,
+                                      _host_value(local.size, definitions, inside - allowed,
+                                                  local.span), local.per_item, local.span)
+                           for local in kernel.locals])
 
 
 def _host_value(e: ir.Expr, definitions: dict[str, ir.Expr], inside: set[str],
@@ -150,22 +110,22 @@ def failing_item(check: ir.Fail) -> ir.Expr:
     return check.values[check.place_value(kinds[-1])]
 
 
-def number_checks(kernel: Kernel) -> None:
+def number_checks(kernel: Kernel) -> Kernel:
     """Each run-time check becomes a FailFlag whose code is its place in kernel.fails, in the
     order the checks run (a while's test before its body)."""
-    kernel.fails = []
+    fails: list[ir.Fail] = []
 
     def number(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
         for s in stmts:
             if isinstance(s, ir.Fail):
-                kernel.fails.append(s)
-                out.append(FailFlag(s.cond, len(kernel.fails), s.values, failing_item(s),
-                                    span=s.span))
+                fails.append(s)
+                out.append(FailFlag(s.cond, len(fails), s.values, failing_item(s), span=s.span))
             elif isinstance(s, ir.While):
                 test = number(s.test)
                 out.append(ir.While(test, s.cond, number(s.body), span=s.span, level=s.level))
             else:
                 out.append(map_bodies(s, number))
         return out
-    kernel.body = number(kernel.body)
+    body = number(kernel.body)
+    return replace(kernel, body=body, fails=fails)

@@ -13,6 +13,7 @@ other's banks.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from fcl.il import ir
@@ -34,16 +35,19 @@ from fcl.opencl.kernel import (
     Kernel,
     LocalArray,
     Special,
+    group_body,
     inline_ints,
     own_index,
     work_item_ids,
 )
 
 
-def tiles(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
-    """The group body (one iteration of the group loop) for a 2-D work-group when its
-    work-items use their index as (row, column) with one row width only; else unchanged.
-    Records the width on the kernel."""
+def tiles(kernel: Kernel) -> Kernel:
+    """The kernel for a 2-D work-group (its width recorded) when its work-items use their index
+    as (row, column) with one row width only; else unchanged (and a serial kernel always)."""
+    if kernel.group_var is None or kernel.serial:
+        return kernel
+    body, rewrap = group_body(kernel)
     size = kernel.block_size
     items = {s.var.name for s in ir.walk(body)
              if isinstance(s, ir.Declare) and isinstance(s.init, Special)
@@ -61,11 +65,11 @@ def tiles(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
             visit(e)
     if size is None or len(widths) != 1 or kernel.abortable \
             or any(a.per_item for a in kernel.locals):
-        return body
+        return kernel
     (width,) = widths
     if not 1 < width < size or size % width:
-        return body
-    kernel.width = width
+        return kernel
+    kernel = replace(kernel, width=width)
     x, y = Special("local_x"), Special("local_y")
     linear_id = own_index(kernel)
 
@@ -78,11 +82,13 @@ def tiles(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
         if isinstance(e, (ir.Bin, ir.Un, ir.Select, ir.Index)):
             return map_children(e, rewrite)
         return e
-    return padded(kernel, map_exprs(body, rewrite))
+    return padded(kernel, map_exprs(body, rewrite), rewrap)
 
 
-def padded(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
-    """The body with the local tiles that need it padded (see the module docstring)."""
+def padded(kernel: Kernel, body: list[ir.Stmt],
+           rewrap: Callable[[list[ir.Stmt]], list[ir.Stmt]]) -> Kernel:
+    """The kernel with the group body `body` (put back by `rewrap`), and the local tiles that
+    need it padded (see the module docstring)."""
     width = kernel.width
     assert width is not None and kernel.block_size is not None
     tiled = {a.var.name: a for a in kernel.locals if not a.per_item
@@ -118,7 +124,7 @@ def padded(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
             visit(s.array.name, s.index)
     chosen = {name: tile for name, tile in tiled.items() if name in column_walks}
     if not chosen:
-        return body
+        return replace(kernel, body=rewrap(body))
 
     def place(index: ir.Expr) -> ir.Expr:
         found = split(index)
@@ -138,8 +144,8 @@ def padded(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
     for name, tile in chosen.items():
         assert isinstance(tile.size, ir.Const)  # only tiles of a known size were chosen
         sizes[name] = ir.Const(int(tile.size.value) // width * (width + 1), ir.INT)
-    kernel.locals = [LocalArray(a.var, sizes[a.var.name], a.per_item, a.span)
-                     if a.var.name in sizes else a for a in kernel.locals]
+    locals_ = [LocalArray(a.var, sizes[a.var.name], a.per_item, a.span)
+               if a.var.name in sizes else a for a in kernel.locals]
 
     def pad_block(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         out = []
@@ -152,7 +158,7 @@ def padded(kernel: Kernel, body: list[ir.Stmt]) -> list[ir.Stmt]:
                 new = map_stmt_exprs(s, pad)
             out.append(map_bodies(new, pad_block))
         return out
-    return pad_block(body)
+    return replace(kernel, body=rewrap(pad_block(body)), locals=locals_)
 
 
 def _item_split(e: ir.Expr, items: set[str]) -> tuple[str, int] | None:

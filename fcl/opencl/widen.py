@@ -28,6 +28,8 @@ the loop, and int arithmetic (which cannot wrap) lets the compiler step the loop
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fcl.il import ir
 from fcl.il.ranges import Ranges, interval, note
 from fcl.il.traverse import assigned, map_bodies, map_children, map_stmt_exprs, sub_exprs
@@ -52,12 +54,12 @@ def is_ring(e: ir.Expr) -> bool:
         0 <= e.right.value < 32)
 
 
-def widen(kernel: Kernel) -> None:
-    """Rewrite the kernel's body with its index arithmetic in size_t (see the module docstring),
-    and a 2-D work-group's row strides of global subscripts as arguments (strides.py)."""
+def widen(kernel: Kernel) -> Kernel:
+    """The kernel with its index arithmetic in size_t (see the module docstring), and a 2-D
+    work-group's row strides of global subscripts as arguments (strides.py)."""
     widener = _Widener(kernel)
-    kernel.body = widener.block(kernel.body, 0)
-    kernel.constants = widener.strides.constants()
+    body = widener.block(kernel.body, 0)
+    return replace(kernel, body=body, constants=widener.strides.constants())
 
 
 def kernel_ranges(kernel: Kernel) -> Ranges:

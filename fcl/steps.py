@@ -1,0 +1,223 @@
+"""The compiler after lowering, as a list of steps: each a function from a program to a new one.
+
+STEPS below is the design of the back end, in the order it runs. The program a step takes and
+gives is the IL (a list of statements) up to `kernelize`, and a KernelProgram (host statements
+that launch kernels, and the kernels) from it on; a kernel step makes a new kernel from each
+kernel (kernels are never changed, see fcl.opencl.kernel). No step changes its input.
+
+The IL steps run once per program (pipeline.lower); the back-end steps from `in place` on run
+for each kind of device the program is shaped for (pipeline.compile_il, and again from the same
+IL when a program shaped for a GPU runs on a CPU device). `run_steps` runs a part of the list,
+telling an observer the program after each step: the verifier (`--verify-il`, after every step),
+`fcl compile --after STEP` and the notebook's `%%steps` view.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from fcl.il import ir
+from fcl.il.passes import bound, propagate, prune, sweep
+from fcl.il.traverse import map_bodies
+from fcl.il.unnest import unnest
+from fcl.il.verify import verify
+from fcl.opencl.inplace import in_place
+from fcl.opencl.kernel import Kernel, Launch
+from fcl.opencl.kernelize import kernelize
+from fcl.opencl.order import group_order
+from fcl.opencl.registers import registers
+from fcl.opencl.shape import interface, number_checks, slots
+from fcl.opencl.tiles import tiles
+from fcl.opencl.verify import verify_kernels
+from fcl.opencl.widen import widen
+
+
+@dataclass(frozen=True)
+class KernelProgram:
+    host: list[ir.Stmt]    # host statements, with a Launch of each kernel
+    kernels: list[Kernel]
+
+
+Program = list[ir.Stmt] | KernelProgram
+
+
+@dataclass(frozen=True)
+class Settings:
+    block_size: int | None
+    serial: bool = False  # work-group kernels that run better so are serial (a CPU device)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    purpose: str
+    run: Callable[[Program, Settings], Program]
+
+
+@dataclass(frozen=True)
+class Fixpoint:
+    """Steps run in turn, again until the program stops changing (at most `rounds` times)."""
+    name: str
+    purpose: str
+    steps: tuple[Step, ...]
+    rounds: int
+
+
+def _il(fn: Callable[[list[ir.Stmt]], list[ir.Stmt]]) -> Callable[[Program, Settings], Program]:
+    return lambda program, _settings: fn(program)  # type: ignore[arg-type]
+
+
+def _each_kernel(fn: Callable[[Kernel], Kernel]) -> Callable[[Program, Settings], Program]:
+    return lambda program, _settings: map_kernels(program, fn)  # type: ignore[arg-type]
+
+
+def _kernelize(il: Program, settings: Settings) -> Program:
+    assert isinstance(il, list)
+    host, kernels = kernelize(il, settings.block_size, settings.serial)
+    return KernelProgram(host, kernels)
+
+
+OPTIMIZE = Fixpoint("optimize", "the passes below, in turn, until nothing changes", (
+    Step("propagate", "variables that only name a constant or another such variable are "
+         "replaced by it", _il(propagate)),
+    Step("bound", "integer ranges decide comparisons and checks, and turn divisions by powers "
+         "of two into shifts", _il(bound)),
+    Step("prune", "a statement whose condition is known keeps only the branch that runs",
+         _il(prune)),
+    Step("sweep", "variables nothing depends on are dropped", _il(sweep)),
+), rounds=4)
+
+IL_STEPS: tuple[Step | Fixpoint, ...] = (
+    OPTIMIZE,
+    Step("unnest", "no expression nested too deeply for C: deep parts become variables",
+         _il(unnest)),
+)
+
+BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
+    Step("in place", "a kernel that only maps an array writes over it when nothing reads it "
+         "after", _il(in_place)),
+    Step("kernelize", "grid-level loops become kernels; block-level loops are spread over a "
+         "work-group's work-items", _kernelize),
+    Step("order", "which tile coordinate neighbouring work-groups differ in: the one that "
+         "reads nearer memory", _each_kernel(group_order)),
+    Step("tiles", "2-D work-groups for kernels on tiles; local tiles read down their columns "
+         "are padded", _each_kernel(tiles)),
+    Step("registers", "local arrays each work-item only touches at its own index move to "
+         "registers", _each_kernel(registers)),
+    Step("interface", "the kernel's parameters, and its local memory sized over host values",
+         _each_kernel(interface)),
+    Step("slots", "local arrays never live at once share memory", _each_kernel(slots)),
+    Step("widen", "index arithmetic over work-item ids in size_t where it provably fits",
+         _each_kernel(widen)),
+    Step("checks", "each run-time check gets its failure code in the kernel",
+         _each_kernel(number_checks)),
+)
+
+STEPS = IL_STEPS + BACKEND_STEPS
+
+
+def step_names() -> list[tuple[str, str]]:
+    """(name, purpose) of every step in order, the steps of a fixpoint after it, indented."""
+    names = []
+    for step in STEPS:
+        names.append((step.name, step.purpose))
+        if isinstance(step, Fixpoint):
+            names += [(f"  {inner.name}", inner.purpose) for inner in step.steps]
+    return names
+
+
+def all_step_names() -> list[str]:
+    return [name.strip() for name, _ in step_names()]
+
+
+Observer = Callable[[str, Program], None]
+
+
+def run_steps(program: Program, steps: Sequence[Step | Fixpoint], settings: Settings,
+              observe: Observer | None = None) -> Program:
+    """The program after the steps; `observe(step name, program)` after each step run."""
+    for step in steps:
+        if isinstance(step, Fixpoint):
+            for _ in range(step.rounds):
+                before = show_program(program)
+                for inner in step.steps:
+                    program = inner.run(program, settings)
+                    if observe is not None:
+                        observe(inner.name, program)
+                if show_program(program) == before:
+                    break
+        else:
+            program = step.run(program, settings)
+            if observe is not None:
+                observe(step.name, program)
+    return program
+
+
+def verifier() -> Observer:
+    """An observer that verifies the program after every step."""
+    done: list[str] = []
+
+    def check(name: str, program: Program) -> None:
+        done.append(name)
+        if isinstance(program, list):
+            verify(name, program)
+            return
+        # Kernels before `interface` and `checks` are verified as those steps will make them.
+        for later, complete in (("interface", interface), ("checks", number_checks)):
+            if later not in done:
+                program = map_kernels(program, complete)
+        verify_kernels(program.host, program.kernels)
+    return check
+
+
+def map_kernels(program: Program, fn: Callable[[Kernel], Kernel]) -> KernelProgram:
+    """The program with fn of each kernel, launched where the kernel was."""
+    assert isinstance(program, KernelProgram)
+    new = {id(kernel): fn(kernel) for kernel in program.kernels}
+    return KernelProgram(relaunch(program.host, new), [new[id(k)] for k in program.kernels])
+
+
+def relaunch(stmts: list[ir.Stmt], new: dict[int, Kernel]) -> list[ir.Stmt]:
+    """Host statements launching new[id(k)] where they launched k."""
+    out: list[ir.Stmt] = []
+    for s in stmts:
+        if isinstance(s, Launch) and id(s.kernel) in new:
+            out.append(replace(s, kernel=new[id(s.kernel)]))
+        else:
+            out.append(map_bodies(s, lambda body: relaunch(body, new)) if ir.children(s) else s)
+    return out
+
+
+# ---- showing a program between steps ------------------------------------------------------------
+
+def show_program(program: Program) -> str:
+    if isinstance(program, list):
+        return ir.show_stmts(program)
+    parts = [ir.show_stmts(program.host)]
+    parts += [show_kernel(kernel) for kernel in program.kernels]
+    return "\n\n".join(parts)
+
+
+def show_kernel(kernel: Kernel) -> str:
+    """A kernel in the IL's notation, with what the steps decided about it."""
+    facts = []
+    if kernel.serial:
+        facts.append("serial")
+    if kernel.block_size is not None:
+        facts.append(f"group {kernel.block_size}" + (f" = {kernel.block_size // kernel.width} x "
+                                                     f"{kernel.width}" if kernel.width else ""))
+    if kernel.abortable:
+        facts.append("abortable")
+    lines = [f"kernel {kernel.name}({', '.join(v.name for v in kernel.params)})"
+             + (f"  -- {', '.join(facts)}" if facts else "")]
+    lines += [f"  constant {v.name} = {value}" for v, value in kernel.constants]
+    for local in kernel.locals:
+        each = " per work-item" if local.per_item else ""
+        lines.append(f"  local {ir.elem_of(local.var)} {local.var.name}"
+                     f"[{ir.show_expr(local.size)}]{each}")
+    if kernel.slots and any(len(slot) > 1 for slot in kernel.slots):
+        shared = ["/".join(a.var.name for a in slot) for slot in kernel.slots if len(slot) > 1]
+        lines.append(f"  sharing memory: {', '.join(shared)}")
+    lines += [f"  private {ir.elem_of(v)} {v.name}[{size}]" for v, size in kernel.private]
+    lines.append(ir.show_block("body", kernel.body, 1))
+    return "\n".join(lines)

@@ -18,6 +18,7 @@ or after the files. Errors go to stderr as `file:line:col: error: ...` and the e
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 
 from fcl import __version__, pipeline
@@ -36,6 +37,7 @@ from fcl.opencl.device import (
 )
 from fcl.opencl.oclgrind import run_checked
 from fcl.session import Session, print_warnings
+from fcl.steps import step_names
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("-o", "--output", metavar="FILE",
                       help="write the kernels here (default: stdout)")
     comp.add_argument("--dump-il", action="store_true", help="print the IL instead of OpenCL")
+    comp.add_argument("--after", metavar="STEP",
+                      help="print the program after compiler step STEP instead of OpenCL "
+                           "(see --list-steps)")
+    comp.add_argument("--list-steps", action=_ListSteps,
+                      help="list the compiler's steps after lowering, in order, and exit")
     comp.add_argument("--verify-il", action="store_true",
                       help="check the IL's invariants after every compiler pass (for compiler "
                            "developers: a failure is a bug in FCL)")
@@ -108,6 +115,20 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("lsp", help="run the language server for .fcl files on stdin/stdout "
                         "(diagnostics, hover, completion, go to definition), for an editor")
     return parser
+
+
+class _ListSteps(argparse.Action):
+    """--list-steps: print the steps and exit, as --version does (no files needed)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{'lower':12} the program lowered to the IL (what the steps start from)")
+        for name, purpose in step_names():
+            print(f"{name:12} {purpose}")
+        print(f"{pipeline.EMIT:12} the OpenCL C of the kernels (what `fcl compile` prints)")
+        parser.exit()
 
 
 def _compile_options(cmd: argparse.ArgumentParser) -> None:
@@ -202,6 +223,9 @@ def _run_or_compile(args, session: Session) -> int:
         print(show_stmts(pipeline.lower(session, root, options)))
         if args.command == "compile":
             return 0
+    if args.command == "compile" and args.after:
+        print(_after(session, root, options, args.after))
+        return 0
     if args.command == "compile":
         source = pipeline.compile_program(session, root, options).source
         if args.output:
@@ -219,6 +243,18 @@ def _run_or_compile(args, session: Session) -> int:
     else:
         pipeline.run_opencl(session, root, options, device=args.device)
     return 0
+
+
+def _after(session: Session, root, options, step: str) -> str:
+    """The program after `step` (its last run, for a step of a fixpoint)."""
+    names = pipeline.stage_names()
+    if step not in names:
+        close = difflib.get_close_matches(step, names, n=1)
+        raise FCLError(f"there is no compiler step `{step}`",
+                       hints=[f"did you mean `{close[0]}`?"] if close else
+                       ["`fcl compile --list-steps` lists them"])
+    return [text for name, text in pipeline.compile_steps(session, root, options)
+            if name == step][-1]
 
 
 def _explain(args, session: Session) -> int:

@@ -163,6 +163,12 @@ class Workspace:
         with self.scratch(code) as root:
             return pipeline.compile_program(self.session, root, options)
 
+    def steps_cell(self, code: str, target: str = "auto") -> list[tuple[str, str]]:
+        """The cell's program after each compiler step (pipeline.compile_steps)."""
+        options = replace(self.settings.options(keep_result=False), target=target)
+        with self.scratch(code) as root:
+            return pipeline.compile_steps(self.session, root, options)
+
     def explain_cell(self, code: str):
         """An fcl.explain.Explanation of the cell's program (cost tables, diagrams, graphs)."""
         with self.scratch(code) as root:

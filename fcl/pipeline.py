@@ -34,7 +34,16 @@ from fcl.opencl.host import run_compiled
 from fcl.opencl.kernel import Compiled
 from fcl.opencl.oclgrind import Finding, parse_reports
 from fcl.session import Session
-from fcl.steps import IL_STEPS, Settings, run_steps, verifier
+from fcl.steps import (
+    IL_STEPS,
+    Observer,
+    Program,
+    Settings,
+    all_step_names,
+    run_steps,
+    show_program,
+    verifier,
+)
 from fcl.syntax import ast
 from fcl.types.types import TProgram, chase, show_types
 
@@ -85,34 +94,70 @@ def run_interpreter(session: Session, root: ast.Expr, config: RunConfig | None =
 
 @compiler_stage
 def lower(session: Session, root: ast.Expr, options: CompileOptions | None = None,
-          entry: bool = False) -> list[ir.Stmt]:
+          entry: bool = False, observe: Observer | None = None) -> list[ir.Stmt]:
     """The optimised IL host program for `root`, before kernels are cut out; an `entry` root is a
-    function called from Python (fcl.python, ir.Input)."""
+    function called from Python (fcl.python, ir.Input). `observe(step, program)` is told the
+    lowered IL (step "lower") and the program after each step (fcl.steps)."""
     options = options or CompileOptions()
     with _depth_guard(root, "to compile"), ir.key_scope():
         lowerer = Lowerer(make_primitive, options.block_size, options.checks)
         il = lowerer.lower(mono_program(session, root), options.keep_result, entry)
-        check = verifier() if options.verify_il else None
-        if check is not None:
-            check("lower", il)
-        optimized = run_steps(il, IL_STEPS, Settings(options.block_size), check)
+        observers = _observers(options, observe)
+        if observers is not None:
+            observers("lower", il)
+        optimized = run_steps(il, IL_STEPS, Settings(options.block_size), observers)
         assert isinstance(optimized, list)
         return optimized
 
 
+def _observers(options: CompileOptions, observe: Observer | None) -> Observer | None:
+    """The verifier (with `verify_il`) and `observe`, as one observer."""
+    each = [o for o in (verifier() if options.verify_il else None, observe) if o is not None]
+    if not each:
+        return None
+
+    def observe_all(step: str, program: Program) -> None:
+        for observer in each:
+            observer(step, program)
+    return observe_all
+
+
 @compiler_stage
 def compile_program(session: Session, root: ast.Expr, options: CompileOptions | None = None,
-                    entry: bool = False) -> Compiled:
-    """The IL, host program, kernels and OpenCL source (with its line table) for `root`."""
+                    entry: bool = False, observe: Observer | None = None) -> Compiled:
+    """The IL, host program, kernels and OpenCL source (with its line table) for `root`;
+    `observe` as for `lower`."""
     options = options or CompileOptions()
-    il = lower(session, root, options, entry)
+    il = lower(session, root, options, entry, observe)
     with _depth_guard(root, "to compile"):
-        return compile_il(il, options)
+        return compile_il(il, options, observe)
 
 
-def compile_il(il: list[ir.Stmt], options: CompileOptions) -> Compiled:
-    """The back end's stages, from the optimised IL to OpenCL (fcl.opencl.backend)."""
-    return backend.compile_il(il, options.block_size, options.target, options.verify_il)
+def compile_il(il: list[ir.Stmt], options: CompileOptions,
+               observe: Observer | None = None) -> Compiled:
+    """The back end's steps and printer, from the optimised IL to OpenCL (fcl.opencl.backend)."""
+    return backend.compile_il(il, options.block_size, options.target,
+                              _observers(options, observe))
+
+
+EMIT = "emit"  # the last stage shown by compile_steps: the OpenCL C
+
+
+def stage_names() -> list[str]:
+    """What `compile_steps` can show, in order: the lowered IL, each step, the OpenCL C."""
+    return ["lower", *all_step_names(), EMIT]
+
+
+def compile_steps(session: Session, root: ast.Expr, options: CompileOptions | None = None
+                  ) -> list[tuple[str, str]]:
+    """(stage, the program after it, as text) for the lowered IL, each step run (a fixpoint's
+    steps once per round, then the fixpoint's name) and the OpenCL C (EMIT)."""
+    views: list[tuple[str, str]] = []
+    compiled = compile_program(session, root, options,
+                               observe=lambda step, program: views.append(
+                                   (step, show_program(program))))
+    views.append((EMIT, compiled.source))
+    return views
 
 
 def run_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None,

@@ -94,7 +94,7 @@ IL_STEPS: tuple[Step | Fixpoint, ...] = (
 )
 
 BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
-    Step("in place", "a kernel that only maps an array writes over it when nothing reads it "
+    Step("in-place", "a kernel that only maps an array writes over it when nothing reads it "
          "after", _il(in_place)),
     Step("kernelize", "grid-level loops become kernels; block-level loops are spread over a "
          "work-group's work-items", _kernelize),
@@ -130,6 +130,9 @@ def all_step_names() -> list[str]:
     return [name.strip() for name, _ in step_names()]
 
 
+FIXPOINTS = frozenset(step.name for step in STEPS if isinstance(step, Fixpoint))
+
+
 Observer = Callable[[str, Program], None]
 
 
@@ -146,6 +149,8 @@ def run_steps(program: Program, steps: Sequence[Step | Fixpoint], settings: Sett
                         observe(inner.name, program)
                 if show_program(program) == before:
                     break
+            if observe is not None:
+                observe(step.name, program)
         else:
             program = step.run(program, settings)
             if observe is not None:
@@ -204,8 +209,9 @@ def show_kernel(kernel: Kernel) -> str:
     if kernel.serial:
         facts.append("serial")
     if kernel.block_size is not None:
-        facts.append(f"group {kernel.block_size}" + (f" = {kernel.block_size // kernel.width} x "
-                                                     f"{kernel.width}" if kernel.width else ""))
+        rows = f" as {kernel.block_size // kernel.width} rows of {kernel.width}" \
+            if kernel.width else ""
+        facts.append(f"group {kernel.block_size}{rows}")
     if kernel.abortable:
         facts.append("abortable")
     lines = [f"kernel {kernel.name}({', '.join(v.name for v in kernel.params)})"

@@ -31,6 +31,7 @@ from fcl.opencl.host import time_compiled
 from fcl.timing import Policy, Sample, Timing, measuring, repeat, single_run_report
 from fcl.types.types import TProgram, chase
 from fcl.viz.codeview import side_by_side
+from fcl.viz.steps import step_changes, steps_html, steps_text
 from fcl_kernel.expect import (
     check_budgets,
     compare,
@@ -59,7 +60,8 @@ def split_magics(code: str) -> tuple[list[tuple[str, str]], tuple[str, str] | No
 
 class Magics:
     LINE = ("lsmagic", "magic", "type", "time", "device", "config", "load", "who", "reset", "lmad")
-    CELL = ("opencl", "il", "costs", "memory", "graph", "bench", "check", "time", "expect")
+    CELL = ("opencl", "il", "steps", "costs", "memory", "graph", "bench", "check", "time",
+            "expect")
 
     def __init__(self, kernel):
         self.kernel = kernel
@@ -220,6 +222,18 @@ class Magics:
         il = self.workspace.compile_cell(body).il
         self.kernel.display({"text/plain": show_stmts(il),
                              "text/html": f"<pre>{html.escape(show_stmts(il))}</pre>"})
+
+    def cell_steps(self, args: str, body: str) -> None:
+        """`%%steps [--target gpu|cpu]`: the compiler's steps after lowering, one after another,
+        each with what it changed in the program (a diff against the step before; steps that
+        changed nothing folded): the lowered IL, the optimisation passes (once per round), the
+        kernels as they are cut out and shaped, and the OpenCL C. `fcl compile --list-steps`
+        lists the steps. The cell's definitions are not kept."""
+        target = _options("steps", args, target=str).target or "gpu"
+        if target not in ("gpu", "cpu"):
+            raise FCLError(f"%%steps --target takes gpu or cpu, not `{target}`")
+        changes = step_changes(self.workspace.steps_cell(body, target))
+        self.kernel.display({"text/plain": steps_text(changes), "text/html": steps_html(changes)})
 
     def cell_costs(self, args: str, body: str) -> None:
         """`%%costs [--group G] [--warp W]`: a table of what each kernel of the cell does to

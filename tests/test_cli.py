@@ -331,3 +331,40 @@ def test_asking_for_the_oclgrind_device_points_at_check(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "`fcl run --check prog.fcl`" in result.stderr
     assert "restart the kernel" not in result.stderr
+
+
+STEPPED = "val main = do<grid> { r <- concat<block> 4 (generate 8 (fn b => pushM<block> " \
+    "(generate 4 (fn i => index (generate 32 (fn j => j * 2)) (b * 4 + i))))) ; " \
+    "forceAndPrint 32 r }\n"
+
+
+def test_list_steps_needs_no_file_and_names_every_step(tmp_path):
+    from fcl.pipeline import stage_names
+    listed = fcl("compile", "--list-steps", cwd=tmp_path)
+    assert listed.returncode == 0 and listed.stderr == ""
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == stage_names()
+
+
+def test_after_prints_the_program_after_each_step(tmp_path, capsys):
+    from fcl.cli import main as cli_main
+    from fcl.pipeline import stage_names
+    path = write(tmp_path / "p.fcl", STEPPED)
+
+    def printed(*args: str) -> str:
+        assert cli_main(["compile", *args, str(path)]) == 0
+        return capsys.readouterr().out
+    shown = {step: printed("--after", step) for step in stage_names()}
+    assert all(text.strip() for text in shown.values())
+    assert "failIf" in shown["lower"] and "failIf" not in shown["prune"]
+    assert "distribute<grid>" in shown["in-place"]
+    assert "kernel kernel0_line1(arr_1)" in shown["checks"]
+    assert shown["emit"] == printed() == fcl("compile", "--after", "emit", path,
+                                              cwd=tmp_path).stdout
+    assert shown["unnest"] == printed("--dump-il")
+
+
+def test_after_an_unknown_step_suggests_one(tmp_path):
+    path = write(tmp_path / "p.fcl", STEPPED)
+    result = fcl("compile", "--after", "tile", path, cwd=tmp_path)
+    assert_clean_failure(result, "error: there is no compiler step `tile`")
+    assert "did you mean `tiles`?" in result.stderr

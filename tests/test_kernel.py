@@ -240,6 +240,25 @@ def test_magics(kernel, tmp_path):
     assert execute(kc, "cube 3")[0]["status"] == "error"
 
 
+def test_steps_magic_shows_what_each_step_changed(kernel):
+    _, kc = kernel
+    execute(kc, "fun twice x = x * 2")
+    program = ("do<grid> { r <- concat<block> 4 (generate 8 (fn b => pushM<block> (generate 4 "
+               "(fn i => index (generate 32 twice) (b * 4 + i))))) ; forceAndPrint 32 r }")
+    reply, messages = execute(kc, f"%%steps\n{program}")
+    assert reply["status"] == "ok"
+    shown = messages[-1]["content"]["data"]
+    text, page = shown["text/plain"], shown["text/html"]
+    assert text.startswith("== lower:") and "== emit:" in text and "__kernel void" in text
+    bound = text.split("== bound:")[1].split("\n== ")[0]
+    assert "+    failIf(false" in bound  # the ranges proved the index in bounds
+    assert "== unchanged: propagate" in text
+    assert page.count("<details>") == text.count("\n== ") + 1 - text.count("== unchanged")
+    wrong = execute(kc, f"%%steps --target tpu\n{program}")[0]
+    assert wrong["status"] == "error" and "--target takes gpu or cpu, not `tpu`" in wrong["evalue"]
+    assert execute(kc, "twice 21")[0]["status"] == "ok"  # the definitions before it are kept
+
+
 def stderr_of(messages) -> str:
     return "".join(m["content"]["text"] for m in messages
                    if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")

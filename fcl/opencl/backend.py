@@ -16,25 +16,20 @@ from __future__ import annotations
 from fcl.il import ir
 from fcl.opencl.emit import opencl_source
 from fcl.opencl.kernel import Compiled
-from fcl.steps import BACKEND_STEPS, KernelProgram, Observer, Settings, run_steps, verifier
+from fcl.steps import BACKEND_STEPS, KernelProgram, Observer, Settings, run_steps
 
 TARGETS = ("auto", "gpu", "cpu")
 
 
 def compile_il(il: list[ir.Stmt], block_size: int, target: str = "auto",
-               verify_il: bool = False, observe: Observer | None = None) -> Compiled:
+               observe: Observer | None = None) -> Compiled:
     """The host program, kernels and OpenCL source for `target` ("auto": a GPU's, reshaped for a
-    CPU device at run time); `observe(step, program)` after each step."""
+    CPU device at run time); `observe(step, program)` after each step (fcl.steps)."""
     if target not in TARGETS:
         raise ValueError(target)
-    observers = [o for o in (verifier() if verify_il else None, observe) if o is not None]
-
-    def observe_all(step: str, program) -> None:
-        for each in observers:
-            each(step, program)
     with ir.key_scope():
         shaped = run_steps(il, BACKEND_STEPS, Settings(block_size, serial=target == "cpu"),
-                           observe_all if observers else None)
+                           observe)
         assert isinstance(shaped, KernelProgram)
         source, table = opencl_source(shaped.kernels)
     return Compiled(il, shaped.host, shaped.kernels, source, table, block_size,

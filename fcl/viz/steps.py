@@ -1,0 +1,124 @@
+"""The compiler's steps side by side: what each one changed, as a diff against the one before.
+
+As Compiler Explorer's optimisation-pipeline view: the program after lowering in full, then one
+entry per step run (a fixpoint's steps once per round) with the lines it removed and added, steps
+that changed nothing folded into one line, and the OpenCL C at the end. For `%%steps` and
+`fcl compile --after` (one stage only).
+"""
+from __future__ import annotations
+
+import difflib
+import html
+from collections import Counter
+from dataclasses import dataclass
+
+from fcl.steps import FIXPOINTS, step_names
+
+_PURPOSES = {name.strip(): purpose for name, purpose in step_names()}
+_PURPOSES["lower"] = "the program lowered to the IL: what the steps start from"
+_PURPOSES["emit"] = "the OpenCL C printed from the kernels"
+CONTEXT = 2  # unchanged lines shown around each change
+
+
+@dataclass
+class StepChange:
+    label: str          # the step's name, with its round for a fixpoint's step run again
+    purpose: str
+    text: str           # the program after the step
+    diff: list[str]     # unified diff lines against the stage before (empty: unchanged)
+    added: int
+    removed: int
+    whole: bool = False  # shown in full (the first stage, the OpenCL C)
+
+
+def step_changes(views: list[tuple[str, str]]) -> list[StepChange]:
+    """Each stage of `views` ((name, text), as pipeline.compile_steps gives) with what it
+    changed. A fixpoint's own entry (the program once its rounds are done) repeats its last
+    step's, and is left out."""
+    runs: Counter[str] = Counter()
+    changes: list[StepChange] = []
+    before: str | None = None
+    for name, text in views:
+        if name in FIXPOINTS:
+            continue
+        runs[name] += 1
+        label = name if runs[name] == 1 else f"{name} (round {runs[name]})"
+        if before is None or name == "emit":
+            changes.append(StepChange(label, _PURPOSES.get(name, ""), text, [], 0, 0, True))
+        else:
+            diff = list(difflib.unified_diff(before.splitlines(), text.splitlines(), lineterm="",
+                                             n=CONTEXT))[2:]  # no file header lines
+            added = sum(1 for line in diff if line.startswith("+"))
+            removed = sum(1 for line in diff if line.startswith("-"))
+            changes.append(StepChange(label, _PURPOSES.get(name, ""), text, diff, added,
+                                      removed))
+        if name != "emit":
+            before = text
+    return changes
+
+
+def steps_text(changes: list[StepChange]) -> str:
+    """Plain text: each changed step's diff, unchanged steps named on one line."""
+    out: list[str] = []
+    quiet: list[str] = []
+
+    def flush() -> None:
+        if quiet:
+            out.append(f"== unchanged: {', '.join(quiet)}")
+            quiet.clear()
+    for change in changes:
+        if not change.whole and not change.diff:
+            quiet.append(change.label)
+            continue
+        flush()
+        if change.whole:
+            out.append(f"== {change.label}: {change.purpose}\n{change.text}")
+        else:
+            out.append(f"== {change.label}: {change.purpose} (+{change.added} -{change.removed})\n"
+                       + "\n".join(change.diff))
+    flush()
+    return "\n\n".join(out)
+
+
+_STYLE = """<style>
+.fcl-steps details { margin: 2px 0; }
+.fcl-steps summary { cursor: pointer; font-family: var(--jp-ui-font-family, sans-serif); }
+.fcl-steps .purpose { opacity: 0.7; }
+.fcl-steps .quiet { opacity: 0.6; margin: 2px 0 2px 1.2em; }
+.fcl-steps pre { margin: 2px 0 6px 1.2em; font-size: 90%; }
+.fcl-steps .add { background: rgba(46, 160, 67, 0.18); display: block; }
+.fcl-steps .del { background: rgba(248, 81, 73, 0.18); display: block; }
+.fcl-steps .hunk { opacity: 0.6; display: block; }
+</style>"""
+
+
+def steps_html(changes: list[StepChange]) -> str:
+    """HTML: one collapsible entry per step that changed the program (its diff, with added and
+    removed lines coloured), unchanged steps folded into one line; the first stage and the
+    OpenCL C in full, closed."""
+    out = [_STYLE, "<div class='fcl-steps'>"]
+    quiet: list[str] = []
+
+    def flush() -> None:
+        if quiet:
+            out.append(f"<div class='quiet'>unchanged: {html.escape(', '.join(quiet))}</div>")
+            quiet.clear()
+    for change in changes:
+        if not change.whole and not change.diff:
+            quiet.append(change.label)
+            continue
+        flush()
+        counts = "" if change.whole else f" <code>+{change.added} −{change.removed}</code>"
+        body = html.escape(change.text) if change.whole else _diff_html(change.diff)
+        out.append(f"<details><summary><b>{html.escape(change.label)}</b>{counts} "
+                   f"<span class='purpose'>{html.escape(change.purpose)}</span></summary>"
+                   f"<pre>{body}</pre></details>")
+    flush()
+    out.append("</div>")
+    return "".join(out)
+
+
+def _diff_html(diff: list[str]) -> str:
+    kinds = {"+": "add", "-": "del", "@": "hunk"}
+    return "".join(f"<span class='{kinds[line[:1]]}'>{html.escape(line)}</span>"
+                   if line[:1] in kinds else html.escape(line) + "\n" for line in diff)

@@ -77,6 +77,10 @@ def test_notebook_runs_without_errors(path):
         for output in cell.outputs:
             if output["output_type"] == "error":
                 problems.append(where + "\n".join(output["traceback"]))
+        # What the lesson's text says a cell shows (e.g. a compiler step's diff), it shows.
+        shown = "\n".join(texts(cell))
+        problems += [where + f"does not show {claim!r}"
+                     for claim in cell.metadata.get("fcl_shows", []) if claim not in shown]
         tags = cell.metadata.get("tags", [])
         if cell.source.startswith("%%expect"):
             verdicts = [t for t in texts(cell) if t.startswith(("✓", "✗"))]

@@ -32,58 +32,11 @@ from fcl.lmad import LMAD
 from fcl.opencl.emit import Site
 from fcl.opencl.kernel import Compiled
 from fcl.session import Session
+from sample_programs import NAIVE, REDUCE, REDUCE_DEFS, SHIFTED, TILED, TILED_DEFS
 
 
 def reverse_cell(n: int) -> str:
     return f"do<grid> {{\n  xs <- forcePull<grid> (iota {n});\n  forcePull<grid> (reverse xs)\n}}"
-
-
-NAIVE = "do<grid> {\n  xs <- forcePull<grid> (iota 4096);\n" \
-        "  forcePull<grid> (transpose 64 64 xs)\n}"
-
-TILED_DEFS = """
-fun tiledTranspose tileFn tileDim rows cols elems =
-  let tilesPerRow = cols / tileDim
-  in splitGrid tileDim cols rows elems
-     |> map tileFn
-     |> interleave<block> (tileDim * tileDim) (fn ij =>
-          let tile = fst ij in
-          let k = snd ij in
-          let row = tile % tilesPerRow * tileDim + k / tileDim in
-          let col = tile / tilesPerRow * tileDim + k % tileDim
-          in row * rows + col)
-fun plainTile tile =
-  do<block> {
-    t <- forcePull<block> tile;
-    return<block> (push<block> (transpose 32 32 t))
-  }
-"""
-TILED = "do<grid> { xs <- forcePull<grid> (iota (64*64)); " \
-        "forceM<grid> (tiledTranspose plainTile 32 64 64 xs) }"
-
-# bench/reduce.fcl's block reduction: 2 * #BlockSize elements per work-group, halved in local
-# memory until one is left, the first halving while loading.
-REDUCE_DEFS = """
-sig step : forall <lvl> 'a. ('a -> 'a -> 'a) -> ['a] -> Program<lvl> ['a]<lvl>
-fun step<lvl> f arr =
-  let x = halve arr
-  in return<lvl> (push<lvl> (zipWith f (fst x) (snd x)))
-
-sig reduce : forall <lvl> 'a. ('a -> 'a -> 'a) -> ['a] -> Program<lvl> ['a]<lvl>
-fun reduce<lvl> f arr =
-  do<lvl> {
-    a <- while<lvl> (fn a => 1 != length a) (step<lvl> f) (step<lvl> f arr);
-    return<lvl> (push<lvl> a)
-  }
-
-sig reducePart : forall 'a. ('a -> 'a -> 'a) -> 'a -> ['a] -> Program<grid> ['a]<grid>
-fun reducePart f neutral arr =
-  let chunk = 2 * #BlockSize
-  in splitUp chunk (pad chunk neutral arr)
-     |> map (reduce<block> f)
-     |> concat<block> 1
-"""
-REDUCE = "do<grid> { xs <- forcePull<grid> (iota 2048); forceM<grid> (reducePart addi 0 xs) }"
 
 
 @dataclass
@@ -271,10 +224,6 @@ def test_naive_transpose_reads_a_sector_and_a_line_per_work_item(naive):
     assert_global_only(t)
     (load,) = naive.sites(1, "load", "global")
     assert (load.accesses, load.requests, load.sectors, load.lines) == (256, 8, 8 * 32, 8 * 32)
-
-
-SHIFTED = "do<grid> {\n  xs <- forcePull<grid> (iota 4128);\n" \
-          "  forcePull<grid> (generate 4096 (fn i => index xs (i + 1)))\n}"
 
 
 def test_copy_shifted_by_one_int_takes_five_sectors_in_two_lines():

@@ -5,24 +5,22 @@ compiler can prove never fail are not emitted; `--unsafe` and `%config checks=of
 import io
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import fcl
+from bench import run as bench
+from course import FCL_NOTEBOOKS, notebook_programs, small
 from fcl import pipeline
 from fcl.cli import main as cli_main
 from fcl.errors import FCLError, Source
 from fcl.interp.eval import RunConfig
 from fcl.session import Session
+from marks import slow_unless
 
 ROOT = Path(__file__).parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from course import FCL_NOTEBOOKS, small  # noqa: E402
-from marks import slow_unless  # noqa: E402
-from test_verify import _bench_module, notebook_programs  # noqa: E402
 
 
 def run(text: str, backend: str, checks: bool = True) -> tuple[str, FCLError | None]:
@@ -209,7 +207,6 @@ def kernel_checks(compiled) -> list[str]:
 
 
 def test_no_check_is_left_in_the_kernels_of_the_benchmarks():
-    bench = _bench_module()
     for task in bench.tasks(bench.FULL, np.random.default_rng(0)):
         compiled = bench.compile_task(task, bench.FULL.block)
         assert kernel_checks(compiled) == [], task.name

@@ -2,20 +2,14 @@
 prover and the ranges recomputing what they had found one level down). Measured by counting the
 analyses' steps, which a busy machine cannot change, at two depths; make bench times the
 compiler at depths 250 to 10,000."""
-import sys
-from pathlib import Path
 
 import pytest
 
+from bench import run as BENCH
 from fcl import pipeline
 from fcl.errors import Source
 from fcl.il import prove, ranges
 from fcl.session import Session
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_verify import _bench_module
-
-BENCH = _bench_module()  # the shapes make bench times
 
 
 def steps(text: str, monkeypatch) -> int:

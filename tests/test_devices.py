@@ -12,8 +12,8 @@ import textwrap
 import pytest
 from jupyter_client.manager import start_new_kernel
 
+from kernels import execute, stdout
 from simulate import BROKEN_DEVICE, BUILD_LOG, machine_env
-from test_kernel import execute, stdout
 
 pytestmark = pytest.mark.slow  # every test starts processes that load OpenCL and probe it
 

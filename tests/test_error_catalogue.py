@@ -28,15 +28,15 @@ from pathlib import Path
 
 import pytest
 
+from errors_shown import underlined, underlined_in
 from fcl import pipeline
 from fcl.errors import FCLError, Source
 from fcl.opencl.host import run_compiled
 from fcl.session import Session
-from test_errors import underlined, underlined_in
 
 # test_kernel's kernel, one per module (test_kernel registers the FCL kernelspec through
 # JUPYTER_PATH).
-from test_kernel import execute, kernel as kernel, result_text, shared_kernel as shared_kernel
+from kernels import execute, result_text
 
 MISSING_CSV = "/nonexistent-fcl-test-dir/numbers.csv"
 N = r"\d+"  # a device-dependent byte count

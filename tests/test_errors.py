@@ -5,16 +5,14 @@ source line and a caret line. `underlined` reads the caret back, so each test ch
 caret sits under exactly the offending source text.
 """
 import io
-import re
 
 import pytest
 
+from errors_shown import underlined
 from fcl.errors import FCLError, Source
 from fcl.interp.eval import RunConfig
 from fcl.pipeline import main_root, run_interpreter
 from fcl.session import Session
-
-_EXCERPT = re.compile(r"^ *\d+ \| ")
 
 
 def check_error(text: str, prelude: bool = True, cell: bool = False) -> FCLError:
@@ -34,23 +32,6 @@ def run_error(text: str) -> tuple[FCLError, str]:
     with pytest.raises(FCLError) as info:
         run_interpreter(session, main_root(session), RunConfig(out=out, err=io.StringIO()))
     return info.value, out.getvalue()
-
-
-def underlined(err: FCLError, excerpt: int = 0) -> str:
-    """The source text that the caret line of the excerpt-th excerpt in err.render() marks."""
-    return underlined_in(err.render(), excerpt)
-
-
-def underlined_in(rendered: str, excerpt: int = 0) -> str:
-    """The source text that the caret line of the excerpt-th excerpt of a rendered error marks."""
-    lines = rendered.splitlines()
-    starts = [i for i, line in enumerate(lines) if _EXCERPT.match(line)]
-    source_line, caret_line = lines[starts[excerpt]], lines[starts[excerpt] + 1]
-    gutter = _EXCERPT.match(source_line).end()
-    assert caret_line[:gutter].strip() == "|"
-    marks = caret_line[gutter:]
-    assert re.fullmatch(r" *\^~*", marks), marks
-    return source_line[gutter + marks.index("^"):gutter + len(marks)]
 
 
 def assert_error(err: FCLError, message: str, line: int, col: int, marked: str) -> None:

@@ -5,10 +5,10 @@ import os
 import pytest
 from jupyter_client.manager import start_new_kernel
 
+from kernels import displayed, execute
+
 # The tiled transpose of notebook 04 (tiledTranspose, plainTile), and a kernel per module.
-from test_analysis import TILED_DEFS
-from test_kernel import displayed, execute
-from test_kernel_explain import kc as kc, shared_kc as shared_kc
+from sample_programs import TILED_DEFS
 
 NAIVE = ("do<grid> {\n  xs <- forcePull<grid> (iota (64 * 64));\n"
          "  forcePull<grid> (transpose 64 64 xs)\n}")

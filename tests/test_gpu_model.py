@@ -23,7 +23,7 @@ from fcl.explain import explain
 from fcl.il import ir
 from fcl.opencl.kernel import Kernel
 from fcl.session import Session
-from test_analysis import REDUCE_DEFS
+from sample_programs import REDUCE_DEFS
 
 KB, MB = 1024, 1024 * 1024
 

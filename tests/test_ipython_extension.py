@@ -2,7 +2,7 @@
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from test_kernel import execute, stdout
+from kernels import execute, stdout
 
 ADD_ONE = """\
 sig addOne : [int] -> Program <grid> [int]

@@ -1,13 +1,8 @@
 """The Jupyter kernel, driven through jupyter_client like a notebook front end would."""
-import json
-import os
 import queue
 import re
-import sys
-import tempfile
 import time
 import unittest
-from contextlib import contextmanager
 from pathlib import Path
 
 import jupyter_kernel_test
@@ -15,15 +10,7 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 import fcl
-
-# A kernelspec for this interpreter, found through JUPYTER_PATH (no installation needed).
-_SPEC_DIR = Path(tempfile.mkdtemp(prefix="fcl-kernelspec-"))
-(_SPEC_DIR / "kernels" / "fcl").mkdir(parents=True)
-(_SPEC_DIR / "kernels" / "fcl" / "kernel.json").write_text(json.dumps({
-    "argv": [sys.executable, "-m", "fcl_kernel", "-f", "{connection_file}"],
-    "display_name": "FCL", "language": "fcl", "interrupt_mode": "signal"}))
-os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(_SPEC_DIR),
-                                                           os.environ.get("JUPYTER_PATH")]))
+from kernels import current_device, displayed, execute, result_text, settings_of, stdout
 
 
 class FCLKernelTests(jupyter_kernel_test.KernelTests):
@@ -71,23 +58,6 @@ class FCLKernelTests(jupyter_kernel_test.KernelTests):
         cls.km.shutdown_kernel(now=True)
 
 
-@pytest.fixture(scope="module")
-def shared_kernel():
-    km, kc = start_new_kernel(kernel_name="fcl")
-    yield km, kc, settings_of(kc)
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
-
-
-@pytest.fixture
-def kernel(shared_kernel):
-    """The module's kernel, shared by its tests: the settings a test changes with `%config` are
-    put back when it ends, passed or failed, so that none runs with another's."""
-    km, kc, defaults = shared_kernel
-    yield km, kc
-    restore_settings(kc, defaults)
-
-
 # Deadlines, not speed goals (those `make bench` measures): they only tell a kernel that hangs
 # from one that is slow, and a loaded 2-core machine can be many times slower than an idle one,
 # so they are far beyond what an idle machine takes (about a second for each).
@@ -108,67 +78,6 @@ def shell_reply(kc, msg_id: str, timeout: float):
             raise AssertionError(f"no reply within {timeout} s") from None
         if reply["parent_header"].get("msg_id") == msg_id:
             return reply
-
-
-def execute(kc, code: str, timeout: float = 120):
-    """(reply content, iopub messages of the execution)."""
-    msg_id = kc.execute(code)
-    reply = kc.get_shell_msg(timeout=timeout)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = kc.get_shell_msg(timeout=timeout)
-    messages = []
-    while True:
-        msg = kc.get_iopub_msg(timeout=timeout)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            break
-        messages.append(msg)
-    return reply["content"], messages
-
-
-def stdout(messages) -> str:
-    return "".join(m["content"]["text"] for m in messages
-                   if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
-
-
-def result_text(messages) -> str | None:
-    found = [m["content"]["data"]["text/plain"] for m in messages
-             if m["msg_type"] == "execute_result"]
-    return found[0] if found else None
-
-
-def settings_of(kc) -> dict[str, str]:
-    """The kernel's settings as `%config` lists them: backend, block_size, checks, device, gpu."""
-    reply, messages = execute(kc, "%config")
-    assert reply["status"] == "ok", reply
-    return dict(re.findall(r"(\w+)=(\S+)", stdout(messages)))
-
-
-def restore_settings(kc, settings: dict[str, str]) -> None:
-    """`%config` back to `settings` (from `settings_of`). The device is not among them: a test
-    that chooses one with `%device` chooses the kernel's own again itself (`device_kept`)."""
-    line = " ".join(f"{key}={value}" for key, value in settings.items() if key != "device")
-    assert execute(kc, f"%config {line}")[0]["status"] == "ok"
-
-
-def current_device(kc) -> str:
-    """The id (`1:0`; `oclgrind`) of the device the kernel's cells run on: the line that
-    `%device` marks in its listing. Tests name devices by it, never by a device's or platform's
-    name or by the order of the platforms, which differ between machines (two PoCLs, say)."""
-    listed = stdout(execute(kc, "%device")[1]).splitlines()
-    [marked] = [line for line in listed if line.startswith("* ")]
-    return marked[2:].split()[0]
-
-
-@contextmanager
-def device_kept(kc):
-    """The kernel's device, chosen again by its id when the block ends (passed or failed)."""
-    original = current_device(kc)
-    try:
-        yield original
-    finally:
-        assert execute(kc, f"%device {original}")[0]["status"] == "ok"
 
 
 def test_definitions_accumulate_and_a_failed_cell_changes_nothing(kernel):
@@ -477,10 +386,6 @@ def test_config_shows_a_settings_widget(kernel):
     views = [m for m in messages if m["msg_type"] == "display_data"
              and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]]
     assert len(views) == 1
-
-
-def displayed(messages) -> list[str]:
-    return [m["content"]["data"]["text/plain"] for m in messages if m["msg_type"] == "display_data"]
 
 
 def test_expect_checks_a_result_against_numpy(kernel):

@@ -5,36 +5,17 @@ import re
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from test_kernel import (
+from kernels import (
     current_device,
     device_kept,
     displayed,
     execute,
-    restore_settings,
     result_text,
-    settings_of,
     stdout,
 )
 
 NAIVE = ("%%{magic}\ndo<grid> {{\n  xs <- forcePull<grid> (iota (64 * 64));\n"
          "  forcePull<grid> (transpose 64 64 xs)\n}}")
-
-
-@pytest.fixture(scope="module")
-def shared_kc():
-    km, client = start_new_kernel(kernel_name="fcl")
-    yield client, settings_of(client)
-    client.stop_channels()
-    km.shutdown_kernel(now=True)
-
-
-@pytest.fixture
-def kc(shared_kc):
-    """The module's kernel (its client), shared by its tests: the settings a test changes with
-    `%config` are put back when it ends, passed or failed."""
-    client, defaults = shared_kc
-    yield client
-    restore_settings(client, defaults)
 
 
 def bundles(messages) -> list[dict]:

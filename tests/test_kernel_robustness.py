@@ -3,13 +3,11 @@ memory that stays flat when a cell is run again and again. (Interrupts are in te
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-import test_kernel  # noqa: F401  (registers the FCL kernelspec through JUPYTER_PATH)
-from test_kernel import execute, result_text
+from kernels import BIG_CELL, execute, result_text, rss_bytes
 
 
 def _start(**env):
@@ -84,25 +82,6 @@ def test_restart_gives_a_fresh_kernel_that_works(kernel):
     config = "".join(m["content"].get("text", "") for m in execute(kc, "%config")[1])
     assert "backend=auto (opencl)" in config and "block_size=256" in config
     assert result_text(execute(kc, "forcePull<grid> (generate 3 (fn i => i * 7))")[1]) == "[0,7,14]"
-
-
-def rss_bytes(km) -> int:
-    status = Path(f"/proc/{km.provisioner.process.pid}/status").read_text()
-    kb = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))
-    return int(kb) * 1024
-
-
-def big_cell(n: int) -> str:
-    """Three arrays of n ints, the last element of the last one the result (2 n)."""
-    return (f"do<grid> {{ a <- forcePull<grid> (generate {n} (fn i => i)) ;"
-            " b <- forcePull<grid> (mapPull (fn x => x + 1) a) ;"
-            " c <- forcePull<grid> (mapPull (fn x => x * 2) b) ;"
-            f" return<grid> (index c {n - 1}) }}")
-
-
-# 8 million ints (32 MB) forced three times per run: a run that kept its arrays would grow the
-# kernel by about 100 MB each time.
-BIG_CELL = big_cell(8_000_000)
 
 
 def _floor_rise(km, kc, group: int = 8, apart: int = 12) -> int:

@@ -10,12 +10,10 @@ import os
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-import test_kernel  # noqa: F401  (registers the FCL kernelspec through JUPYTER_PATH)
 from fcl import explain
 from fcl.notebook import Workspace
 from fcl.opencl import device as cl_device
-from test_kernel import execute, result_text, stdout
-from test_kernel_robustness import BIG_CELL, big_cell, rss_bytes
+from kernels import BIG_CELL, big_cell, execute, result_text, rss_bytes, stdout
 from tools import loadtest
 
 MB = 10**6

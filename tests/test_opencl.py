@@ -12,34 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from fcl import pipeline
 from fcl.errors import FCLError, Source
 from fcl.il import ir
-from fcl.interp.eval import RunConfig
 from fcl.opencl import backend, device as cl_device, host
 from fcl.opencl.kernel import Launch
 from fcl.session import Session
 from fclgen import programs
-
-
-def session_for(text: str) -> Session:
-    session = Session.new()
-    session.add_file(Source("prog.fcl", text))
-    return session
-
-
-def run_cl(text: str, **options) -> tuple[str, str]:
-    session = session_for(text)
-    out, err = io.StringIO(), io.StringIO()
-    pipeline.run_opencl(session, pipeline.main_root(session), pipeline.CompileOptions(**options),
-                      out=out, err=err)
-    return out.getvalue(), err.getvalue()
-
-
-def run_interp(text: str) -> str:
-    session = session_for(text)
-    out = io.StringIO()
-    pipeline.run_interpreter(session, pipeline.main_root(session),
-                             RunConfig(out=out, err=io.StringIO()))
-    return out.getvalue()
-
+from runs import compiled_source, run_cl, run_interp, session_for
 
 CHUNKED_SUMS = """
 fun sumChunk<lvl> xs = do<lvl> {
@@ -203,12 +180,6 @@ def test_local_arrays_that_are_never_live_together_share_memory():
     assert sorted(len(slot) for slot in kernel.slots) == [1, 2]
     assert compiled.source.count("__local ulong* local_slot") == 2
     assert run_cl(THREE_STAGES)[0] == run_interp(THREE_STAGES)
-
-
-def compiled_source(text: str, block_size: int = 256) -> str:
-    session = session_for(text)
-    return pipeline.compile_program(session, pipeline.main_root(session),
-                                 pipeline.CompileOptions(block_size)).source
 
 
 @pytest.mark.slow  # 0.6-1.2 s

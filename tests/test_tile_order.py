@@ -6,7 +6,7 @@ import pytest
 from fcl.il import ir
 from fcl.il.passes import bound
 from fcl.il.simplify import rebuild
-from test_opencl import compiled_source, run_cl, run_interp
+from runs import compiled_source, run_cl, run_interp
 
 INT = ir.INT
 tile, item, n = (ir.Var(name, INT) for name in ("tile", "item", "n"))

@@ -4,14 +4,14 @@ pass, and hand-built broken IL is rejected with a message that names what is wro
 """
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from course import FCL_NOTEBOOKS, small
+from bench import run as bench
+from course import FCL_NOTEBOOKS, notebook_programs, small
 from fcl.cli import main as cli_main
 from fcl.errors import FCLError, Source, Span
 from fcl.il import ir
@@ -20,7 +20,6 @@ from fcl.opencl.kernel import FailFlag, Kernel, Launch, Special, StridedFor, Wid
 from fcl.opencl.verify import verify_kernels
 from fcl.pipeline import CompileOptions, compile_il, compile_program, main_root
 from fcl.session import Session
-from fcl.types.types import TProgram, chase
 from marks import sampled, slow_unless
 
 ROOT = Path(__file__).parents[1]
@@ -64,15 +63,8 @@ def test_every_test_program_verifies_after_every_pass(path):
         compile_verified(session, root, block, checks)
 
 
-def _bench_module():
-    """bench/run.py."""
-    from bench import run
-    return run
-
-
 @pytest.mark.slow  # 1.6-1.7 s
 def test_every_benchmark_verifies():
-    bench = _bench_module()
     compiled = 0
     for sizes in (bench.TINY, bench.FULL):
         for task in bench.tasks(sizes, np.random.default_rng(0)):
@@ -82,36 +74,6 @@ def test_every_benchmark_verifies():
                 compiled += compile_verified(session, main_root(session), sizes.block, checks,
                                              keep=True) is not None
     assert compiled > 0
-
-
-def _fcl_cells(notebook: Path) -> list[str]:
-    """The FCL of a notebook's code cells, magic lines left out (a line magic's cell holds no
-    program: `%type e`, `%config`)."""
-    cells = []
-    for cell in json.loads(notebook.read_text())["cells"]:
-        if cell["cell_type"] == "code":
-            lines = "".join(cell["source"]).split("\n")
-            if lines and lines[0].startswith("%") and not lines[0].startswith("%%"):
-                continue
-            cells.append("\n".join(line for line in lines if not line.startswith("%")))
-    return cells
-
-
-def notebook_programs(notebook: Path):
-    """(cell number, session, root) for each cell of the notebook that runs a program, the
-    session holding the cells before it that type-check."""
-    session = Session.new()
-    for n, code in enumerate(_fcl_cells(notebook)):
-        snapshot = session.snapshot()
-        try:
-            decls, root = session.add_cell(Source(f"{notebook.name} cell {n}", code))
-            if root is None and any(d.name == "main" for d in decls):
-                root = main_root(session)
-        except FCLError:
-            session.restore(snapshot)  # an exercise left for the reader, or a deliberate error
-            continue
-        if root is not None and isinstance(chase(root.type), TProgram):
-            yield n, session, root
 
 
 # 0.1-0.3 s a notebook, the later ones 0.5-3.7 s: `make test-fast` runs the small ones.

@@ -27,7 +27,7 @@ from fcl.viz.graphs import (
     structure_graph,
 )
 from fcl.viz.memory import memory_diagram
-from test_analysis import (  # the programs whose costs are tested there
+from sample_programs import (  # the programs whose costs are tested there
     NAIVE,
     REDUCE,
     REDUCE_DEFS,

@@ -1201,7 +1201,7 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
                for r in memory_rows or [] if not r["met"]]
     if missed:
         print(f"\ngoals missed: {'; '.join(missed)}")
-    if not args.no_record:
+    if not args.no_record and report.strip():  # a device with nothing measured (--only) is left
         # One entry per device: a run on another device (a GPU) keeps this one's. A run of some
         # measurements (--only) replaces those and keeps the rest.
         path = HERE / "results.json"
@@ -1216,6 +1216,9 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
             entry["originals"] = original_rows
         if compile_ms is not None:
             entry["compile_ms"] = compile_ms
+        if deep:
+            entry["deep_compile_s"] = {name: {str(depth): seconds for depth, seconds in row.items()}
+                                       for name, row in deep.items()}
         if memory_rows:
             entry["kernel_memory"] = memory_rows
         if kernel:

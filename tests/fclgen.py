@@ -2,7 +2,8 @@
 
 Every generated piece is a pair (FCL source text, Python function computing its meaning), so a
 generated program comes with its expected output: the interpreter is checked against the model,
-and the OpenCL back end against the interpreter.
+and the OpenCL back end against the interpreter. SEEDS are hand-written valid programs with their
+output, which the fuzzer mutates.
 """
 from __future__ import annotations
 
@@ -180,3 +181,64 @@ def programs(draw) -> Program:
             f"  forceAndPrint {len(expected)} ys\n"
             f"}}\n")
     return Program(text, "[" + ",".join(str(v) for v in expected) + "]\n")
+
+
+SEEDS = {
+    "squares": ("""\
+-- squares, printed from one grid-level push
+fun square x = x * x
+val main = forceAndPrint 5 (push<grid> (generate 5 square))
+""", "[0,1,4,9,16]\n"),
+    "reverse chunks": ("""\
+(* per-block reversal of chunks of 4, (* nested *) concatenated at grid level *)
+fun rev4<lvl> chunk = pushM<lvl> (reverse chunk)
+val main = do<grid> {
+  ys <- splitUp 4 (iota 12) |> mapPull rev4<block> |> concat<block> 4 ;
+  forceAndPrint 12 ys
+}
+""", "[3,2,1,0,7,6,5,4,11,10,9,8]\n"),
+    "block reduction": ("""\
+-- block-level tree reduction by halving, one block per chunk of 8
+sig sumBlock : [int] -> Program<block> [int]<block>
+fun sumBlock xs =
+  let step = fn arr => pushM<block> (zipWith (fn a => fn b => a + b) (fst (halve arr)) \
+(snd (halve arr)))
+  in do<block> {
+       r <- while<block> (fn arr => lengthPull arr > 1) step (pushM<block> xs) ;
+       pushM<block> (take 1 r)
+     }
+val main = do<grid> {
+  sums <- concat<block> 1 (mapPull sumBlock (splitUp 8 (iota 16))) ;
+  forceAndPrint 2 sums
+}
+""", "[28,92]\n"),
+    "thread folds": ("""\
+-- thread-level sequential folds inside a block, and a branch per element
+fun sums xs = generate 1 (fn t => return<thread> (foldl (fn a => fn b => a + b) 0 xs)) \
+|> concat<thread> 1
+val main = do<grid> {
+  forceAndPrint 3 (push<grid> (generate 3 (fn i => if i < 1 then 10 else i - 20))) ;
+  folded <- splitUp 3 (range 1 6) |> mapPull sums |> concat<block> 1 ;
+  forceAndPrint 2 folded
+}
+""", "[10,-19,-18]\n[6,15]\n"),
+    "doubles and pairs": ("""\
+-- doubles, pairs, lets and a signature that specialises the inferred type
+sig swap : (int, double) -> (double, int)
+fun swap p = (snd p, fst p)
+val scale = 0.5
+val main =
+  let halves = generate 4 (fn i => muld scale (fst (swap (i, i2d i))))
+  in forceAndPrintDouble 4 (push<grid> halves)
+""", "[0.00000,0.50000,1.00000,1.50000]\n"),
+    "levels and power": ("""\
+-- a level-polymorphic helper used at two levels, and power with an index
+fun twice<l> xs = pushM<l> (mapPull (fn x => 2 * x) xs)
+val main = do<grid> {
+  a <- power<grid> 3 (fn k => fn xs => twice<grid> (mapPull (fn x => x + k) xs)) \
+(twice<grid> (iota 4)) ;
+  b <- forceM<grid> (concat<block> 2 (mapPull twice<block> (splitUp 2 a))) ;
+  forceAndPrint 4 (push<grid> b)
+}
+""", "[16,48,80,112]\n"),
+}

@@ -27,7 +27,8 @@ import yaml
 from traitlets import HasTraits
 from traitlets.config.loader import PyFileConfigLoader
 
-from test_loadtest import hub_proxy, loadtest
+from hub import hub_proxy
+from tools import loadtest
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 # `lab as lab` re-exports the fixture, which pytest finds by name in this module.
-from test_e2e_lab import BROWSER_ARGS, browser_tools, kernel_dialog, lab as lab
+from browser import BROWSER_ARGS, browser_tools, kernel_dialog, lab as lab
 
 AA = 4.5
 TRANSPOSE = ("do<grid> {\n  xs <- forcePull<grid> (iota (64 * 64));\n"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
+from built_package import build_wheel
 from fcl_kernel import install
 from fcl_kernel.install import LOGOS, RESOURCES, kernel_spec
-from test_package import build_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,21 +13,11 @@ from jupyter_client.manager import start_new_kernel
 from fcl import explain
 from fcl.notebook import Workspace
 from fcl.opencl import device as cl_device
+from hub import hub_proxy
 from kernels import BIG_CELL, big_cell, execute, result_text, rss_bytes, stdout
 from tools import loadtest
 
 MB = 10**6
-
-
-def hub_proxy() -> str:
-    """configurable-http-proxy's command, or the test is skipped (failed on CI)."""
-    proxy = loadtest.proxy_command()
-    if proxy is None:
-        reason = "no configurable-http-proxy (`make test-setup` installs it into build/proxy)"
-        if os.environ.get("FCL_E2E") == "required":
-            pytest.fail(f"{reason}, and FCL_E2E=required (CI must run the hub tests)")
-        pytest.skip(reason)
-    return proxy
 
 
 @pytest.mark.slow

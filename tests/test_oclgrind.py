@@ -11,14 +11,21 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import test_fuzz
-import test_opencl
 from fcl import pipeline
 from fcl.errors import Source
 from fcl.opencl.oclgrind import parse_reports
 from fcl.session import Session
-from fclgen import programs
+from fclgen import SEEDS, programs
 from marks import sampled
+from opencl_programs import (
+    CHUNKED_SUMS,
+    DOUBLES_AND_POWER,
+    GRID_LOOP_SCALAR,
+    OPENCL_PROGRAMS,
+    THREAD_SCANS,
+    THREE_STAGES,
+    TILED_TRANSPOSE,
+)
 
 TESTS = Path(__file__).parent
 EXAMPLES = sorted((TESTS / "programs").glob("*.fcl")) + sorted((TESTS / "thesis").glob("*.fcl"))
@@ -27,12 +34,12 @@ EXAMPLES = sorted((TESTS / "programs").glob("*.fcl")) + sorted((TESTS / "thesis"
 SKIP = {"readIntCSV.fcl", "scan.fcl"}
 
 PROGRAMS = {
-    "block-while": test_opencl.CHUNKED_SUMS,
-    "thread-seqfor": test_opencl.THREAD_SCANS,
-    "tiled-transpose": test_opencl.TILED_TRANSPOSE,
-    "doubles-power": test_opencl.DOUBLES_AND_POWER,
-    "grid-while-host-scalar": test_opencl.GRID_LOOP_SCALAR,
-    "shared-local-memory": test_opencl.THREE_STAGES,
+    "block-while": CHUNKED_SUMS,
+    "thread-seqfor": THREAD_SCANS,
+    "tiled-transpose": TILED_TRANSPOSE,
+    "doubles-power": DOUBLES_AND_POWER,
+    "grid-while-host-scalar": GRID_LOOP_SCALAR,
+    "shared-local-memory": THREE_STAGES,
 }
 
 
@@ -218,10 +225,9 @@ def test_thesis_scan_is_clean_under_oclgrind_at_a_small_size(capfd):
     assert oclgrind_findings(text, str(path), capfd) == ""
 
 
-# Every program of test_opencl.py and every seed of the fuzzer.
-MORE = {name: text for name, text in vars(test_opencl).items()
-        if isinstance(text, str) and "val main" in text}
-MORE.update({f"fuzz seed: {name}": text for name, (text, _) in test_fuzz.SEEDS.items()})
+# Every program of py and every seed of the fuzzer.
+MORE = dict(OPENCL_PROGRAMS)
+MORE.update({f"fuzz seed: {name}": text for name, (text, _) in SEEDS.items()})
 
 
 @pytest.mark.parametrize("name", sorted(MORE))

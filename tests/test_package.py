@@ -1,6 +1,5 @@
 """The package as a user gets it: one version, its metadata and readme, the sdist, a wheel in a
 fresh environment, and PyOpenCL left as it was for other code (Oclgrind loaded only to check)."""
-import functools
 import json
 import os
 import re
@@ -8,7 +7,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import textwrap
 import tomllib
 import zipfile
@@ -19,6 +17,7 @@ import pyopencl as cl
 import pytest
 
 import fcl
+from built_package import build_wheel, fresh_clone
 from fcl.errors import FCLError
 from fcl.opencl.device import device_type_text, pick_device
 from fcl.opencl.oclgrind_icd import ICD_FILE, install_oclgrind
@@ -26,36 +25,6 @@ from fcl.opencl.oclgrind_icd import ICD_FILE, install_oclgrind
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 REPOSITORY = PROJECT["urls"]["Repository"]
-
-
-@functools.cache
-def _wheel_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="fcl-wheel-"))
-
-
-def build_wheel(tmp_path: Path) -> Path:
-    """The package's wheel, built by pip from the files of a fresh clone (the JupyterLab
-    extension built by the build itself, with npm): once per test session, it takes a minute."""
-    out = _wheel_dir()
-    if not list(out.glob("fcl_jupyter-*.whl")):
-        result = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-q", "-w", str(out)],
-            cwd=fresh_clone(out / "src"), capture_output=True, text=True, timeout=900)
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (wheel,) = out.glob("fcl_jupyter-*.whl")
-    return wheel
-
-
-def fresh_clone(to: Path) -> Path:
-    """The files a fresh clone of this working tree has (those git tracks, and new ones it does
-    not ignore): no build outputs, no npm packages, no virtual environment."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
-                             "--exclude-standard"], cwd=ROOT, capture_output=True, check=True)
-    for name in filter(None, listed.stdout.decode().split("\0")):
-        if (ROOT / name).is_file():
-            (to / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, to / name)
-    return to
 
 
 def plain_environment() -> dict[str, str]:

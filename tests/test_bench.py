@@ -4,45 +4,52 @@ hand-written OpenCL reference and numpy compute. Timings are the harness's busin
 import numpy as np
 import pytest
 
-from bench import run as bench
+from bench.compile_speed import compile_speed, deep_compile_speed, deep_table
+from bench.measure import measure
+from bench.originals import ORIGINAL_REPO, chunked_scan
+from bench.report import table
+from bench.run import main, usable_device_ids
+from bench.sizes import TINY
+from bench.tasks import tasks
+from fcl.analysis.gpu import load_gpu
 from fcl.opencl.device import open_device
 from fcl.opencl.oclgrind import parse_reports
 from marks import slow_unless
 
-TASKS = [task.name for task in bench.tasks(bench.TINY, np.random.default_rng(0))]
+TASKS = [task.name for task in tasks(TINY, np.random.default_rng(0))]
 
 
 @pytest.mark.parametrize("task", TASKS)
 def test_fcl_program_agrees_with_the_reference_kernel(task):
-    (row,) = bench.measure(bench.TINY, runs=1, device=open_device(), only={task})
+    (row,) = measure(TINY, runs=1, device=open_device(), only={task})
     assert row["task"] == task and row["fcl_ms"] > 0 and row["reference_ms"] > 0
 
 
 def test_each_task_gets_the_time_the_cost_model_predicts_on_a_gpu():
     """The predicted column: the model's time on the chosen GPU (on a CPU, with nothing to compare
     it to; on a GPU, also predicted / measured)."""
-    h100, t4 = bench.load_gpu("h100"), bench.load_gpu("t4")
-    rows = {gpu.name: bench.measure(bench.TINY, runs=1, device=open_device(), only={"copy"},
+    h100, t4 = load_gpu("h100"), load_gpu("t4")
+    rows = {gpu.name: measure(TINY, runs=1, device=open_device(), only={"copy"},
                                     gpu=gpu)[0] for gpu in (h100, t4)}
     # At least one launch's overhead (tiny sizes are launch-bound), and never faster on the T4.
     assert rows["H100 SXM5"]["predicted_ms"] >= h100.launch_overhead_us / 1000
     assert rows["T4"]["predicted_ms"] >= rows["H100 SXM5"]["predicted_ms"]
-    header, _, line = bench.table([rows["T4"]], None).splitlines()
+    header, _, line = table([rows["T4"]], None).splitlines()
     assert header.endswith("| checks in kernels | predicted on T4 µs |")
     assert line.endswith(f" | {rows['T4']['predicted_ms'] * 1000:.1f} |")
-    gpu_header = bench.table([rows["T4"]], None, on_gpu=True).splitlines()[0]
+    gpu_header = table([rows["T4"]], None, on_gpu=True).splitlines()[0]
     assert gpu_header.endswith("| predicted on T4 µs | predicted / measured |")
 
 
 def test_matmul_compiles_to_opencl():
-    assert bench.compile_speed(bench.TINY, repeats=1) > 0
+    assert compile_speed(TINY, repeats=1) > 0
 
 
 def test_deep_programs_compile_and_their_times_are_tabled():
-    times = bench.deep_compile_speed((20, 40))
+    times = deep_compile_speed((20, 40))
     assert set(times) == {"nested expression", "lambda chain", "if chain"}
     assert all(row.keys() == {20, 40} and min(row.values()) > 0 for row in times.values())
-    header, rule, *rows = bench.deep_table(times).splitlines()
+    header, rule, *rows = deep_table(times).splitlines()
     assert header == "| compile, s | 20 deep | 40 deep |" and rule == "|---|---:|---:|"
     assert [row.split(" | ")[0] for row in rows] == ["| nested expression", "| lambda chain",
                                                       "| if chain"]
@@ -54,7 +61,7 @@ def test_fcl_program_is_clean_under_oclgrind(task, capfd):
     # Oclgrind reports data races between the work-items of a group (a barrier too few), reads
     # out of bounds and of uninitialized memory; the reference kernels run too, and must be clean.
     capfd.readouterr()
-    bench.measure(bench.TINY, runs=1, device=open_device("oclgrind"), only={task})
+    measure(TINY, runs=1, device=open_device("oclgrind"), only={task})
     findings = parse_reports(capfd.readouterr().err, [])
     assert not findings, "\n".join(f"{f.kernel}: {f.message}" for f in findings)
 
@@ -62,7 +69,7 @@ def test_fcl_program_is_clean_under_oclgrind(task, capfd):
 # The original repository's benchmark programs (tests/benchmarks of github.com/dybber/fcl): read
 # from a copy of it, which a fresh clone does not have; without one the harness leaves their
 # table out, as the last test checks.
-needs_original = pytest.mark.skipif(not bench.ORIGINAL_REPO.exists(),
+needs_original = pytest.mark.skipif(not ORIGINAL_REPO.exists(),
                                     reason="no copy of the original FCL repository here "
                                            "(FCL_ORIGINAL_REPO)")
 
@@ -73,19 +80,19 @@ def test_original_programs_run_unchanged_against_the_reference_kernels(capsys):
     # --tiny: the programs' sizes scaled down; each must print numpy's result and its
     # `benchmark` lines, and each reference kernel compute numpy's result (measure_originals
     # raises otherwise).
-    assert bench.main(["--tiny", "--only", "originals", "--no-record"]) == 0
+    assert main(["--tiny", "--only", "originals", "--no-record"]) == 0
     rows = [line.split(" | ")[:3] for line in capsys.readouterr().out.splitlines()
             if line.startswith("| ") and not line.startswith("| original")]
     # One table per device that works (pip's PoCL and the distribution's, where both are).
     assert rows == [["| copy", "copy", "2"], ["| reverse", "reverse", "2"],
                     ["| transpose", "transpose", "2"], ["| reduce", "partial reduction", "2"],
                     ["| reduce", "full reduction", "2"], ["| scan", "scan", "2"],
-                    ["| matmul", "matmul (doubles)", "2"]] * len(bench.usable_device_ids())
+                    ["| matmul", "matmul (doubles)", "2"]] * len(usable_device_ids())
 
 
 def test_without_the_original_repository_its_table_is_left_out(tmp_path, capsys):
     missing = tmp_path / "no-such-repository"
-    assert bench.main(["--tiny", "--only", "originals", "--no-record",
+    assert main(["--tiny", "--only", "originals", "--no-record",
                        "--original", str(missing)]) == 0
     out = capsys.readouterr().out
     assert f"no copy of the original FCL repository at {missing}" in out
@@ -94,7 +101,7 @@ def test_without_the_original_repository_its_table_is_left_out(tmp_path, capsys)
 
 def test_chunked_scan_is_the_originals_scan():
     values = np.arange(1, 33, dtype=np.int32)
-    scanned = bench.chunked_scan(values, 4)
+    scanned = chunked_scan(values, 4)
     # A whole scan while the totals before a chunk lie in the first chunk of 4 totals: up to
     # 4 * (4 + 1) elements. Then, as in the original's scan.fcl, chunk 5 adds only the total of
     # chunk 4, the first of the second chunk of totals.

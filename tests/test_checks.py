@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import fcl
-from bench import run as bench
+from bench.sizes import FULL
+from bench.tasks import compile_task, tasks
 from course import FCL_NOTEBOOKS, notebook_programs, small
 from fcl import pipeline
 from fcl.cli import main as cli_main
@@ -207,8 +208,8 @@ def kernel_checks(compiled) -> list[str]:
 
 
 def test_no_check_is_left_in_the_kernels_of_the_benchmarks():
-    for task in bench.tasks(bench.FULL, np.random.default_rng(0)):
-        compiled = bench.compile_task(task, bench.FULL.block)
+    for task in tasks(FULL, np.random.default_rng(0)):
+        compiled = compile_task(task, FULL.block)
         assert kernel_checks(compiled) == [], task.name
         # The checks `take` makes of the inputs' lengths run once, on the host.
         assert any(isinstance(s, pipeline.ir.Fail) for s in pipeline.ir.walk(compiled.host))

@@ -5,7 +5,7 @@ compiler at depths 250 to 10,000."""
 
 import pytest
 
-from bench import run as BENCH
+from bench.compile_speed import DEEP_SHAPES, nested_expression
 from fcl import pipeline
 from fcl.errors import Source
 from fcl.il import prove, ranges
@@ -33,7 +33,7 @@ def steps(text: str, monkeypatch) -> int:
     return count
 
 
-@pytest.mark.parametrize("shape", BENCH.DEEP_SHAPES.values(), ids=BENCH.DEEP_SHAPES.keys())
+@pytest.mark.parametrize("shape", DEEP_SHAPES.values(), ids=DEEP_SHAPES.keys())
 def test_twice_as_deep_is_about_twice_the_work(shape, monkeypatch):
     shallow, deep = steps(shape(40), monkeypatch), steps(shape(80), monkeypatch)
     assert shallow > 40  # the analyses do run on these programs
@@ -54,7 +54,7 @@ def test_collections_pause_only_while_a_large_program_compiles(monkeypatch):
     monkeypatch.setattr(pipeline, "lower", record)
     for depth in (20, 3000):  # about 1 KB and 60 KB of source
         session = Session.new()
-        session.add_file(Source("deep.fcl", BENCH.nested_expression(depth)))
+        session.add_file(Source("deep.fcl", nested_expression(depth)))
         assert session.large == (depth == 3000) and deep.LARGE_SOURCE == 50_000
         pipeline.compile_program(session, pipeline.main_root(session))
     # compile_program calls lower: paused (gc disabled) only for the large one; resumed after.

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import run as bench
+from bench.sizes import FULL, TINY
+from bench.tasks import fcl_source, tasks
 from course import FCL_NOTEBOOKS, notebook_programs, small
 from fcl.cli import main as cli_main
 from fcl.errors import FCLError, Source, Span
@@ -66,10 +67,10 @@ def test_every_test_program_verifies_after_every_pass(path):
 @pytest.mark.slow  # 1.6-1.7 s
 def test_every_benchmark_verifies():
     compiled = 0
-    for sizes in (bench.TINY, bench.FULL):
-        for task in bench.tasks(sizes, np.random.default_rng(0)):
+    for sizes in (TINY, FULL):
+        for task in tasks(sizes, np.random.default_rng(0)):
             session = Session.new()
-            session.add_file(Source(task.fcl, bench.fcl_source(task)))
+            session.add_file(Source(task.fcl, fcl_source(task)))
             for checks in (False, True):
                 compiled += compile_verified(session, main_root(session), sizes.block, checks,
                                              keep=True) is not None

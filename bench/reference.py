@@ -1,0 +1,314 @@
+"""The hand-written side: the kernels of bench/reference.cl that do each task's work, the faster of
+each task's candidates chosen on the device."""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from functools import partial
+
+import numpy as np
+import pyopencl as cl
+
+from bench.sizes import HERE, Sizes
+from fcl.opencl.device import (
+    Device,
+    is_oclgrind,
+)
+
+Enqueue = Callable[[], tuple[list[cl.Event], object]]
+
+
+VEC_GROUP = 1024     # work-group of copy_vec and reverse_vec, at most (a power of two)
+
+
+REDUCE_GROUP = 16    # chunks (work-items) per work-group of reduce_items, at most
+
+
+REDUCE_BIG = 16384   # ints per work-item in the full reduction's first pass (reduce_items_big)
+
+
+CHOICE_RUNS = 5      # timed runs of each candidate reference when choosing the faster
+
+
+def _pow2_dividing(count: int, limit: int) -> int:
+    """The largest power of two at most `limit` that divides `count` (1 for 0)."""
+    found = 1
+    while count and found * 2 <= limit and count % (found * 2) == 0:
+        found *= 2
+    return found
+
+
+class Reference:
+    """reference.cl built for the sizes; each method enqueues one run of a task. A task has
+    candidate kernels: the SDK-style one (for GPUs) and, where the sizes suit it, the one
+    written for CPUs. A task's first run times each candidate (a warm-up, whose results must
+    agree, then CHOICE_RUNS runs taking turns) and keeps the fastest on this device for the
+    task's runs; `chosen` names it."""
+
+    def __init__(self, device: Device, s: Sizes):
+        self.device, self.s = device, s
+        most = device.max_work_group_size
+        hA, _, wB = s.matmul
+        self.vec_group = _pow2_dividing(s.n // 16, min(VEC_GROUP, most))
+        self.reduce_group = _pow2_dividing(s.n // (2 * s.block), REDUCE_GROUP)
+        self.big_group = _pow2_dividing(s.n // REDUCE_BIG, REDUCE_GROUP)
+        gx = _pow2_dividing(wB // 16, 4)  # 4 x 8 for the bench's ints, 2 x 16 for the
+        self.matmul_group = (gx, _pow2_dividing(hA // 4, 32 // gx))  # original's doubles
+        # 16 ints per work-item measured 2-6% faster than 8 on both PoCLs, but Oclgrind takes
+        # the lanes of a shuffled int16 for uninitialized values.
+        self.reverse_width = 8 if is_oclgrind(device.device) else 16
+        options = [f"-DBLOCK_SIZE={s.block}", f"-DTILE_DIM={s.tile}",
+                   f"-DSCAN_PER_ITEM={s.per_item}", f"-DVEC_GROUP={self.vec_group}",
+                   f"-DREVERSE_WIDTH={self.reverse_width}",
+                   f"-DREDUCE_GROUP={self.reduce_group}", f"-DREDUCE_BIG={REDUCE_BIG}",
+                   f"-DREDUCE_BIG_GROUP={self.big_group}",
+                   f"-DMATMUL_GX={self.matmul_group[0]}", f"-DMATMUL_GY={self.matmul_group[1]}"]
+        # Oclgrind interprets LLVM IR but not all of what LLVM's optimizer makes of it (its
+        # uninitialized-value check crashes on the vector reductions): as for FCL's kernels
+        # (fcl.opencl.device.build), it gets the code unoptimized.
+        options += ["-cl-opt-disable"] if is_oclgrind(device.device) else []
+        source = (HERE / "reference.cl").read_text()
+        program = cl.Program(device.context, source).build(options=options)
+        self.kernels = {k.function_name: k for k in program.all_kernels()}
+        self.buffers: dict[tuple, cl.Buffer] = {}
+        self.chosen: dict[str, str] = {}  # task: the candidate its runs use
+
+    def out(self, key: str, count: int, itemsize: int = 4) -> cl.Buffer:
+        """An output buffer kept from run to run, as the FCL side's come back from its pool."""
+        if (key, count) not in self.buffers:
+            self.buffers[key, count] = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE,
+                                                 max(count, 1) * itemsize)
+        return self.buffers[key, count]
+
+    def zeroed(self, key: str, count: int) -> cl.Buffer:
+        """An int buffer kept from run to run, zeros when made (its tail stays zero)."""
+        if (key, count) not in self.buffers:
+            self.buffers[key, count] = cl.Buffer(
+                self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                hostbuf=np.zeros(max(count, 1), np.int32))
+        return self.buffers[key, count]
+
+    def launch(self, name: str, global_size, local_size, *args) -> cl.Event:
+        return self.kernels[name](self.device.queue, global_size, local_size, *args)
+
+    def groups_of(self, count: int, per_group: int) -> int:
+        return (count + per_group - 1) // per_group
+
+    # ---- choosing between a task's candidates
+
+    def best(self, task: str, candidates: dict[str, Enqueue], dtype=np.int32):
+        """One run of the task by its fastest candidate (chosen on the task's first run)."""
+        if task not in self.chosen:
+            self.chosen[task] = self.choose(task, candidates, dtype)
+        return candidates[self.chosen[task]]()
+
+    def choose(self, task: str, candidates: dict[str, Enqueue], dtype) -> str:
+        if len(candidates) == 1:
+            return next(iter(candidates))
+        results = {}
+        for name, enqueue in candidates.items():
+            events, (buffer, count) = enqueue()
+            kernel_ms(events)
+            results[name] = np.empty(count, dtype)
+            cl.enqueue_copy(self.device.queue, results[name], buffer)
+        (first, expected), *others = results.items()
+        for name, got in others:
+            same = (np.allclose(got, expected, rtol=1e-9, atol=0)
+                    if np.issubdtype(dtype, np.floating) else np.array_equal(got, expected))
+            if not same:
+                raise AssertionError(f"{task}: the reference kernels {first} and {name} differ")
+        times: dict[str, list[float]] = {name: [] for name in candidates}
+        for _ in range(CHOICE_RUNS):
+            for name, enqueue in candidates.items():
+                times[name].append(kernel_ms(enqueue()[0]))
+        return min(times, key=lambda name: statistics.median(times[name]))
+
+    # ---- the tasks
+
+    def linear(self, name: str, inputs):
+        x = inputs["input"]
+        out = self.out(name, x.length)
+        size = self.groups_of(x.length, self.s.block) * self.s.block
+        event = self.launch(name, (size,), (self.s.block,), x.buffer, out, np.int32(x.length))
+        return [event], (out, x.length)
+
+    def linear_vec(self, name: str, width: int, inputs):
+        """copy_vec, reverse_vec: `width` ints per work-item, exactly n / width work-items."""
+        x = inputs["input"]
+        out = self.out(name, x.length)
+        args = (x.buffer, out) + ((np.int32(x.length),) if name == "reverse_vec" else ())
+        return [self.launch(name, (x.length // width,), (self.vec_group,), *args)], \
+            (out, x.length)
+
+    def vec_fits(self, n: int) -> bool:
+        return n > 0 and n % 16 == 0 and (n // 16) % self.vec_group == 0
+
+    def copy(self, inputs):
+        candidates = {"copy": partial(self.linear, "copy", inputs)}
+        if self.vec_fits(inputs["input"].length):
+            candidates["copy_vec"] = partial(self.linear_vec, "copy_vec", 8, inputs)
+        return self.best("copy", candidates)
+
+    def reverse(self, inputs):
+        candidates = {"reverse": partial(self.linear, "reverse", inputs)}
+        if self.vec_fits(inputs["input"].length):
+            candidates["reverse_vec"] = partial(self.linear_vec, "reverse_vec",
+                                                self.reverse_width, inputs)
+        return self.best("reverse", candidates)
+
+    def transpose_sdk(self, inputs):
+        side, tile = self.s.side, self.s.tile
+        out = self.out("transpose", side * side)
+        event = self.launch("transpose", (side, side), (tile, tile), inputs["input"].buffer, out,
+                            np.int32(side), np.int32(side))
+        return [event], (out, side * side)
+
+    def transpose_vec(self, inputs):
+        side = self.s.side
+        out = self.out("transpose_vec", side * side)
+        event = self.launch("transpose_vec", (side // 4, side), (8, 32), inputs["input"].buffer,
+                            out, np.int32(side), np.int32(side))
+        return [event], (out, side * side)
+
+    def transpose(self, inputs):
+        candidates = {"transpose": partial(self.transpose_sdk, inputs)}
+        if self.s.side % 32 == 0 and self.device.max_work_group_size >= 256:
+            candidates["transpose_vec"] = partial(self.transpose_vec, inputs)
+        return self.best("transpose", candidates)
+
+    def reduce_pass(self, source: cl.Buffer, count: int, key: str):
+        groups = self.groups_of(count, 2 * self.s.block)
+        out = self.out(key, groups)
+        event = self.launch("reduce", (groups * self.s.block,), (self.s.block,), source, out,
+                            np.int32(count))
+        return event, out, groups
+
+    def items_fit(self, n: int, per_item: int, group: int) -> bool:
+        """Whether reduce_items (per_item ints per work-item, `group` per work-group) covers n
+        exactly."""
+        return n > 0 and per_item % 16 == 0 and n % per_item == 0 and \
+            (n // per_item) % group == 0
+
+    def reduce_partial_sdk(self, inputs):
+        x = inputs["input"]
+        event, out, groups = self.reduce_pass(x.buffer, x.length, "partial")
+        return [event], (out, groups)
+
+    def reduce_partial_vec(self, inputs):
+        x = inputs["input"]
+        items = x.length // (2 * self.s.block)
+        out = self.out("partial_vec", items)
+        return [self.launch("reduce_items", (items,), (self.reduce_group,), x.buffer, out)], \
+            (out, items)
+
+    def reduce_partial(self, inputs):
+        candidates = {"reduce": partial(self.reduce_partial_sdk, inputs)}
+        if self.items_fit(inputs["input"].length, 2 * self.s.block, self.reduce_group):
+            candidates["reduce_items"] = partial(self.reduce_partial_vec, inputs)
+        return self.best("reduce_partial", candidates)
+
+    def reduce_full_sdk(self, inputs):
+        x = inputs["input"]
+        events, source, count, round = [], x.buffer, x.length, 0
+        while True:
+            event, source, count = self.reduce_pass(source, count, f"full{round}")
+            events.append(event)
+            round += 1
+            if count == 1:
+                return events, (source, 1)
+
+    def reduce_full_vec(self, inputs):
+        """reduce_items_big (REDUCE_BIG ints per work-item) where it fits, then one work-item
+        sums what is left (reduce_rest)."""
+        x = inputs["input"]
+        events, source, count = [], x.buffer, x.length
+        if self.items_fit(count, REDUCE_BIG, self.big_group):
+            items = count // REDUCE_BIG
+            out = self.out("full_big", items)
+            events.append(self.launch("reduce_items_big", (items,), (self.big_group,), source,
+                                      out))
+            source, count = out, items
+        out = self.out("full_rest", 1)
+        events.append(self.launch("reduce_rest", (1,), (1,), source, out, np.int32(count)))
+        return events, (out, 1)
+
+    def reduce_full(self, inputs):
+        return self.best("reduce_full", {"reduce": partial(self.reduce_full_sdk, inputs),
+                                         "reduce_items": partial(self.reduce_full_vec, inputs)})
+
+    def scan_sdk(self, inputs):
+        x, s = inputs["input"], self.s
+        chunk = s.block * s.per_item
+        chunks = self.groups_of(x.length, chunk)
+        out, sums, scanned = self.out("scan", x.length), self.out("sums", chunks), \
+            self.out("scanned", chunks)
+        events = [
+            self.launch("scan_chunks", (chunks * s.block,), (s.block,), x.buffer, out, sums,
+                        np.int32(x.length), np.int32(1)),
+            self.launch("scan_chunks", (self.groups_of(chunks, chunk) * s.block,), (s.block,),
+                        sums, scanned, sums, np.int32(chunks), np.int32(0)),
+            self.launch("scan_add", (chunks * s.block,), (s.block,), out, scanned,
+                        np.int32(x.length)),
+        ]
+        return events, (out, x.length)
+
+    def scan_vec(self, inputs):
+        """scan_chunks_vec, over the input and over the chunks' totals (padded with zeros to
+        whole chunks), then scan_add_vec."""
+        x, s = inputs["input"], self.s
+        chunk = s.block * s.per_item
+        group = chunk // 8
+        chunks = x.length // chunk
+        padded = self.groups_of(chunks, chunk) * chunk
+        out, sums, scanned = self.out("scan_vec", x.length), self.zeroed("sums_vec", padded), \
+            self.out("scanned_vec", padded)
+        events = [
+            self.launch("scan_chunks_vec", (x.length // 8,), (group,), x.buffer, out, sums,
+                        np.int32(1)),
+            self.launch("scan_chunks_vec", (padded // 8,), (group,), sums, scanned, sums,
+                        np.int32(0)),
+            self.launch("scan_add_vec", (x.length // 8,), (group,), out, scanned),
+        ]
+        return events, (out, x.length)
+
+    def scan(self, inputs):
+        """Chunks scanned, their totals scanned in chunks too, each chunk adjusted by the total
+        before it: a whole scan when there is one chunk of totals (the bench task), else the
+        original repository's scan.fcl, which scans the totals only within chunks."""
+        chunk = self.s.block * self.s.per_item
+        n = inputs["input"].length
+        candidates = {"scan_chunks": partial(self.scan_sdk, inputs)}
+        if chunk % 8 == 0 and chunk // 8 <= self.device.max_work_group_size and n > 0 and \
+                n % chunk == 0:
+            candidates["scan_chunks_vec"] = partial(self.scan_vec, inputs)
+        return self.best("scan", candidates)
+
+    def matmul_sdk(self, inputs, kernel: str):
+        (hA, wA, wB), tile = self.s.matmul, self.s.tile
+        out = self.out(kernel, hA * wB, np.dtype(inputs["a"].dtype).itemsize)
+        event = self.launch(kernel, (wB, hA), (tile, tile), inputs["a"].buffer,
+                            inputs["b"].buffer, out, np.int32(wA), np.int32(wB))
+        return [event], (out, hA * wB)
+
+    def matmul_vec(self, inputs, kernel: str):
+        hA, wA, wB = self.s.matmul
+        out = self.out(kernel, hA * wB, np.dtype(inputs["a"].dtype).itemsize)
+        event = self.launch(kernel, (wB // 16, hA // 4), self.matmul_group, inputs["a"].buffer,
+                            inputs["b"].buffer, out, np.int32(wA), np.int32(wB))
+        return [event], (out, hA * wB)
+
+    def matmul(self, inputs, kernel: str = "matmul"):
+        hA, _, wB = self.s.matmul
+        candidates = {kernel: partial(self.matmul_sdk, inputs, kernel)}
+        vec = kernel.replace("matmul", "matmul_vec")
+        if wB % 16 == 0 and hA % 4 == 0 and vec in self.kernels:
+            candidates[vec] = partial(self.matmul_vec, inputs, vec)
+        return self.best(kernel, candidates, np.dtype(inputs["a"].dtype).type)
+
+    def matmul_double(self, inputs):
+        return self.matmul(inputs, "matmul_double")
+
+
+def kernel_ms(events: list[cl.Event]) -> float:
+    cl.wait_for_events(events)
+    return sum(e.profile.end - e.profile.start for e in events) / 1e6

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
 import numpy as np
 
@@ -9,6 +10,13 @@ from fcl.errors import FCLError, Span
 from fcl.timing import Summary, verdict
 
 _LEADING_INT = re.compile(rb"[+-]?\d+")
+
+
+class Writer(Protocol):
+    """Where a program's output goes: a text file, or the Jupyter kernel's stream to the
+    notebook (fcl_kernel.kernel.StreamWriter)."""
+
+    def write(self, text: str, /) -> int: ...
 
 
 def read_int_csv(path: str, span: Span | None) -> np.ndarray:

@@ -287,9 +287,11 @@ def _name_features(server: FCLServer) -> None:
     @server.feature(lsp.TEXT_DOCUMENT_REFERENCES)
     def references(ls: FCLServer, params: lsp.ReferenceParams) -> list[lsp.Location]:
         found = ls.target(params.text_document.uri, params.position)
-        if found is None or found[1].defined_at is None:
+        if found is None:
             return []
         analysis, target = found
+        if target.defined_at is None:
+            return []
         return [ls.location(span) for span in names.references(
             analysis.checked(), target.defined_at, params.context.include_declaration)]
 

@@ -215,6 +215,7 @@ def semantic_tokens(source, decls: list[ast.Decl]) -> list[Token]:
     except FCLError:  # text that does not lex: its comments and checked names only
         lexed = []
     for tok in lexed:
+        assert tok.start_pos is not None and tok.end_pos is not None  # the lexer sets both
         span = Span(source, tok.start_pos, tok.end_pos)
         word = str(tok.value) if tok.type not in ("INT", "FLOAT", "STRING") else ""
         if span.start in resolved:

@@ -14,6 +14,7 @@ from fcl.types.infer import substitute_level
 from fcl.types.types import (
     INT,
     Level,
+    Scheme,
     TArrow,
     TCon,
     TPair,
@@ -40,7 +41,7 @@ class MonoProgram:
 class _Record:
     name: str
     value: ast.Expr
-    scheme: object
+    scheme: Scheme
     order: int
     outer: dict = field(default_factory=dict)  # substitution of the enclosing context (lets)
     instances: dict = field(default_factory=dict)  # key -> (name, mono expr or None while built)

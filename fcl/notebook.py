@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TextIO
 
 import numpy as np
 
@@ -20,6 +19,7 @@ from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError, Source
 from fcl.explain import explain
 from fcl.highlight import theme_colour
+from fcl.hostio import Writer
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.interp.lanes import lift_full
 from fcl.interp.values import (
@@ -36,7 +36,17 @@ from fcl.mono import GRID, level_number
 from fcl.opencl.device import BACKENDS, choose_backend
 from fcl.session import Session
 from fcl.syntax import ast
-from fcl.types.types import TArrow, TCon, TPair, TProgram, Type, chase, show_types
+from fcl.types.types import (
+    TArrow,
+    TCon,
+    TPair,
+    TProgram,
+    TPull,
+    TPush,
+    Type,
+    chase,
+    show_types,
+)
 
 
 @dataclass
@@ -92,7 +102,7 @@ class Workspace:
         return f"<cell {self.cells}>"
 
     # ---- running cells
-    def execute(self, code: str, out: TextIO, err: TextIO, name: str | None = None) -> Outcome:
+    def execute(self, code: str, out: Writer, err: Writer, name: str | None = None) -> Outcome:
         snapshot = self.session.snapshot()
         warned = len(self.session.warnings)
         try:
@@ -114,7 +124,7 @@ class Workspace:
             self.session.restore(snapshot)
             raise
 
-    def evaluate(self, root: ast.Expr, out: TextIO, err: TextIO, note_to: TextIO | None = None):
+    def evaluate(self, root: ast.Expr, out: Writer, err: Writer, note_to: Writer | None = None):
         """Run a grid program on the chosen back end, or evaluate a pure expression; the note
         that `auto` runs on the interpreter, for want of a device, goes to `note_to`."""
         t = chase(root.type)
@@ -128,13 +138,13 @@ class Workspace:
                                          self.settings.device, out, err)
         return self.interpret(root, out, err)
 
-    def backend(self, note_to: TextIO | None = None) -> str:
+    def backend(self, note_to: Writer | None = None) -> str:
         """The back end grid programs run on now: `opencl` or `interp` (see choose_backend)."""
         return choose_backend(self.settings.backend, self.settings.device,
                               None if note_to is None else lambda text: print(text, file=note_to),
                               asked_as="`%config backend=opencl`")
 
-    def interpret(self, root: ast.Expr, out: TextIO, err: TextIO):
+    def interpret(self, root: ast.Expr, out: Writer, err: Writer):
         config = RunConfig(block_size=self.settings.block_size, out=out, err=err)
         interpreter = Interpreter(config)
         value = interpreter.run(pipeline.mono_program(self.session, root))
@@ -231,10 +241,12 @@ def to_host(value, t: Type, interpreter: Interpreter):
     """An interpreter value as plain host data: numpy arrays and scalars, tuples, None."""
     t = chase(t)
     if isinstance(value, PullArray):
-        if not isinstance(chase(t.elem), TCon):
+        assert isinstance(t, (TPull, TPush))  # an array's type
+        elem = chase(t.elem)
+        if not isinstance(elem, TCon):
             raise FCLError("only arrays of int, double or bool can be shown, not "
                            f"`{show_types(t)[0]}`")
-        dtype = DTYPES.get(chase(t.elem).name, np.int32)
+        dtype = DTYPES.get(elem.name, np.int32)
         if not isinstance(value, Buffer):
             value = interpreter.force(PushPull(value), interpreter.host, dtype, None)
         start = int(lift_full(value.offset, interpreter.host, np.int64)[0])

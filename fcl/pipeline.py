@@ -19,11 +19,11 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import TextIO
 
 from fcl.deep import compiler_stage, depth_guard, on_big_stack
 from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError
+from fcl.hostio import Writer
 from fcl.il import ir
 from fcl.il.builtins import make_primitive
 from fcl.il.lower import Lowerer
@@ -66,8 +66,10 @@ def main_root(session: Session) -> ast.Expr:
                        "`Program <grid> 'a`")
     root = ast.Var(decl.name_span, "main")
     t = chase(session.checker.check_expr(session.scope, root))
+    scheme = session.type_of("main")
+    assert scheme is not None  # main is declared, and checked just now
     if not (isinstance(t, TProgram) and level_number(t.level) == GRID
-            and session.type_of("main").level_vars == []):
+            and scheme.level_vars == []):
         raise FCLError(f"`main` must have type `Program <grid> 'a` to be run, but it has type "
                        f"`{show_types(t)[0]}`", decl.name_span,
                        ["wrap a pure value with `return<grid>`, or build the result with "
@@ -161,14 +163,14 @@ def compile_steps(session: Session, root: ast.Expr, options: CompileOptions | No
 
 
 def run_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None,
-               device: str | None = None, out: TextIO | None = None, err: TextIO | None = None):
+               device: str | None = None, out: Writer | None = None, err: Writer | None = None):
     options = options or CompileOptions()
     return run_compiled(compile_program(session, root, options), device, options.block_size,
                         out, err)
 
 
 def check_on_oclgrind(session: Session, root: ast.Expr, options: CompileOptions,
-                      out: TextIO | None, err: TextIO | None) -> tuple[object, list[Finding]]:
+                      out: Writer | None, err: Writer | None) -> tuple[object, list[Finding]]:
     """Run on Oclgrind in this process (its settings, OCLGRIND_ENV, must have been in the
     environment when OpenCL was first loaded, as the kernel arranges); (result, findings)."""
     compiled = compile_program(session, root, options)

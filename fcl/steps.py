@@ -68,7 +68,7 @@ def _il(fn: Callable[[list[ir.Stmt]], list[ir.Stmt]]) -> Callable[[Program, Sett
 
 
 def _each_kernel(fn: Callable[[Kernel], Kernel]) -> Callable[[Program, Settings], Program]:
-    return lambda program, _settings: map_kernels(program, fn)  # type: ignore[arg-type]
+    return lambda program, _settings: map_kernels(program, fn)
 
 
 def _kernelize(il: Program, settings: Settings) -> Program:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -132,7 +133,8 @@ class KernelClock:
     BATCH = 256
 
     def __init__(self) -> None:
-        self.pending: list[tuple[str, object]] = []
+        # PyOpenCL's Events (not imported here), whose stubs lack the `profile` this reads.
+        self.pending: list[tuple[str, Any]] = []
         self.ms: dict[str, float] = {}
         self.launches = 0
 
@@ -143,7 +145,7 @@ class KernelClock:
             self._fold(self.pending[:self.BATCH])
             del self.pending[:self.BATCH]
 
-    def _fold(self, events: list[tuple[str, object]]) -> None:
+    def _fold(self, events: list[tuple[str, Any]]) -> None:
         for name, event in events:
             event.wait()
             profile = event.profile

@@ -149,8 +149,10 @@ class FCLKernel(Kernel):
         return {"status": "error", "execution_count": self.execution_count, **content}
 
     # ---- the protocol
-    def do_execute(self, code, silent, store_history=True, user_expressions=None,
-                   allow_stdin=False):
+    # Synchronous, as ipykernel still accepts (it awaits the reply only if it is awaitable),
+    # where its signature declares a coroutine taking the cell's id and metadata too.
+    def do_execute(self, code, silent, store_history=True,  # type: ignore[override]
+                   user_expressions=None, allow_stdin=False):
         self.payload, self.last_result = [], None
         reply = self._execute(code, silent)
         if store_history and not silent:

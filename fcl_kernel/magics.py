@@ -12,6 +12,7 @@ import shlex
 import time
 import uuid
 from pathlib import Path
+from typing import TypedDict
 
 from fcl import pipeline
 from fcl.errors import FCLError, Source
@@ -312,10 +313,10 @@ class Magics:
             Policy(budget_s=options.budget, runs=options.runs)
         display_id = uuid.uuid4().hex
         self._progress(0.0, policy, display_id, new=True)
-        shown = {"at": time.monotonic(), "runs": 0, "elapsed_s": 0.0}
+        shown: _Progress = {"at": time.monotonic(), "runs": 0, "elapsed_s": 0.0}
 
         def progress(runs: int, elapsed_s: float, final: bool = False) -> None:
-            shown.update(runs=runs, elapsed_s=elapsed_s)
+            shown["runs"], shown["elapsed_s"] = runs, elapsed_s
             if final or time.monotonic() - shown["at"] >= PROGRESS_EVERY_S:
                 shown["at"] = time.monotonic()
                 self._progress(runs if policy.runs else elapsed_s, policy, display_id, runs)
@@ -429,6 +430,14 @@ class _MagicParser(argparse.ArgumentParser):
 # A %%bench progress bar is redrawn at most five times a second: a fast kernel runs thousands of
 # times in its budget, and each redraw is a message to the browser (on a hub, through its proxy).
 PROGRESS_EVERY_S = 0.2
+
+
+class _Progress(TypedDict):
+    """`%%bench`'s runs and seconds so far, and when they were last shown."""
+
+    at: float
+    runs: int
+    elapsed_s: float
 
 
 def _options(magic: str, args: str, **kinds) -> argparse.Namespace:

@@ -87,10 +87,13 @@ def test_the_graph_sees_the_pipeline():
     # `fcl.load` is the library's: the package imports it, the compiler's stages do not.
     assert "fcl.python.library" in graph["fcl"]
     assert "fcl" not in graph["fcl.pipeline"]
-    assert {"fcl.il.lower", "fcl.opencl.backend"} <= graph["fcl.pipeline"]
-    # The back end's stages, composed in one place for either kind of device.
-    assert {"fcl.opencl.inplace", "fcl.opencl.kernelize", "fcl.opencl.shape",
-            "fcl.opencl.emit"} <= graph["fcl.opencl.backend"]
+    assert {"fcl.il.lower", "fcl.steps", "fcl.opencl.backend"} <= graph["fcl.pipeline"]
+    # The steps after lowering, listed in one place (fcl.steps); the back end runs its part of
+    # them for either kind of device, then the printer.
+    assert {"fcl.il.passes", "fcl.il.unnest", "fcl.opencl.inplace", "fcl.opencl.kernelize",
+            "fcl.opencl.order", "fcl.opencl.tiles", "fcl.opencl.registers", "fcl.opencl.shape",
+            "fcl.opencl.widen"} <= graph["fcl.steps"]
+    assert {"fcl.steps", "fcl.opencl.emit"} <= graph["fcl.opencl.backend"]
     # The back end's stages build on the IL, never the other way round.
     assert not any(m.startswith("fcl.opencl") for name, deps in graph.items()
                    if name.startswith("fcl.il") for m in deps)

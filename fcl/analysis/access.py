@@ -51,6 +51,7 @@ class SiteAccesses:
 
     @property
     def elem_bytes(self) -> int:
+        assert self.site.elem is not None  # an access's site, not a barrier's
         return ELEM_BYTES[self.site.elem]
 
     def warp_of(self) -> np.ndarray:

@@ -134,19 +134,24 @@ ROWS = [
 ]
 
 
+def _prediction(c: KernelCosts) -> KernelPrediction:
+    assert c.predicted is not None  # the predicted rows are shown for predicted kernels
+    return c.predicted
+
+
 def _predicted_rows(gpu: str) -> list:
     def occupancy(c: KernelCosts) -> str:
-        resident = c.predicted.occupancy
+        resident = _prediction(c).occupancy
         return f"{resident.occupancy:.0%} ({resident.limit})"
 
     def registers(c: KernelCosts) -> str:
-        resident = c.predicted.occupancy
+        resident = _prediction(c).occupancy
         spills = f" (spills: {resident.registers} fit)" if resident.spills else ""
-        return f"{c.predicted.work.registers}{spills}"
+        return f"{_prediction(c).work.registers}{spills}"
 
     def time(c: KernelCosts) -> str:
-        seconds = c.predicted.time_s
-        return time_text(seconds) + (f" ({c.predicted.bound})" if seconds is not None else "")
+        seconds = _prediction(c).time_s
+        return time_text(seconds) + (f" ({_prediction(c).bound})" if seconds is not None else "")
 
     return [(f"occupancy on {gpu}", occupancy), ("registers per work-item (est.)", registers),
             (f"predicted on {gpu}", time)]

@@ -89,7 +89,8 @@ def _specials_named(e: ir.Expr) -> ir.Expr:
     if isinstance(e, ir.Un):
         return ir.Un(e.op, _specials_named(e.arg), e.type)
     if isinstance(e, ir.Select):
-        return ir.Select(*(_specials_named(x) for x in (e.cond, e.then, e.else_)), e.type)
+        return ir.Select(_specials_named(e.cond), _specials_named(e.then),
+                         _specials_named(e.else_), e.type)
     if isinstance(e, ir.Index):
         return ir.Index(e.array, _specials_named(e.index))
     return e

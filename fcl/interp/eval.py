@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import TextIO
 
 import numpy as np
 
@@ -17,6 +16,7 @@ from fcl.deep import depth_guard
 from fcl.defaults import BLOCK_SIZE
 from fcl.env import Env
 from fcl.errors import FCLError, Span
+from fcl.hostio import Writer
 from fcl.interp.faults import Faults, in_parallel_code
 from fcl.interp.lanes import (
     MAX_ELEMENTS,
@@ -49,8 +49,8 @@ LIT_DTYPES = {"int": np.int32, "double": np.float64, "bool": np.bool_}
 @dataclass
 class RunConfig:
     block_size: int = BLOCK_SIZE
-    out: TextIO = field(default_factory=lambda: sys.stdout)
-    err: TextIO = field(default_factory=lambda: sys.stderr)
+    out: Writer = field(default_factory=lambda: sys.stdout)
+    err: Writer = field(default_factory=lambda: sys.stderr)
 
 
 class Interpreter:
@@ -93,7 +93,7 @@ class Interpreter:
             except KeyError:
                 return self.globals[e.name]
         if isinstance(e, ast.App):
-            user = e.span is not None and e.span.source.name != PRELUDE_NAME
+            user = e.span.source.name != PRELUDE_NAME
             if user:
                 self.user_calls.append(e.span)
                 self.faults.calls.append(e.span)
@@ -129,6 +129,7 @@ class Interpreter:
         if not isinstance(cond, Vec):
             return self.eval(e.then if cond else e.else_, env, ctx)
         mask = lift(cond, ctx)
+        assert isinstance(mask, np.ndarray)  # cond is a Vec
         if mask.all():
             return self.eval(e.then, env, ctx)
         if not mask.any():

@@ -96,7 +96,11 @@ def place_columns(ctx: Ctx, lanes: np.ndarray) -> list[tuple[str, np.ndarray]]:
         if at.place is not None:
             found.append((at.place[0], at.place[1][lanes].astype(np.int64)))
         if at.parent is not None:
-            lanes = lanes // at.repeat if at.repeat is not None else at.parent_index[lanes]
+            if at.repeat is not None:
+                lanes = lanes // at.repeat
+            else:
+                assert at.parent_index is not None  # a child context has one or the other
+                lanes = at.parent_index[lanes]
         at = at.parent
     return found[::-1]
 

@@ -8,9 +8,11 @@ ever as wide as the parallelism it really has.
 """
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
-from fcl.errors import FCLError
+from fcl.errors import FCLError, Span
 
 # Every lane keeps its index, its parent link and the temporaries of the expressions it
 # evaluates in numpy arrays, tens of bytes a lane in all: beyond this many lanes (or array
@@ -27,6 +29,13 @@ def too_large(count: int, span=None) -> FCLError:
                      "larger sizes; the interpreter is meant for small inputs"])
 
 
+class FaultLog(Protocol):
+    """Where failed checks are recorded: interp.faults.Faults, which imports this module."""
+
+    def record(self, ctx: Ctx, failed: np.ndarray, template: str, values: tuple,
+               span: Span | None, hint: str) -> None: ...
+
+
 class Ctx:
     """A set of `n` lanes, each the child of one lane of `parent`: lane k's parent lane is
     `parent_index[k]`, or, for a regular expansion, k // `repeat`."""
@@ -40,14 +49,16 @@ class Ctx:
         self.parent = parent
         self.parent_index = parent_index
         self.repeat = repeat
-        self.depth = 0 if parent is None else parent.depth + 1
+        self.depth: int = 0 if parent is None else parent.depth + 1
         # The nearest context at or above this one that holds only some of its parent's lanes
         # (a branch of an `if`, the active lanes of a loop): values from above it must be
         # narrowed to it, or lanes that do not run would be computed and checked.
-        self.restriction = self if restricted else parent.restriction if parent else None
+        self.restriction: Ctx | None = \
+            self if restricted else parent.restriction if parent else None
         # The lanes of a parallel loop: its kind (fcl.checks) and each lane's index in it.
         self.place: tuple[str, np.ndarray] | None = None
-        self.faults = None  # the root's: the failed checks of the run (interp.faults)
+        # The root's: the failed checks of the run (interp.faults).
+        self.faults: FaultLog | None = None
 
     def root(self) -> Ctx:
         ctx = self

@@ -26,7 +26,23 @@ from fcl.interp.values import (
 from fcl.intmath import c_div, c_mod, clz, d2i
 from fcl.mono import level_number
 from fcl.prelude import PRELUDE_NAME
-from fcl.types.types import TProgram, TPull, TPush, Type, arg_type, chase, result_type
+from fcl.types.types import (
+    Level,
+    TProgram,
+    TPull,
+    TPush,
+    Type,
+    arg_type,
+    chase,
+    result_type,
+)
+
+
+def _result_level(t: Type) -> Level:
+    """The level of the push array or program that a primitive of type `t` makes."""
+    result = result_type(t)
+    assert isinstance(result, (TPush, TProgram))
+    return result.level
 
 
 def _cast(dtype):
@@ -143,7 +159,7 @@ def _force(interp, t, span, ctx, arr):
 
 def _interleave(sequential):
     def build(interp, t, span, ctx, n, place, programs):
-        level = level_number(result_type(t).level)
+        level = level_number(_result_level(t))
         # Built by a prelude function (concat, concatMap): its faults are the user's call's.
         if span is not None and span.source.name == PRELUDE_NAME and interp.user_calls:
             span = interp.user_calls[-1]
@@ -209,7 +225,9 @@ def _while(interp, t, span, ctx, cond, step, init):
 
 
 def _seqfor(interp, t, span, ctx, first, iters, step):
-    dtype = dtype_of(chase(result_type(t)).elem)
+    result = chase(result_type(t))
+    assert isinstance(result, (TPull, TPush))
+    dtype = dtype_of(result.elem)
     if isinstance(arg_type(t, 0), TPush):  # the thesis's form: first is the initial array
         return SeqFor(first.length(), iters, step, dtype, span, init=first)
     return SeqFor(first, iters, step, dtype, span)
@@ -274,7 +292,7 @@ ARRAY = {
     "mapPull": (2, _map_pull),
     "mapPush": (2, lambda interp, t, span, ctx, f, arr: MapPush(f, arr, span)),
     "push": (1, lambda interp, t, span, ctx, arr: PushPull(
-        arr, checks.PUSH_PLACES[level_number(result_type(t).level)])),
+        arr, checks.PUSH_PLACES[level_number(_result_level(t))])),
     "force": (1, _force),
     "return": (1, lambda interp, t, span, ctx, v: Program(lambda lanes, it: v)),
     "bind": (2, _bind),

@@ -22,16 +22,20 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import pyopencl as cl
-from pyopencl.tools import ImmediateAllocator, MemoryPool
+from pyopencl.tools import ImmediateAllocator, MemoryPool, PooledBuffer
 
 from fcl.errors import FCLError
 from fcl.opencl.kernel import nearest_span
 from fcl.opencl.lean import build_in_helper, reap_helper, trim_heap
 from fcl.opencl.oclgrind_icd import vendors_dir
 from fcl.opencl.probe import health
+
+# A device array's memory: a Buffer of its own, or one from the device's pool.
+DeviceBuffer: TypeAlias = cl.Buffer | PooledBuffer
 
 
 @dataclass
@@ -154,10 +158,10 @@ def pick_device(choice: str | None = None) -> cl.Device:
         return found
     candidates = _candidates(devices)
     candidates.sort(key=lambda dev: not dev.type & cl.device_type.GPU)  # stable: GPUs first
-    found = next((dev for dev in candidates if health(dev).usable), None)
-    if found is None:
+    usable = next((dev for dev in candidates if health(dev).usable), None)
+    if usable is None:
         raise no_usable_device(devices)
-    return found
+    return usable
 
 
 def _candidates(devices: list[tuple[str, cl.Device]]) -> list[cl.Device]:
@@ -444,4 +448,4 @@ def build_error(log: str, line_table: list) -> FCLError:
                     f"(OpenCL line {cl_line})", nearest_span(line_table, cl_line), hints)
 
 
-DTYPES = {"int": np.int32, "double": np.float64, "bool": np.uint8}
+DTYPES: dict[str, type[np.generic]] = {"int": np.int32, "double": np.float64, "bool": np.uint8}

@@ -289,7 +289,7 @@ class KernelPrinter:
         index = plain(index) if index is not None else None  # as the program computes it
         index_text = c_expr(index, subscript=True) if index is not None else None
         site = Site(len(self.sites), self.kernel_name, kind, name, space,
-                    array.type.elem if array is not None else None, index_text, span, index)
+                    ir.elem_of(array) if array is not None else None, index_text, span, index)
         self.sites.append(site)
         logged = index_text or "0"
         if name in self.per_item:  # a slice of a pool: log the position in the pool
@@ -350,7 +350,8 @@ class KernelPrinter:
         for local in k.locals:
             self.spaces[local.var.name] = "__local"
             if local.per_item:
-                params.append(f"__local {MEMORY_TYPES[local.var.type.elem]}* {local.var.name}_pool")
+                elem = MEMORY_TYPES[ir.elem_of(local.var)]
+                params.append(f"__local {elem}* {local.var.name}_pool")
         if k.fails:
             params.append(f"__global ulong* {FAIL_FLAG}")
         if k.abortable:
@@ -376,19 +377,19 @@ class KernelPrinter:
                 self.line("int fcl_round = 0;", 1, None)
         for n, slot in enumerate(k.slots):
             for local in slot:
-                elem = MEMORY_TYPES[local.var.type.elem]
+                elem = MEMORY_TYPES[ir.elem_of(local.var)]
                 self.line(f"__local {elem}* {local.var.name} = (__local {elem}*)local_slot{n};", 1,
                           local.span)
         for local in k.locals:
             if local.per_item:
-                elem = MEMORY_TYPES[local.var.type.elem]
+                elem = MEMORY_TYPES[ir.elem_of(local.var)]
                 size = self.expr(local.size)
                 self.per_item[local.var.name] = size
                 self.line(f"__local {elem}* {local.var.name} = {local.var.name}_pool + "
                           f"get_local_id(0) * ({size});", 1, local.span)
-        for var, size in k.private:
+        for var, length in k.private:
             self.spaces[var.name] = ""
-            self.line(f"{MEMORY_TYPES[var.type.elem]} {var.name}[{size}];", 1, None)
+            self.line(f"{MEMORY_TYPES[ir.elem_of(var)]} {var.name}[{length}];", 1, None)
         self.block(k.body, 1)
         if self.trace:
             self.line("if (fcl_tracing) fcl_trace_count[fcl_lane] = fcl_logged;", 1, None)
@@ -419,7 +420,7 @@ class KernelPrinter:
                       indent, span)
         elif isinstance(s, ir.Store):
             value = self.expr(s.value)
-            if s.array.type.elem == ir.BOOL:
+            if ir.elem_of(s.array) == ir.BOOL:
                 value = f"(uchar){value}"
             self.line(f"{s.array.name}[{self.expr(s.index, True)}] = {value};", indent, span)
             name = self.roots.get(s.array.name, s.array.name)
@@ -481,9 +482,9 @@ class KernelPrinter:
             self.line("fcl_failed = 1;", indent + 1, None)
             self.line(f"atom_min(&{FAIL_FLAG}[0], 0);", indent + 1, None)
             item = self.expr(s.item)
-            for slot, value in enumerate([ir.Const(s.code, ir.INT), *s.values]):
+            for slot, reported in enumerate([ir.Const(s.code, ir.INT), *s.values]):
                 self.line(f"fcl_report(fcl_group_record, {FAIL_SLOTS - 1 + slot}, {item}, "
-                          f"{self.expr(value)});", indent + 1, None)
+                          f"{self.expr(reported)});", indent + 1, None)
             if self.group_stop:
                 self.line("atom_min(&fcl_group_record[fcl_round & 1], 0);", indent + 1, None)
             else:
@@ -491,7 +492,7 @@ class KernelPrinter:
             self.line("}", indent, None)
         elif isinstance(s, ir.Alloc):
             # The memory itself is a kernel argument, sized by the host before the launch.
-            self.line(f"/* {s.var.name}: {self.expr(s.size)} x {MEMORY_TYPES[s.var.type.elem]} "
+            self.line(f"/* {s.var.name}: {self.expr(s.size)} x {MEMORY_TYPES[ir.elem_of(s.var)]} "
                       f"in local memory */", indent, span)
         else:
             raise TypeError(s)

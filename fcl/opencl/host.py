@@ -11,21 +11,22 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, cast
 
 import numpy as np
 import pyopencl as cl
 
 from fcl import checks
 from fcl.defaults import BLOCK_SIZE
-from fcl.errors import FCLError
-from fcl.hostio import benchmark_report, format_array, read_int_csv
+from fcl.errors import FCLError, Span
+from fcl.hostio import Writer, benchmark_report, format_array, read_int_csv
 from fcl.il import ir
 from fcl.intmath import c_div, c_mod, clz, d2i
 from fcl.opencl.backend import for_device
 from fcl.opencl.device import (
     DTYPES,
     Device,
+    DeviceBuffer,
     build,
     is_oclgrind,
     open_device,
@@ -33,13 +34,13 @@ from fcl.opencl.device import (
     trim_pool,
 )
 from fcl.opencl.emit import FAIL_SLOTS, fail_slots
-from fcl.opencl.kernel import Compiled, Kernel, Launch, Special
+from fcl.opencl.kernel import Compiled, Kernel, Launch, LocalArray, Special
 from fcl.opencl.oclgrind import ReadProbes
 from fcl.timing import Policy, Sample, Timing, measuring, record, repeat
 
 READ_WRITE_COPY = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR  # a buffer from host data
 NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}
-BINARY = {
+BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "==": np.equal, "!=": np.not_equal,
     "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
     "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor, "min": np.minimum,
@@ -74,22 +75,22 @@ def lowest_failure(kernel: Kernel, groups: np.ndarray) -> FCLError:
 
 @dataclass
 class DeviceArray:
-    buffer: cl.MemoryObjectHolder  # a cl.Buffer, or a PooledBuffer from the device's pool
-    dtype: type
+    buffer: DeviceBuffer
+    dtype: type[np.generic]
     length: int
 
 
 class HostRun:
     def __init__(self, device: Device, kernels: dict[str, cl.Kernel], block_size: int,
-                 out: TextIO, err: TextIO):
+                 out: Writer, err: Writer):
         self.device, self.kernels, self.block_size = device, kernels, block_size
         self.out, self.err = out, err
         self.env: dict[str, object] = {}
         self.fail_flags: dict[str, tuple[cl.Buffer, Kernel, int]] = {}  # with its groups
         # Everything allocated, released when the run ends.
-        self.buffers: list[cl.MemoryObjectHolder] = []
+        self.buffers: list[DeviceBuffer] = []
         # The program's arrays and their bytes.
-        self.arrays: list[tuple[cl.MemoryObjectHolder, int]] = []
+        self.arrays: list[tuple[DeviceBuffer, int]] = []
         self.allocated = 0  # bytes in self.arrays, checked against the device's memory
         self.peak = 0  # the most bytes allocated at once, for trimming the pool (device.py)
         self.benchmarks: list[list[float]] = []  # each `benchmark`'s kernel ms per repetition
@@ -106,7 +107,13 @@ class HostRun:
         # Whether the result's arrays stay on the device (as DeviceArrays): their buffers are
         # `kept` when the run releases its memory.
         self.results_on_device = False
-        self.kept: list[cl.MemoryObjectHolder] = []
+        self.kept: list[DeviceBuffer] = []
+
+    def array(self, var: ir.Var) -> DeviceArray:
+        """The device array that the array variable `var` holds."""
+        array = self.env[var.name]
+        assert isinstance(array, DeviceArray)
+        return array
 
     # ---- expressions
     def eval(self, e: ir.Expr, lanes: bool = False):
@@ -123,7 +130,7 @@ class HostRun:
                 return np.int32(self.block_size)
             raise AssertionError(e)
         if isinstance(e, ir.Index):
-            array = self.env[e.array.name]
+            array = self.array(e.array)
             i = int(self.eval(e.index))
             host = np.empty(1, dtype=array.dtype)
             self.read_back(array, host, i, e)
@@ -145,11 +152,13 @@ class HostRun:
         if isinstance(e, ir.Un):
             a = self.eval(e.arg)
             with np.errstate(over="ignore"):  # -INT_MIN and abs(INT_MIN) are INT_MIN
-                return {"neg": lambda: -a, "not": lambda: np.bool_(not a), "abs": lambda: abs(a),
-                        "sign": lambda: np.int32(np.sign(a)),
-                        "clz": lambda: clz(np.int32(a)), "i2d": lambda: np.float64(a),
-                        "d2i": lambda: d2i(a), "b2i": lambda: np.int32(a),
-                        "sqrt": lambda: np.sqrt(a)}[e.op]()
+                unary: dict[str, Callable[[], Any]] = {
+                    "neg": lambda: -a, "not": lambda: np.bool_(not a), "abs": lambda: abs(a),
+                    "sign": lambda: np.int32(np.sign(a)),
+                    "clz": lambda: clz(np.int32(a)), "i2d": lambda: np.float64(a),
+                    "d2i": lambda: d2i(a), "b2i": lambda: np.int32(a),
+                    "sqrt": lambda: np.sqrt(a)}
+                return unary[e.op]()
         if isinstance(e, ir.Select):
             return self.eval(e.then) if self.eval(e.cond) else self.eval(e.else_)
         raise TypeError(e)
@@ -169,10 +178,12 @@ class HostRun:
         if isinstance(e, ir.Un):
             a = self.eval(e.arg, True)
             with np.errstate(over="ignore"):
-                return {"neg": np.negative, "not": np.logical_not, "abs": np.abs,
-                        "sign": np.sign, "clz": clz, "i2d": lambda x: np.asarray(x, np.float64),
-                        "d2i": d2i,
-                        "b2i": lambda x: np.asarray(x, np.int32), "sqrt": np.sqrt}[e.op](a)
+                lanes: dict[str, Callable[[Any], Any]] = {
+                    "neg": np.negative, "not": np.logical_not, "abs": np.abs,
+                    "sign": np.sign, "clz": clz, "i2d": lambda x: np.asarray(x, np.float64),
+                    "d2i": d2i,
+                    "b2i": lambda x: np.asarray(x, np.int32), "sqrt": np.sqrt}
+                return lanes[e.op](a)
         if isinstance(e, ir.Select):
             return np.where(self.eval(e.cond, True), self.eval(e.then, True),
                             self.eval(e.else_, True))
@@ -225,17 +236,18 @@ class HostRun:
             self.check_failures()
             self.result = self.fetch(s.value)
         elif isinstance(s, ir.Store):
-            array = self.env[s.array.name]
+            array = self.array(s.array)
             value = np.array([self.eval(s.value)], dtype=array.dtype)
-            cl.enqueue_copy(self.device.queue, array.buffer, value,
+            # PyOpenCL copies to any memory object; its stubs name only Buffer, not PooledBuffer.
+            cl.enqueue_copy(self.device.queue, array.buffer, value,  # type: ignore[arg-type]
                             dst_offset=int(self.eval(s.index)) * value.itemsize)
         else:
             raise TypeError(s)
 
     def allocate(self, s: ir.Alloc) -> DeviceArray:
-        return self.new_array(DTYPES[s.var.type.elem], int(self.eval(s.size)), s.span)
+        return self.new_array(DTYPES[ir.elem_of(s.var)], int(self.eval(s.size)), s.span)
 
-    def new_array(self, dtype: type, length: int, span) -> DeviceArray:
+    def new_array(self, dtype: type[np.generic], length: int, span: Span | None) -> DeviceArray:
         nbytes = max(length, 1) * np.dtype(dtype).itemsize
         if length < 0:
             raise FCLError(f"cannot allocate an array of negative length {length}", span)
@@ -247,7 +259,7 @@ class HostRun:
                            f"{self.allocated} bytes already allocated, that is more than the "
                            f"device's {self.device.global_mem_size} bytes of memory", span)
         if self.device.pool is None:
-            buffer = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
+            buffer: DeviceBuffer = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
         else:
             buffer = self.device.pool.allocate(nbytes)
         self.buffers.append(buffer)
@@ -276,13 +288,15 @@ class HostRun:
 
     def launch(self, s: Launch) -> None:
         kernel = s.kernel
-        args = []
+        args: list[DeviceBuffer | np.generic | cl.LocalMemory] = []
         for p in kernel.params:
             value = self.env[p.name]
             if isinstance(value, DeviceArray):
                 args.append(value.buffer)
             else:
-                args.append(np.int32(value) if p.type == ir.BOOL else NP_TYPES[p.type](value))
+                assert isinstance(p.type, str)  # not an array: a scalar parameter
+                scalar = cast(np.generic | int | float, value)
+                args.append(np.int32(scalar) if p.type == ir.BOOL else NP_TYPES[p.type](scalar))
         args += [np.int32(value) for _, value in kernel.constants]
         sizes = []
         for slot in kernel.slots:  # arrays never live at once share one buffer
@@ -309,13 +323,14 @@ class HostRun:
             args.append(self.abort_buffer())
         args += self.extra_args(kernel, groups)
         if kernel.serial:
-            local = (1,)
+            group: tuple[int, ...] = (1,)
         elif kernel.width:
-            local = (kernel.width, self.block_size // kernel.width)
+            group = (kernel.width, self.block_size // kernel.width)
         else:
-            local = (self.block_size,)
-        event = self.kernels[kernel.name](self.device.queue, (groups * local[0], *local[1:]),
-                                          local, *args)
+            group = (self.block_size,)
+        # PyOpenCL's kernels take LocalMemory and PooledBuffers too; its stubs leave them out.
+        event = self.kernels[kernel.name](self.device.queue, (groups * group[0], *group[1:]),
+                                          group, *args)  # type: ignore[arg-type]
         record(kernel.name, event)
         if kernel.abortable:
             self.wait_interruptibly(event)
@@ -353,6 +368,7 @@ class HostRun:
             while event.command_execution_status != cl.command_execution_status.COMPLETE:
                 time.sleep(0.002)
         except KeyboardInterrupt:
+            assert self.abort_flag is not None  # only abortable kernels are waited for here
             self.abort_flag[0] = 1
             event.wait()
             raise
@@ -362,7 +378,7 @@ class HostRun:
         if isinstance(value, ir.Expr):
             return self.eval(value)
         if isinstance(value, ir.ArrayResult):
-            array = self.env[value.array.name]
+            array = self.array(value.array)
             if self.results_on_device:
                 self.kept.append(array.buffer)
                 return DeviceArray(array.buffer, array.dtype, int(self.eval(value.length)))
@@ -385,8 +401,8 @@ class HostRun:
         self.env.clear()
         trim_pool(self.device, self.peak)
 
-    def local_bytes(self, kernel: Kernel, local, copies: int) -> int:
-        itemsize = np.dtype(DTYPES[local.var.type.elem]).itemsize
+    def local_bytes(self, kernel: Kernel, local: LocalArray, copies: int) -> int:
+        itemsize = np.dtype(DTYPES[ir.elem_of(local.var)]).itemsize
         return self.local_size(kernel, local.size) * copies * itemsize
 
     def local_size(self, kernel: Kernel, size: ir.Expr) -> int:
@@ -396,6 +412,7 @@ class HostRun:
         group = kernel.group_var
         if group is None or group.name not in names:
             return int(self.eval(size))
+        assert kernel.group_bound is not None  # set with group_var
         count = int(self.eval(kernel.group_bound))
         if count <= 0:
             return 0
@@ -435,12 +452,13 @@ class HostRun:
         `node` (a Print, an ArrayResult or an Index)."""
         if self.probes is not None:
             self.probes.probe(array.buffer, array.dtype, offset, host.size, node)
-        cl.enqueue_copy(self.device.queue, host, array.buffer,
+        # As in _stmt: a PooledBuffer is not a Buffer to PyOpenCL's stubs.
+        cl.enqueue_copy(self.device.queue, host, array.buffer,  # type: ignore[arg-type]
                         src_offset=offset * host.itemsize)
 
     def print_array(self, s: ir.Print) -> None:
         self.check_failures()
-        array = self.env[s.array.name]
+        array = self.array(s.array)
         count = int(self.eval(s.count))
         host = np.empty(count, dtype=array.dtype)
         self.read_back(array, host, 0, s)
@@ -477,9 +495,12 @@ class HostRun:
             values = read_int_csv(s.source, s.span)
             given = self.new_array(np.int32, len(values), s.span)  # one of the program's arrays
             if values.size:
-                cl.enqueue_copy(self.device.queue, given.buffer, values)
+                # As in _stmt: a PooledBuffer is not a Buffer to PyOpenCL's stubs.
+                cl.enqueue_copy(self.device.queue, given.buffer,  # type: ignore[arg-type]
+                                values)
         self.env[s.var.name] = given
         if s.length is not None:
+            assert isinstance(given, DeviceArray)  # an array: scalar arguments have no length
             self.env[s.length.name] = np.int32(given.length)
 
 
@@ -492,7 +513,7 @@ def launch_size(compiled: Compiled, block_size: int | None) -> int:
 
 
 def prepare_run(compiled: Compiled, device: str | None, block_size: int | None,
-                out: TextIO, err: TextIO, arguments: list | None = None) -> HostRun:
+                out: Writer, err: Writer, arguments: list | None = None) -> HostRun:
     """A host run of `compiled` on a device, its kernels built; `arguments` are an entry
     point's (see HostRun.arguments)."""
     block_size = launch_size(compiled, block_size)
@@ -513,7 +534,7 @@ def prepare_run(compiled: Compiled, device: str | None, block_size: int | None,
 
 
 def run_compiled(compiled: Compiled, device: str | None = None, block_size: int | None = None,
-                 out: TextIO | None = None, err: TextIO | None = None,
+                 out: Writer | None = None, err: Writer | None = None,
                  arguments: list | None = None):
     """Run on a device; the program's result if it was compiled to keep it (see ir.Result)."""
     run = prepare_run(compiled, device, block_size, out or sys.stdout, err or sys.stderr,

@@ -22,11 +22,15 @@ old value first, and no other instance reads it:
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TypeAlias
+
 from fcl.il import ir
 from fcl.il.simplify import linear, rebuild
 from fcl.il.traverse import assigned, map_bodies, map_exprs, names, stmt_exprs
 
 LOOPS = (ir.SeqFor, ir.ParFor, ir.Distribute)
+Loop: TypeAlias = ir.SeqFor | ir.ParFor | ir.Distribute
 
 
 def in_place(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
@@ -73,6 +77,7 @@ def _is_kernel(s: ir.Stmt) -> bool:
 def _candidate(stmts: list[ir.Stmt], p: int, changed: set[str]):
     """(the allocation of the kernel's output, the input array it can be written into)."""
     kernel = stmts[p]
+    assert isinstance(kernel, (ir.ParFor, ir.Distribute))  # _block asks only of kernels
     allocs = {s.var.name: s for s in stmts[:p]
               if isinstance(s, ir.Alloc) and s.level == "grid"}
     stores = [(s, loops) for s, loops in _stores(kernel.body, [kernel]) if s.array.name in allocs]
@@ -99,7 +104,8 @@ def _candidate(stmts: list[ir.Stmt], p: int, changed: set[str]):
     return None
 
 
-def _stores(stmts: list[ir.Stmt], loops: list[ir.Stmt]):
+def _stores(stmts: list[ir.Stmt], loops: list[Loop | None]
+            ) -> Iterator[tuple[ir.Store, list[Loop | None]]]:
     """Every store in stmts with the loops around it (None for a `while`: unknown count)."""
     for s in stmts:
         if isinstance(s, ir.Store):
@@ -110,9 +116,11 @@ def _stores(stmts: list[ir.Stmt], loops: list[ir.Stmt]):
             yield from _stores(child, inner)
 
 
-def _injective(index: ir.Expr, loops: list, kernel: ir.Stmt) -> bool:
+def _injective(index: ir.Expr, around: list[Loop | None],
+               kernel: ir.ParFor | ir.Distribute) -> bool:
     """Whether distinct iterations of the loops around the store write distinct elements."""
-    if None in loops:
+    loops = [loop for loop in around if loop is not None]
+    if len(loops) < len(around):
         return False
     loop_vars = {loop.var.name for loop in loops}
     inside = {s.var.name for s in ir.walk(kernel.body) if isinstance(s, (ir.Declare, ir.Assign))}
@@ -132,7 +140,7 @@ def _injective(index: ir.Expr, loops: list, kernel: ir.Stmt) -> bool:
         coef = coefs.get(loop.var.name, 0)
         if coef <= span:
             return False
-        span += coef * (loop.bound.value - 1)
+        span += coef * (int(loop.bound.value) - 1)
     return True
 
 
@@ -177,7 +185,7 @@ def _copied(stmts: list[ir.Stmt], name: str) -> bool:
 
 
 def _rename(stmts: list[ir.Stmt], old: str, new: ir.Var) -> list[ir.Stmt]:
-    substitute = {old: new}
+    substitute: dict[str, ir.Expr] = {old: new}
     out = map_exprs(stmts, lambda e: rebuild(e, substitute))
     for s in ir.walk(out):
         if isinstance(s, ir.Result):

@@ -44,7 +44,7 @@ class Kernelizer:
         self.serial = serial and block_size is not None
 
     def host(self, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
-        out = []
+        out: list[ir.Stmt] = []
         for s in stmts:
             if isinstance(s, ir.Distribute) and s.level == "grid":
                 out.append(self.distribute_kernel(s))
@@ -109,7 +109,7 @@ class Kernelizer:
                                                    Special("global_size"), body, span=s.span,
                                                    once=once)], s.span)
         if once:
-            assert size is not None
+            assert size is not None and isinstance(s.bound, ir.Const)
             return Launch(kernel, ir.Const(-(-int(s.bound.value) // size), ir.INT), span=s.span)
         per_group = Special("local_size")
         rounded_up = ir.Bin("+", s.bound, ir.Bin("-", per_group, ir.Const(1, ir.INT), ir.INT),

@@ -33,7 +33,7 @@ import pyopencl as cl
 from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.traverse import stmt_exprs, sub_exprs
-from fcl.opencl.device import DTYPES, Device, build
+from fcl.opencl.device import DTYPES, Device, DeviceBuffer, build
 from fcl.opencl.emit import FP64, MEMORY_TYPES
 from fcl.opencl.kernel import Compiled, nearest_span
 from fcl.opencl.oclgrind_icd import loader_environment
@@ -76,7 +76,7 @@ def parse_reports(stderr: str, located: Compiled | list[tuple[int, Span]]) -> li
     docstring) become one per host read, at the read; a kernel's use of an uninitialized value
     notes the arrays its line reads, where they were made."""
     compiled = located if isinstance(located, Compiled) else None
-    line_table = compiled.line_table if compiled else located
+    line_table = located.line_table if isinstance(located, Compiled) else located
     reads = [span for _, span in read_sites(compiled.host)] if compiled else []
     arrays = _array_spans(compiled) if compiled else {}
     source = compiled.source.splitlines() if compiled else []
@@ -211,7 +211,7 @@ def _element_reads(e: ir.Expr) -> Iterator[ir.Index]:
 class ReadProbes:
     """The probe kernels of a run on Oclgrind (see the module docstring)."""
 
-    def __init__(self, device: Device, host: list[ir.Stmt], buffers: list[cl.Buffer]):
+    def __init__(self, device: Device, host: list[ir.Stmt], buffers: list[DeviceBuffer]):
         self.device = device
         self.sites = {id(node): k for k, (node, _) in enumerate(read_sites(host))}
         # The probes' copies go to `buffers`, the run's, freed when it ends: Oclgrind gives a
@@ -220,7 +220,8 @@ class ReadProbes:
         self.buffers = buffers
         self.copy: cl.Buffer | None = None
 
-    def probe(self, buffer: cl.Buffer, dtype: type, offset: int, count: int, node) -> None:
+    def probe(self, buffer: DeviceBuffer, dtype: type[np.generic], offset: int, count: int,
+              node) -> None:
         """Have a kernel read elements [offset, offset + count) of `buffer`, for the host read
         `node`, before the host does."""
         site = self.sites.get(id(node))
@@ -236,8 +237,10 @@ class ReadProbes:
         if self.copy is None or self.copy.size < nbytes:
             self.copy = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
             self.buffers.append(self.copy)
-        build(self.device, source)[name](self.device.queue, (count,), None, buffer, self.copy,
-                                         global_offset=(offset,))
+        # PyOpenCL's kernels take PooledBuffers too; its stubs leave them out.
+        build(self.device, source)[name](self.device.queue, (count,), None,
+                                         buffer,  # type: ignore[arg-type]
+                                         self.copy, global_offset=(offset,))
 
 
 def run_checked(argv: list[str], compiled: Compiled) -> tuple[int, str, list[Finding]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from fcl.il import ir
 from fcl.il.traverse import (
@@ -22,7 +23,14 @@ from fcl.il.traverse import (
     stmt_exprs,
     sub_exprs,
 )
-from fcl.opencl.kernel import Kernel, LocalArray, group_body, inline_ints, own_index
+from fcl.opencl.kernel import (
+    Kernel,
+    LocalArray,
+    StridedFor,
+    group_body,
+    inline_ints,
+    own_index,
+)
 from fcl.opencl.sharing import aliases as pointer_aliases
 
 
@@ -77,11 +85,11 @@ def _in_registers(locals_: list[LocalArray], private: list[tuple[ir.Var, int]],
             access(s.array.name, s.index)
 
     for group in sorted({find(a) for a in shared} - bad):
-        arrays = [a for a in shared if find(a) == group]
-        names = {v for v, targets in aliases.items() if targets & set(arrays)}
-        if len(arrays) > 1 and _last_written(body, frozenset(), names) is None:
+        members = [a for a in shared if find(a) == group]
+        names = {v for v, targets in aliases.items() if targets & set(members)}
+        if len(members) > 1 and _last_written(body, frozenset(), names) is None:
             continue
-        body = _privatize(locals_, private, body, arrays, names)
+        body = _privatize(locals_, private, body, members, names)
     return body
 
 
@@ -106,6 +114,8 @@ def _last_written(stmts: list[ir.Stmt], fresh: frozenset[str], names: set[str]
                 return None
             fresh = then & else_
         elif ir.children(s):  # a loop: its body runs from what holds before it and after a step
+            assert isinstance(s, (ir.While, ir.SeqFor, ir.ParFor, ir.Distribute, ir.Benchmark,
+                                  StridedFor))  # the statements with a body
             parts = s.test + s.body if isinstance(s, ir.While) else s.body
             entry = fresh
             while True:
@@ -140,16 +150,16 @@ def _privatize(locals_: list[LocalArray], private: list[tuple[ir.Var, int]],
         return map_children(e, expr)
 
     def stmts(block: list[ir.Stmt]) -> list[ir.Stmt]:
-        out = []
+        out: list[ir.Stmt] = []
         for s in block:
             if (isinstance(s, ir.Alloc) and s.var.name in arrays) or \
                     (isinstance(s, (ir.Declare, ir.Assign)) and s.var.name in names):
                 continue
             # Every expression field but a store's array (a variable naming memory).
-            changes: dict[str, object] = {name: expr(getattr(s, name))
-                                          for name in ir.field_names(s)
-                                          if isinstance(getattr(s, name), ir.Expr)
-                                          and name != "array"}
+            changes: dict[str, Any] = {name: expr(getattr(s, name))
+                                       for name in ir.field_names(s)
+                                       if isinstance(getattr(s, name), ir.Expr)
+                                       and name != "array"}
             if isinstance(s, ir.Store) and s.array.name in names:
                 changes["array"], changes["index"] = keep, zero
             out.append(map_bodies(replace(s, **changes), stmts))

@@ -64,8 +64,9 @@ def _host_value(e: ir.Expr, definitions: dict[str, ir.Expr], inside: set[str],
     if isinstance(e, ir.Un):
         return ir.Un(e.op, _host_value(e.arg, definitions, inside, span), e.type)
     if isinstance(e, ir.Select):
-        return ir.Select(*(_host_value(x, definitions, inside, span)
-                           for x in (e.cond, e.then, e.else_)), e.type)
+        return ir.Select(_host_value(e.cond, definitions, inside, span),
+                         _host_value(e.then, definitions, inside, span),
+                         _host_value(e.else_, definitions, inside, span), e.type)
     return e
 
 
@@ -107,7 +108,9 @@ def failing_item(check: ir.Fail) -> ir.Expr:
     kinds = [kind for kind in check.places if kind != checks.GROUP]
     if not kinds:
         return ir.Const(0, ir.INT)
-    return check.values[check.place_value(kinds[-1])]
+    at = check.place_value(kinds[-1])
+    assert at is not None  # kinds are among the check's places
+    return check.values[at]
 
 
 def number_checks(kernel: Kernel) -> Kernel:

@@ -96,7 +96,9 @@ def padded(kernel: Kernel, body: list[ir.Stmt],
     for s in ir.walk(body):  # arrays also reached through pointers keep their layout
         if isinstance(s, (ir.Declare, ir.Assign)) and isinstance(s.var.type, ir.ArrayType):
             value = s.init if isinstance(s, ir.Declare) else s.value
-            tiled.pop(getattr(value, "name", None), None)
+            name = getattr(value, "name", None)
+            if name is not None:
+                tiled.pop(name, None)
     definitions = single_definitions(body)
     ranges: Ranges = {"<local_x>": (0, width - 1),
                       "<local_y>": (0, kernel.block_size // width - 1)}
@@ -148,8 +150,9 @@ def padded(kernel: Kernel, body: list[ir.Stmt],
                if a.var.name in sizes else a for a in kernel.locals]
 
     def pad_block(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
-        out = []
+        out: list[ir.Stmt] = []
         for s in stmts:
+            new: ir.Stmt
             if isinstance(s, ir.Store) and s.array.name in chosen:
                 new = replace(s, index=place(s.index), value=pad(s.value))
             elif isinstance(s, ir.Alloc) and s.var.name in chosen:

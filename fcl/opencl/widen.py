@@ -29,6 +29,7 @@ the loop, and int arithmetic (which cannot wrap) lets the compiler step the loop
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypeGuard
 
 from fcl.il import ir
 from fcl.il.ranges import Ranges, interval, note
@@ -47,7 +48,7 @@ from fcl.opencl.strides import StrideArguments
 RING_OPS = frozenset(("+", "-", "*", "&", "|", "^"))
 
 
-def is_ring(e: ir.Expr) -> bool:
+def is_ring(e: ir.Expr) -> TypeGuard[ir.Bin]:
     if not isinstance(e, ir.Bin) or e.type != ir.INT:
         return False
     return e.op in RING_OPS or (e.op == "<<" and isinstance(e.right, ir.Const) and \
@@ -192,8 +193,9 @@ class _Widener:
     def subscript(self, array: ir.Var, index: ir.Expr) -> ir.Expr:
         defs = self.defs
         whole = is_ring(index)
-        tile_global = self.global_defs is not None and array.name in self.in_global
-        if tile_global:
+        tile_global = False
+        if self.global_defs is not None and array.name in self.in_global:
+            tile_global = True
             defs = self.global_defs
             whole = whole or isinstance(index, ir.Var)
         if whole and _uses_local_id(index, defs):

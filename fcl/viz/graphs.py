@@ -43,7 +43,7 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_LABEL else text[:MAX_LABEL - 1] + "…"
 
 
-def _line(s: ir.Stmt) -> str:
+def _line(s: ir.Stmt | Kernel) -> str:
     return f" (line {s.span.line})" if s.span else ""
 
 
@@ -123,7 +123,7 @@ class _Builder:
                                 True)
         if isinstance(s, ir.Alloc):
             name = self.node(graph, f"{s.var.name}: {_short(show(s.size))} × "
-                             f"{s.var.type.elem}\nmaterialised in {MEMORY[s.level]}{_line(s)}",
+                             f"{ir.elem_of(s.var)}\nmaterialised in {MEMORY[s.level]}{_line(s)}",
                              shape="cylinder", style="filled,bold",
                              fillcolor=LEVEL_COLOURS[s.level])
             self.arrays[s.var.name] = name

@@ -11,7 +11,7 @@ from functools import partial
 import numpy as np
 import pyopencl as cl
 
-from bench.reference import Reference, kernel_ms
+from bench.reference import Enqueue, Reference, kernel_ms
 from bench.sizes import Sizes
 from bench.tasks import Task, compile_task, renumbered, tasks
 from fcl.analysis.costs import program_costs
@@ -42,11 +42,11 @@ class BenchRun(HostRun):
         with measuring() as clock:
             self.run(host)
             self.device.queue.finish()
-        self.release_arrays_since(0)
+        self.memory.release_arrays_since(0)
         return clock.total(), self.result, clock.launches
 
 
-def measured(enqueue: Callable[[], tuple[list[cl.Event], object]]) -> Callable[[], Measured]:
+def measured(enqueue: Enqueue) -> Callable[[], Measured]:
     """A reference side as a run to time: its kernel ms, result and launches."""
     def once() -> Measured:
         events, result = enqueue()
@@ -137,8 +137,9 @@ def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None,
         run = BenchRun(device, build(device, compiled.source), s.block, inputs)
         bare = BenchRun(device, build(device, unchecked.source), s.block, inputs)
         try:
-            sides = [measured(partial(task.reference, reference, inputs)),
-                     partial(run.once, compiled.host)]
+            sides: list[Callable[[], Measured]] = [
+                measured(partial(task.reference, reference, inputs)),
+                partial(run.once, compiled.host)]
             sides += [] if same else [partial(bare.once, unchecked.host)]
             (ref_ms, ref_times, ref_out, ref_launches), (fcl_ms, fcl_times, fcl_out,
                                                          fcl_launches), *rest = timed(sides, runs)

@@ -22,7 +22,7 @@ import numpy as np
 import pyopencl as cl
 
 from bench.measure import upload
-from bench.reference import Reference, kernel_ms
+from bench.reference import Enqueue, Reference, Result, kernel_ms
 from bench.sizes import HERE, Sizes, pad_to
 from fcl.errors import Source
 from fcl.opencl.device import (
@@ -80,7 +80,7 @@ class Original:
     # Each `benchmark` call of the program, in order: what it times, the reference run doing the
     # same work, and that work's result (numpy).
     benchmarks: list[tuple[str, Callable[[Reference, dict[str, DeviceArray]],
-                                         tuple[list[cl.Event], object]],
+                                         tuple[list[cl.Event], Result]],
                            Callable[[dict[str, np.ndarray]], np.ndarray]]]
 
 
@@ -162,8 +162,7 @@ def run_original(original: Original, repo: Path, s: Sizes, repetitions: int,
         run.release()
 
 
-def reference_benchmark(enqueue: Callable[[], tuple[list[cl.Event], object]],
-                        repetitions: int) -> tuple[list[float], object]:
+def reference_benchmark(enqueue: Enqueue, repetitions: int) -> tuple[list[float], Result]:
     """The `benchmark` protocol for a reference run: a warm-up (its result returned), then
     `repetitions` runs, each one's kernel ms."""
     events, result = enqueue()

@@ -3,7 +3,7 @@ each task's candidates chosen on the device."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 
 import numpy as np
@@ -15,7 +15,8 @@ from fcl.opencl.device import (
     is_oclgrind,
 )
 
-Enqueue = Callable[[], tuple[list[cl.Event], object]]
+Result = tuple[cl.Buffer, int]  # a reference run's output: its buffer and element count
+Enqueue = Callable[[], tuple[list[cl.Event], Result]]
 
 
 VEC_GROUP = 1024     # work-group of copy_vec and reverse_vec, at most (a power of two)
@@ -96,13 +97,14 @@ class Reference:
 
     # ---- choosing between a task's candidates
 
-    def best(self, task: str, candidates: dict[str, Enqueue], dtype=np.int32):
+    def best(self, task: str, candidates: Mapping[str, Enqueue],
+             dtype=np.int32) -> tuple[list[cl.Event], Result]:
         """One run of the task by its fastest candidate (chosen on the task's first run)."""
         if task not in self.chosen:
             self.chosen[task] = self.choose(task, candidates, dtype)
         return candidates[self.chosen[task]]()
 
-    def choose(self, task: str, candidates: dict[str, Enqueue], dtype) -> str:
+    def choose(self, task: str, candidates: Mapping[str, Enqueue], dtype) -> str:
         if len(candidates) == 1:
             return next(iter(candidates))
         results = {}

@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def usable_device_ids() -> list[str | None]:
-    ids = [ident for ident, dev in all_devices() if not is_oclgrind(dev) and health(dev).usable]
+    ids: list[str | None] = [ident for ident, dev in all_devices()
+                             if not is_oclgrind(dev) and health(dev).usable]
     return ids or [None]  # none: open_device's error says why
 
 

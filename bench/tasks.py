@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
-from bench.reference import Reference
+from bench.reference import Reference, Result
 from bench.sizes import HERE, Sizes, pad_to
 from fcl.errors import Source
 from fcl.opencl.host import DeviceArray
@@ -25,7 +25,7 @@ class Task:
     sizes: dict[str, int]    # FCL definitions the program expects
     inputs: dict[str, np.ndarray]
     expected: Callable[[dict[str, np.ndarray]], np.ndarray]
-    reference: Callable[[Reference, dict[str, DeviceArray]], tuple[list[cl.Event], object]]
+    reference: Callable[[Reference, dict[str, DeviceArray]], tuple[list[cl.Event], Result]]
     traffic: int             # bytes the task must read and write at least
 
 

@@ -228,6 +228,11 @@ class Student:
     failures: list[str] = field(default_factory=list)
     lost: str = ""  # why its kernel was lost, if it was
 
+    def connected(self) -> KernelChannel:
+        """Its kernel's channel: cells run only after open_kernel has opened it."""
+        assert self.channel is not None, f"{self.name} has no kernel open"
+        return self.channel
+
 
 class KernelChannel:
     """A kernel's websocket, as JupyterLab uses it: Jupyter messages as JSON."""
@@ -298,7 +303,7 @@ async def attend(hub: Hub, student: Student, cells: list[str], kernel: str) -> N
     try:
         await open_kernel(hub, student, kernel)
         for number, cell in enumerate(cells, 1):
-            status, seconds = await student.channel.execute(cell)
+            status, seconds = await student.connected().execute(cell)
             student.latencies.append(seconds)
             if status != "ok":
                 student.failures.append(f"cell {number}: {status}")
@@ -313,9 +318,9 @@ async def attend(hub: Hub, student: Student, cells: list[str], kernel: str) -> N
 
 async def run_light(student: Student, until: asyncio.Task | None = None) -> list[float]:
     """The light cell's latencies: LIGHT_RUNS runs, or runs until `until` is done."""
-    found = []
+    found: list[float] = []
     while len(found) < (LIGHT_MAX_RUNS if until else LIGHT_RUNS) and not (until and until.done()):
-        status, seconds = await student.channel.execute(LIGHT)
+        status, seconds = await student.connected().execute(LIGHT)
         if status != "ok":
             student.failures.append(f"light cell: {status}")
         found.append(seconds)
@@ -325,10 +330,10 @@ async def run_light(student: Student, until: asyncio.Task | None = None) -> list
 async def share(students: list[Student]) -> dict[str, float]:
     """The light cells' p95 alone and while the first student runs the heavy cell."""
     heavy_student, others = students[0], students[1:]
-    await asyncio.gather(*(s.channel.execute(LIGHT) for s in students))  # built, not timed
+    await asyncio.gather(*(s.connected().execute(LIGHT) for s in students))  # built, not timed
     alone = await asyncio.gather(*(run_light(s) for s in others))
     start = time.perf_counter()
-    heavy = asyncio.create_task(heavy_student.channel.execute(HEAVY))
+    heavy = asyncio.create_task(heavy_student.connected().execute(HEAVY))
     during = await asyncio.gather(*(run_light(s, heavy) for s in others))
     status, _ = await heavy
     if status != "ok":

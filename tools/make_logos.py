@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 import zlib
 from pathlib import Path
+from typing import Literal
 
 RESOURCES = Path(__file__).resolve().parent.parent / "fcl_kernel" / "resources"
 
@@ -23,7 +24,10 @@ THREAD_OFFSETS = [(dx, dy) for dy in (5.5, 16.5) for dx in (5.5, 16.5)]
 
 # Painted in order, later shapes on top: ("rect", colour, x, y, side, radius) or
 # ("circle", colour, cx, cy, r).
-SHAPES = [("rect", *GRID)]
+Rect = tuple[Literal["rect"], str, float, float, float, float]
+Circle = tuple[Literal["circle"], str, float, float, float]
+Shape = Rect | Circle
+SHAPES: list[Shape] = [("rect", *GRID)]
 for bx, by in BLOCK_ORIGINS:
     SHAPES.append(("rect", BLOCK_COLOUR, bx, by, BLOCK_SIDE, BLOCK_RADIUS))
     SHAPES.extend(("circle", THREAD_COLOUR, bx + dx, by + dy, THREAD_RADIUS)
@@ -45,7 +49,7 @@ def svg() -> str:
     return "\n".join(parts) + "\n"
 
 
-def _inside(shape, x: float, y: float) -> bool:
+def _inside(shape: Shape, x: float, y: float) -> bool:
     if shape[0] == "circle":
         _, _, cx, cy, r = shape
         return (x - cx) ** 2 + (y - cy) ** 2 <= r * r
@@ -59,7 +63,8 @@ def _inside(shape, x: float, y: float) -> bool:
 
 
 def _rgb(colour: str) -> tuple[int, int, int]:
-    return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    red, green, blue = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return red, green, blue
 
 
 def png(pixels: int, samples: int = 4) -> bytes:

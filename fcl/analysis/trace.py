@@ -13,9 +13,10 @@ import numpy as np
 import pyopencl as cl
 
 from fcl.errors import FCLError
+from fcl.opencl.buffers import DeviceArray
 from fcl.opencl.device import build, open_device
 from fcl.opencl.emit import Site, traced_source
-from fcl.opencl.host import DeviceArray, HostRun, launch_size
+from fcl.opencl.host import HostRun, launch_size
 from fcl.opencl.kernel import Compiled, Kernel
 
 DEFAULT_CAP = 2048  # logged accesses per work-item
@@ -71,7 +72,7 @@ class TracingRun(HostRun):
         group = min(self.group, groups - 1)
         log = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE,
                         self.block_size * 2 * self.cap * 4)
-        self.buffers.append(log)
+        self.memory.own(log)
         counts = np.zeros(self.block_size, np.int32)
         count_buffer = self._buffer(counts)
         self.pending[kernel.name] = (log, count_buffer, counts, group)
@@ -81,7 +82,7 @@ class TracingRun(HostRun):
         flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
         buffer = cl.Buffer(self.device.context, flags,
                            hostbuf=host)
-        self.buffers.append(buffer)
+        self.memory.own(buffer)
         return buffer
 
     def launched(self, kernel: Kernel, groups: int, local_bytes: int, args: list) -> None:

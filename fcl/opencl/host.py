@@ -1,8 +1,10 @@
 """Run a compiled program with PyOpenCL: the host side of the generated code.
 
-Host scalars follow the same 32-bit C semantics as the kernels and the interpreter
-(fcl.intmath). Arrays are device buffers; a host read of one element (a scalar returned from a
-grid program) copies it back.
+HostRun runs the host statements: it launches kernels, prints, reads inputs and benchmarks, with
+its parts each kept by its own module: the host's expressions (host_values: 32-bit C semantics,
+as the kernels and the interpreter), device memory (buffers), failed checks (failures) and
+interrupts of kernels that may not end (interrupts). Arrays are device buffers; a host read of
+one element (a scalar returned from a grid program) copies it back.
 """
 from __future__ import annotations
 
@@ -10,19 +12,17 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import pyopencl as cl
 
-from fcl import checks
 from fcl.defaults import BLOCK_SIZE
-from fcl.errors import FCLError, Span
+from fcl.errors import FCLError
 from fcl.hostio import Writer, benchmark_report, format_array, read_int_csv
 from fcl.il import ir
-from fcl.intmath import c_div, c_mod, clz, d2i
 from fcl.opencl.backend import for_device
+from fcl.opencl.buffers import DeviceArray, DeviceMemory
 from fcl.opencl.device import (
     DTYPES,
     Device,
@@ -31,53 +31,13 @@ from fcl.opencl.device import (
     is_oclgrind,
     open_device,
     serial_groups,
-    trim_pool,
 )
-from fcl.opencl.emit import FAIL_SLOTS, fail_slots
-from fcl.opencl.kernel import Compiled, Kernel, Launch, LocalArray, Special
+from fcl.opencl.failures import FailureRecords, failure
+from fcl.opencl.host_values import NP_TYPES, HostValues
+from fcl.opencl.interrupts import AbortFlag
+from fcl.opencl.kernel import Compiled, Kernel, Launch, LocalArray
 from fcl.opencl.oclgrind import ReadProbes
 from fcl.timing import Policy, Sample, Timing, measuring, record, repeat
-
-READ_WRITE_COPY = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR  # a buffer from host data
-NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}
-BINARY: dict[str, Callable[[Any, Any], Any]] = {
-    "+": np.add, "-": np.subtract, "*": np.multiply, "==": np.equal, "!=": np.not_equal,
-    "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-    "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor, "min": np.minimum,
-    "max": np.maximum, "<<": lambda a, b: np.left_shift(a, b & 31),
-    ">>": lambda a, b: np.right_shift(a, b & 31),
-}
-
-
-NO_FAILURE = np.uint64(2**64 - 1)
-
-
-def failure(check: ir.Fail, values: list[int]) -> FCLError:
-    return FCLError(check.message.format(*values), check.span,
-                    [check.hint] if check.hint else [])
-
-
-def lowest_failure(kernel: Kernel, groups: np.ndarray) -> FCLError:
-    """The failure to report from the records of a kernel's work-groups, one row each: the
-    lowest failing work-group's (work-groups may each run several of the parallel loop's
-    iterations, so its index is the one the check recorded), then its lowest work-item's."""
-    found = []
-    for row in groups[groups[:, FAIL_SLOTS - 1] != NO_FAILURE]:
-        low = (row & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32)
-        check = kernel.fails[int(low[FAIL_SLOTS - 1]) - 1]
-        values = [int(v) for v in low[FAIL_SLOTS:FAIL_SLOTS + len(check.values)]]
-        at = check.place_value(checks.GROUP)
-        group = -1 if at is None else values[at]
-        found.append(((group, int(row[FAIL_SLOTS - 1] >> np.uint64(32))), check, values))
-    _, check, values = min(found, key=lambda f: f[0])
-    return failure(check, values)
-
-
-@dataclass
-class DeviceArray:
-    buffer: DeviceBuffer
-    dtype: type[np.generic]
-    length: int
 
 
 class HostRun:
@@ -86,18 +46,13 @@ class HostRun:
         self.device, self.kernels, self.block_size = device, kernels, block_size
         self.out, self.err = out, err
         self.env: dict[str, object] = {}
-        self.fail_flags: dict[str, tuple[cl.Buffer, Kernel, int]] = {}  # with its groups
-        # Everything allocated, released when the run ends.
-        self.buffers: list[DeviceBuffer] = []
-        # The program's arrays and their bytes.
-        self.arrays: list[tuple[DeviceBuffer, int]] = []
-        self.allocated = 0  # bytes in self.arrays, checked against the device's memory
-        self.peak = 0  # the most bytes allocated at once, for trimming the pool (device.py)
+        self.values = HostValues(self.env, self.read_element, block_size)
+        self.memory = DeviceMemory(device)
+        self.failures = FailureRecords(device.queue, device.context, self.memory)
+        self.abort = AbortFlag(device, self.memory)
         self.benchmarks: list[list[float]] = []  # each `benchmark`'s kernel ms per repetition
         self.result = None
         self.program: Compiled | None = None  # what runs: the program as shaped for the device
-        self.abort: cl.Buffer | None = None
-        self.abort_flag: np.ndarray | None = None
         self.probes: ReadProbes | None = None  # on Oclgrind, so that it checks host reads
         # Arrays already on the device that `readIntCSV PATH` gives instead of reading PATH
         # (the benchmarks' inputs, traced and timed without a file).
@@ -105,9 +60,8 @@ class HostRun:
         # An entry point's arguments (fcl.python): device arrays and numpy scalars.
         self.arguments: list[DeviceArray | np.generic] = []
         # Whether the result's arrays stay on the device (as DeviceArrays): their buffers are
-        # `kept` when the run releases its memory.
+        # kept when the run releases its memory.
         self.results_on_device = False
-        self.kept: list[DeviceBuffer] = []
 
     def array(self, var: ir.Var) -> DeviceArray:
         """The device array that the array variable `var` holds."""
@@ -115,79 +69,16 @@ class HostRun:
         assert isinstance(array, DeviceArray)
         return array
 
-    # ---- expressions
     def eval(self, e: ir.Expr, lanes: bool = False):
-        """A host expression's value; with lanes=True variables may hold one value per
-        iteration (numpy arrays) and conditionals select lane by lane."""
-        if isinstance(e, ir.Const):
-            return NP_TYPES[e.type](e.value)
-        if isinstance(e, ir.Var):
-            return self.env[e.name]
-        if lanes:
-            return self._eval_lanes(e)
-        if isinstance(e, Special):
-            if e.name in ("local_size",):
-                return np.int32(self.block_size)
-            raise AssertionError(e)
-        if isinstance(e, ir.Index):
-            array = self.array(e.array)
-            i = int(self.eval(e.index))
-            host = np.empty(1, dtype=array.dtype)
-            self.read_back(array, host, i, e)
-            return NP_TYPES[ir.elem_of(e.array)](host[0])
-        if isinstance(e, ir.Bin):
-            if e.op == "&&":
-                return np.bool_(self.eval(e.left) and self.eval(e.right))
-            if e.op == "||":
-                return np.bool_(self.eval(e.left) or self.eval(e.right))
-            a, b = self.eval(e.left), self.eval(e.right)
-            if e.op in ("/", "%"):
-                if e.type == ir.DOUBLE:
-                    return np.float64(a / b if e.op == "/" else np.fmod(a, b))
-                if b == 0:
-                    return np.int32(0)  # undefined in C; kernels do not trap either
-                return np.int32(c_div(a, b) if e.op == "/" else c_mod(a, b))
-            with np.errstate(over="ignore"):  # int arithmetic wraps around, as numpy's does
-                return BINARY[e.op](a, b)
-        if isinstance(e, ir.Un):
-            a = self.eval(e.arg)
-            with np.errstate(over="ignore"):  # -INT_MIN and abs(INT_MIN) are INT_MIN
-                unary: dict[str, Callable[[], Any]] = {
-                    "neg": lambda: -a, "not": lambda: np.bool_(not a), "abs": lambda: abs(a),
-                    "sign": lambda: np.int32(np.sign(a)),
-                    "clz": lambda: clz(np.int32(a)), "i2d": lambda: np.float64(a),
-                    "d2i": lambda: d2i(a), "b2i": lambda: np.int32(a),
-                    "sqrt": lambda: np.sqrt(a)}
-                return unary[e.op]()
-        if isinstance(e, ir.Select):
-            return self.eval(e.then) if self.eval(e.cond) else self.eval(e.else_)
-        raise TypeError(e)
+        """A host expression's value (see HostValues)."""
+        return self.values.eval(e, lanes)
 
-    def _eval_lanes(self, e: ir.Expr):
-        if isinstance(e, ir.Bin):
-            a, b = self.eval(e.left, True), self.eval(e.right, True)
-            if e.op in ("&&", "||"):
-                return (np.logical_and if e.op == "&&" else np.logical_or)(a, b)
-            if e.op in ("/", "%") and e.type == ir.INT:
-                b = np.where(b == 0, 1, b)  # undefined in C; only sizes are computed here
-                return c_div(a, b) if e.op == "/" else c_mod(a, b)
-            if e.op in BINARY:
-                with np.errstate(over="ignore"):  # as in eval
-                    return BINARY[e.op](a, b)
-            return (np.divide if e.op == "/" else np.fmod)(a, b)
-        if isinstance(e, ir.Un):
-            a = self.eval(e.arg, True)
-            with np.errstate(over="ignore"):
-                lanes: dict[str, Callable[[Any], Any]] = {
-                    "neg": np.negative, "not": np.logical_not, "abs": np.abs,
-                    "sign": np.sign, "clz": clz, "i2d": lambda x: np.asarray(x, np.float64),
-                    "d2i": d2i,
-                    "b2i": lambda x: np.asarray(x, np.int32), "sqrt": np.sqrt}
-                return lanes[e.op](a)
-        if isinstance(e, ir.Select):
-            return np.where(self.eval(e.cond, True), self.eval(e.then, True),
-                            self.eval(e.else_, True))
-        return self.eval(e)
+    def read_element(self, e: ir.Index):
+        """The element of device memory a host expression reads."""
+        array = self.array(e.array)
+        host = np.empty(1, dtype=array.dtype)
+        self.read_back(array, host, int(self.eval(e.index)), e)
+        return NP_TYPES[ir.elem_of(e.array)](host[0])
 
     # ---- statements
     def run(self, stmts: list[ir.Stmt]) -> None:
@@ -245,40 +136,7 @@ class HostRun:
             raise TypeError(s)
 
     def allocate(self, s: ir.Alloc) -> DeviceArray:
-        return self.new_array(DTYPES[ir.elem_of(s.var)], int(self.eval(s.size)), s.span)
-
-    def new_array(self, dtype: type[np.generic], length: int, span: Span | None) -> DeviceArray:
-        nbytes = max(length, 1) * np.dtype(dtype).itemsize
-        if length < 0:
-            raise FCLError(f"cannot allocate an array of negative length {length}", span)
-        if nbytes > self.device.max_alloc:
-            raise FCLError(f"cannot allocate {length} elements ({nbytes} bytes): the device "
-                           f"allows at most {self.device.max_alloc} bytes in one buffer", span)
-        if self.allocated + nbytes > self.device.global_mem_size:
-            raise FCLError(f"cannot allocate {length} elements ({nbytes} bytes): with the "
-                           f"{self.allocated} bytes already allocated, that is more than the "
-                           f"device's {self.device.global_mem_size} bytes of memory", span)
-        if self.device.pool is None:
-            buffer: DeviceBuffer = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)
-        else:
-            buffer = self.device.pool.allocate(nbytes)
-        self.buffers.append(buffer)
-        self.arrays.append((buffer, nbytes))
-        self.allocated += nbytes
-        self.peak = max(self.peak, self.allocated)
-        return DeviceArray(buffer, dtype, length)
-
-    def release_arrays_since(self, count: int) -> None:
-        """Free the arrays allocated after the first `count` (a benchmark repetition's): back to
-        the device's pool, for the next repetition to reuse."""
-        for buffer, nbytes in self.arrays[count:]:
-            # Oclgrind would give a freed buffer's address to the next one allocated, with what
-            # it knew of the old one's initialized bytes: there, buffers live until the run ends.
-            if not is_oclgrind(self.device.device):
-                self.buffers.remove(buffer)
-                buffer.release()
-            self.allocated -= nbytes
-        del self.arrays[count:]
+        return self.memory.new_array(DTYPES[ir.elem_of(s.var)], int(self.eval(s.size)), s.span)
 
     def run_program(self) -> None:
         """Run the program as `prepare_run` shaped it for this device."""
@@ -318,9 +176,9 @@ class HostRun:
         if groups <= 0:
             return
         if kernel.fails:
-            args.append(self.fail_flag(kernel, groups))
+            args.append(self.failures.record(kernel, groups))
         if kernel.abortable:
-            args.append(self.abort_buffer())
+            args.append(self.abort.argument())
         args += self.extra_args(kernel, groups)
         if kernel.serial:
             group: tuple[int, ...] = (1,)
@@ -333,11 +191,11 @@ class HostRun:
                                           group, *args)  # type: ignore[arg-type]
         record(kernel.name, event)
         if kernel.abortable:
-            self.wait_interruptibly(event)
+            self.abort.wait(event)
         if kernel.fails:
             # A failed check stops the run at the kernel that failed: nothing after it runs on
             # values the failure made meaningless.
-            self.check_failures()
+            self.failures.check()
         self.launched(kernel, groups, local_bytes, args)
 
     # Hooks for instrumented runs (fcl.analysis.trace).
@@ -347,32 +205,6 @@ class HostRun:
     def launched(self, kernel: Kernel, groups: int, local_bytes: int, args: list) -> None:
         pass
 
-    def abort_buffer(self) -> cl.Buffer:
-        """A flag in host memory the kernels' loops read: set, they stop."""
-        if self.abort is None:
-            self.abort_flag = np.zeros(1, dtype=np.int32)
-            # Oclgrind treats memory it does not own as uninitialized; a simulation need not
-            # be interrupted, so it gets a copy instead.
-            sharing = cl.mem_flags.COPY_HOST_PTR if is_oclgrind(self.device.device) else \
-                cl.mem_flags.USE_HOST_PTR
-            self.abort = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | sharing,
-                                   hostbuf=self.abort_flag)
-            self.buffers.append(self.abort)
-        return self.abort
-
-    def wait_interruptibly(self, event: cl.Event) -> None:
-        """Wait in Python, not in the OpenCL library, so that an interrupt is noticed; on one,
-        tell the running kernel to stop and wait for it before giving up."""
-        self.device.queue.flush()  # some devices (Oclgrind) only start work when flushed
-        try:
-            while event.command_execution_status != cl.command_execution_status.COMPLETE:
-                time.sleep(0.002)
-        except KeyboardInterrupt:
-            assert self.abort_flag is not None  # only abortable kernels are waited for here
-            self.abort_flag[0] = 1
-            event.wait()
-            raise
-
     def fetch(self, value):
         """A result as host values: numpy arrays, numpy scalars, tuples, None for unit."""
         if isinstance(value, ir.Expr):
@@ -380,7 +212,7 @@ class HostRun:
         if isinstance(value, ir.ArrayResult):
             array = self.array(value.array)
             if self.results_on_device:
-                self.kept.append(array.buffer)
+                self.memory.keep(array.buffer)
                 return DeviceArray(array.buffer, array.dtype, int(self.eval(value.length)))
             host = np.empty(int(self.eval(value.length)), dtype=array.dtype)
             if host.size:
@@ -389,17 +221,9 @@ class HostRun:
         return None if value is None else tuple(self.fetch(v) for v in value)
 
     def release(self) -> None:
-        """Give the device memory back now rather than whenever Python collects it: arrays to
-        the device's pool, which keeps about as much as this run used."""
-        self.device.queue.finish()
-        for buffer in self.buffers:
-            if not any(buffer is kept for kept in self.kept):
-                buffer.release()
-        self.buffers.clear()
-        self.arrays.clear()
-        self.allocated = 0
+        """Give the run's device memory back (see DeviceMemory.release)."""
+        self.memory.release()
         self.env.clear()
-        trim_pool(self.device, self.peak)
 
     def local_bytes(self, kernel: Kernel, local: LocalArray, copies: int) -> int:
         itemsize = np.dtype(DTYPES[ir.elem_of(local.var)]).itemsize
@@ -423,29 +247,8 @@ class HostRun:
         finally:
             self.env[group.name] = saved
 
-    def fail_flag(self, kernel: Kernel, groups: int) -> cl.Buffer:
-        """The kernel's failure record (see emit.FAIL_REPORTER) for `groups` work-groups: a word
-        saying whether a check failed, then each group's slots, all starting at their largest
-        value. A record no check wrote to is as new: later launches reuse it."""
-        known = self.fail_flags.get(kernel.name)
-        if known is None or known[2] < groups:
-            record = np.full(1 + groups * fail_slots(kernel), NO_FAILURE, dtype=np.uint64)
-            flag = cl.Buffer(self.device.context, READ_WRITE_COPY, hostbuf=record)
-            self.buffers.append(flag)
-            self.fail_flags[kernel.name] = (flag, kernel, groups)
-        return self.fail_flags[kernel.name][0]
-
     def check_failures(self) -> None:
-        """Report the failed check of any kernel run so far: of its lowest failing work-group
-        (by the index of the parallel loop the group ran), its lowest failing work-item."""
-        for flag, kernel, groups in self.fail_flags.values():
-            failed = np.empty(1, dtype=np.uint64)
-            cl.enqueue_copy(self.device.queue, failed, flag)
-            if failed[0] == NO_FAILURE:
-                continue
-            record = np.empty(1 + groups * fail_slots(kernel), dtype=np.uint64)
-            cl.enqueue_copy(self.device.queue, record, flag)
-            raise lowest_failure(kernel, record[1:].reshape(groups, fail_slots(kernel)))
+        self.failures.check()
 
     def read_back(self, array: DeviceArray, host: np.ndarray, offset: int, node) -> None:
         """Copy elements from `offset` on of a device array into `host`, for the host read
@@ -471,17 +274,17 @@ class HostRun:
         # Each repetition's arrays go back to the pool after it (a benchmark's result is unit),
         # so that memory does not grow with the count and the next repetition reuses them: only
         # the warm-up touches fresh memory.
-        kept = len(self.arrays)
+        kept = len(self.memory.arrays)
         self.run(s.body)  # warm-up: builds caches and first-touch allocations, not timed
         self.device.queue.finish()
-        self.release_arrays_since(kept)
+        self.memory.release_arrays_since(kept)
         times = []
         for _ in range(count):
             with measuring() as clock:
                 self.run(s.body)
                 self.device.queue.finish()
             times.append(clock.total())
-            self.release_arrays_since(kept)
+            self.memory.release_arrays_since(kept)
         self.check_failures()
         self.benchmarks.append(times)
         self.err.write(benchmark_report(times, "kernel time"))
@@ -493,7 +296,8 @@ class HostRun:
             given = self.csv_inputs[s.source]
         else:
             values = read_int_csv(s.source, s.span)
-            given = self.new_array(np.int32, len(values), s.span)  # one of the program's arrays
+            # one of the program's arrays
+            given = self.memory.new_array(np.int32, len(values), s.span)
             if values.size:
                 # As in _stmt: a PooledBuffer is not a Buffer to PyOpenCL's stubs.
                 cl.enqueue_copy(self.device.queue, given.buffer,  # type: ignore[arg-type]
@@ -529,7 +333,7 @@ def prepare_run(compiled: Compiled, device: str | None, block_size: int | None,
     run.program = compiled
     run.arguments = arguments or []
     if is_oclgrind(dev.device):
-        run.probes = ReadProbes(dev, compiled.host, run.buffers)
+        run.probes = ReadProbes(dev, compiled.host, run.memory.buffers)
     return run
 
 
@@ -568,7 +372,7 @@ def time_compiled(compiled: Compiled, device: str | None = None, block_size: int
                 dev.queue.finish()
             wall_ms = (time.perf_counter() - start) * 1000
             run.check_failures()
-            run.release_arrays_since(0)
+            run.memory.release_arrays_since(0)
             return Sample(wall_ms, clock.per_kernel())
 
         try:

@@ -16,8 +16,9 @@ import pyopencl.array as cl_array
 
 from fcl.analysis.gpu import GPU
 from fcl.explain import Explanation
+from fcl.opencl.buffers import DeviceArray
 from fcl.opencl.device import Device, open_device
-from fcl.opencl.host import DeviceArray, prepare_run, time_compiled
+from fcl.opencl.host import prepare_run, time_compiled
 from fcl.python.arguments import is_device_array
 from fcl.timing import Policy, Timing
 
@@ -38,7 +39,7 @@ def call(entry, instance, values: list, out: str):
     finally:
         run.release()
         for buffer in uploaded:
-            if not any(buffer is kept for kept in run.kept):
+            if not any(buffer is kept for kept in run.memory.kept):
                 buffer.release()
     return _on_device(device, result, given) if out == "device" else result
 

@@ -17,14 +17,14 @@ from bench.tasks import Task, compile_task, renumbered, tasks
 from fcl.analysis.costs import program_costs
 from fcl.analysis.gpu import GPU, gpu_names
 from fcl.analysis.trace import trace_program
+from fcl.codegen.backend import for_device
 from fcl.explain import predict_costs
-from fcl.opencl.backend import for_device
-from fcl.opencl.device import (
+from fcl.runtime.device import (
     Device,
     build,
     serial_groups,
 )
-from fcl.opencl.host import DeviceArray, HostRun
+from fcl.runtime.host import DeviceArray, HostRun
 from fcl.timing import measuring
 
 Measured = tuple[float, object, int]  # one run of a side: kernel ms, result, kernel launches

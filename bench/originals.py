@@ -25,11 +25,11 @@ from bench.measure import upload
 from bench.reference import Enqueue, Reference, Result, kernel_ms
 from bench.sizes import HERE, Sizes, pad_to
 from fcl.errors import Source
-from fcl.opencl.device import (
+from fcl.pipeline import CompileOptions, compile_program, main_root
+from fcl.runtime.device import (
     Device,
 )
-from fcl.opencl.host import DeviceArray, prepare_run
-from fcl.pipeline import CompileOptions, compile_program, main_root
+from fcl.runtime.host import DeviceArray, prepare_run
 from fcl.session import Session
 from fcl.timing import Summary, compare
 

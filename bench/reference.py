@@ -10,7 +10,7 @@ import numpy as np
 import pyopencl as cl
 
 from bench.sizes import HERE, Sizes
-from fcl.opencl.device import (
+from fcl.runtime.device import (
     Device,
     is_oclgrind,
 )
@@ -66,7 +66,7 @@ class Reference:
                    f"-DMATMUL_GX={self.matmul_group[0]}", f"-DMATMUL_GY={self.matmul_group[1]}"]
         # Oclgrind interprets LLVM IR but not all of what LLVM's optimizer makes of it (its
         # uninitialized-value check crashes on the vector reductions): as for FCL's kernels
-        # (fcl.opencl.device.build), it gets the code unoptimized.
+        # (fcl.runtime.device.build), it gets the code unoptimized.
         options += ["-cl-opt-disable"] if is_oclgrind(device.device) else []
         source = (HERE / "reference.cl").read_text()
         program = cl.Program(device.context, source).build(options=options)

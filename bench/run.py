@@ -66,8 +66,8 @@ from bench.report import table
 from bench.sizes import FULL, HERE, TINY, Sizes
 from bench.tasks import tasks
 from fcl.analysis.gpu import gpu_names, load_gpu
-from fcl.opencl.device import all_devices, is_oclgrind, open_device
-from fcl.opencl.probe import health
+from fcl.runtime.device import all_devices, is_oclgrind, open_device
+from fcl.runtime.probe import health
 
 
 def kernel_memory():

@@ -12,8 +12,8 @@ import pyopencl as cl
 from bench.reference import Reference, Result
 from bench.sizes import HERE, Sizes, pad_to
 from fcl.errors import Source
-from fcl.opencl.host import DeviceArray
 from fcl.pipeline import CompileOptions, compile_program, main_root
+from fcl.runtime.host import DeviceArray
 from fcl.session import Session
 
 

@@ -29,13 +29,13 @@ from fcl.explain import explain
 from fcl.il.ir import show_stmts
 from fcl.interp.eval import RunConfig
 from fcl.lmad.cli import main_lmad
-from fcl.opencl.device import (
+from fcl.runtime.device import (
     BACKENDS,
     any_usable_device,
     choose_backend,
     describe_devices,
 )
-from fcl.opencl.oclgrind import run_checked
+from fcl.runtime.oclgrind import run_checked
 from fcl.session import Session, print_warnings
 from fcl.steps import step_names
 

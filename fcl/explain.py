@@ -18,10 +18,10 @@ from fcl.analysis.occupancy import estimate_registers
 from fcl.analysis.predict import ProgramPrediction, kernel_work, predict_program
 from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
+from fcl.codegen.kernel import Compiled, Kernel
 from fcl.errors import FCLError
-from fcl.opencl.device import is_oclgrind, open_device, require_device
-from fcl.opencl.host import time_compiled
-from fcl.opencl.kernel import Compiled, Kernel
+from fcl.runtime.device import is_oclgrind, open_device, require_device
+from fcl.runtime.host import time_compiled
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.timing import Policy, Timing

@@ -33,7 +33,7 @@ from fcl.interp.values import (
     PushPull,
 )
 from fcl.mono import GRID, level_number
-from fcl.opencl.device import BACKENDS, choose_backend
+from fcl.runtime.device import BACKENDS, choose_backend
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.types.types import (
@@ -51,7 +51,7 @@ from fcl.types.types import (
 
 @dataclass
 class Settings:
-    backend: str = "auto"  # see fcl.opencl.device.BACKENDS
+    backend: str = "auto"  # see fcl.runtime.device.BACKENDS
     block_size: int = BLOCK_SIZE
     checks: bool = True
     device: str | None = None
@@ -168,7 +168,7 @@ class Workspace:
 
     def compile_cell(self, code: str, target: str = "auto"):
         """The compiled program of a cell (its IL before kernels are cut out included), its
-        kernels shaped for `target` (fcl.opencl.backend; "auto" shows a GPU's)."""
+        kernels shaped for `target` (fcl.codegen.backend; "auto" shows a GPU's)."""
         options = replace(self.settings.options(keep_result=False), target=target)
         with self.scratch(code) as root:
             return pipeline.compile_program(self.session, root, options)

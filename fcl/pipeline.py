@@ -7,11 +7,11 @@
     steps          fcl.steps: the list of steps after lowering, each a function from a program
                    to a new one: optimisation passes, unnest, then the back end's (in place,
                    kernelize, the decisions about each kernel), for a GPU or a CPU
-    emit           fcl.opencl.emit: OpenCL C (fcl.opencl.backend)
-    run            fcl.opencl.host (a device) or fcl.interp (the reference interpreter)
+    emit           fcl.codegen.emit: OpenCL C (fcl.codegen.backend)
+    run            fcl.runtime.host (a device) or fcl.interp (the reference interpreter)
 
 The CLI, the notebook workspace, the explain module and the Oclgrind check all come here.
-With `verify_il`, the program is verified after every step (fcl.il.verify, fcl.opencl.verify).
+With `verify_il`, the program is verified after every step (fcl.il.verify, fcl.codegen.verify).
 """
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+from fcl.codegen import backend
+from fcl.codegen.kernel import Compiled
 from fcl.deep import compiler_stage, depth_guard, on_big_stack
 from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError
@@ -29,10 +31,8 @@ from fcl.il.builtins import make_primitive
 from fcl.il.lower import Lowerer
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.mono import GRID, MonoProgram, level_number, monomorphize
-from fcl.opencl import backend
-from fcl.opencl.host import run_compiled
-from fcl.opencl.kernel import Compiled
-from fcl.opencl.oclgrind import Finding, parse_reports
+from fcl.runtime.host import run_compiled
+from fcl.runtime.oclgrind import Finding, parse_reports
 from fcl.session import Session
 from fcl.steps import (
     IL_STEPS,
@@ -54,7 +54,7 @@ class CompileOptions:
     checks: bool = True        # run-time checks (fcl.checks); off: `--unsafe`, checks=off
     keep_result: bool = False  # end by handing main's result back to the host (notebooks)
     verify_il: bool = False    # check the IL's invariants after every pass
-    target: str = "auto"       # kernels for a "gpu" or "cpu" device, or "auto" (fcl.opencl.backend)
+    target: str = "auto"       # kernels for a "gpu" or "cpu" device, or "auto" (codegen.backend)
 
 
 def main_root(session: Session) -> ast.Expr:
@@ -137,7 +137,7 @@ def compile_program(session: Session, root: ast.Expr, options: CompileOptions | 
 
 def compile_il(il: list[ir.Stmt], options: CompileOptions,
                observe: Observer | None = None) -> Compiled:
-    """The back end's steps and printer, from the optimised IL to OpenCL (fcl.opencl.backend)."""
+    """The back end's steps and printer, from the optimised IL to OpenCL (fcl.codegen.backend)."""
     return backend.compile_il(il, options.block_size, options.target,
                               _observers(options, observe))
 

@@ -3,7 +3,7 @@
 STEPS below is the design of the back end, in the order it runs. The program a step takes and
 gives is the IL (a list of statements) up to `kernelize`, and a KernelProgram (host statements
 that launch kernels, and the kernels) from it on; a kernel step makes a new kernel from each
-kernel (kernels are never changed, see fcl.opencl.kernel). No step changes its input.
+kernel (kernels are never changed, see fcl.codegen.kernel). No step changes its input.
 
 The IL steps run once per program (pipeline.lower); the back-end steps from `in place` on run
 for each kind of device the program is shaped for (pipeline.compile_il, and again from the same
@@ -16,20 +16,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from fcl.codegen.inplace import in_place
+from fcl.codegen.kernel import Kernel, Launch
+from fcl.codegen.kernelize import kernelize
+from fcl.codegen.order import group_order
+from fcl.codegen.registers import registers
+from fcl.codegen.shape import interface, number_checks, slots
+from fcl.codegen.tiles import tiles
+from fcl.codegen.verify import verify_kernels
+from fcl.codegen.widen import widen
 from fcl.il import ir
 from fcl.il.passes import bound, propagate, prune, sweep
 from fcl.il.traverse import map_bodies
 from fcl.il.unnest import unnest
 from fcl.il.verify import verify
-from fcl.opencl.inplace import in_place
-from fcl.opencl.kernel import Kernel, Launch
-from fcl.opencl.kernelize import kernelize
-from fcl.opencl.order import group_order
-from fcl.opencl.registers import registers
-from fcl.opencl.shape import interface, number_checks, slots
-from fcl.opencl.tiles import tiles
-from fcl.opencl.verify import verify_kernels
-from fcl.opencl.widen import widen
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ median or a time budget runs out; and the report says when the spread is too lar
 variants apart.
 
 Pure Python and numpy, outside the OpenCL back end: the events come from the caller
-(fcl.opencl.host), so the interpreter's `benchmark` shares the summaries and report lines
+(fcl.runtime.host), so the interpreter's `benchmark` shares the summaries and report lines
 without depending on OpenCL code.
 """
 from __future__ import annotations
@@ -166,7 +166,7 @@ _clocks: ContextVar[tuple[KernelClock, ...]] = ContextVar("clocks", default=())
 
 @contextmanager
 def measuring() -> Iterator[KernelClock]:
-    """A clock of the kernels launched inside the block (by fcl.opencl.host), nested ones
+    """A clock of the kernels launched inside the block (by fcl.runtime.host), nested ones
     included: a `benchmark` inside a timed cell counts for both."""
     clock = KernelClock()
     token = _clocks.set((*_clocks.get(), clock))

@@ -1,7 +1,7 @@
 """`python -m fcl_kernel -f CONNECTION_FILE` starts the kernel."""
 import os
 
-from fcl.opencl.oclgrind import OCLGRIND_ENV
+from fcl.runtime.oclgrind import OCLGRIND_ENV
 
 # Oclgrind reads its options when OpenCL loads its platforms: set them first, so that %%check
 # finds data races and uninitialized values. They change nothing on other devices.

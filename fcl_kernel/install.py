@@ -1,7 +1,7 @@
 """Register the FCL kernel: `python -m fcl_kernel.install [--user|--sys-prefix|--prefix P]`.
 
 Also installs Oclgrind, which `%%check` runs on, where only FCL's checking runs load it (see
-fcl.opencl.oclgrind_icd), so that the kernel finds it when it starts.
+fcl.runtime.oclgrind_icd), so that the kernel finds it when it starts.
 
 Writes a kernelspec (kernel.json and the logos) into a temporary directory and hands it to
 jupyter_client's KernelSpecManager, as bash_kernel does. The kernel.json written here names this
@@ -29,7 +29,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_core.paths import SYSTEM_JUPYTER_PATH
 
 from fcl.errors import FCLError
-from fcl.opencl.oclgrind_icd import install_oclgrind, prefix_home
+from fcl.runtime.oclgrind_icd import install_oclgrind, prefix_home
 
 KERNEL_NAME = "fcl"
 RESOURCES = Path(__file__).resolve().parent / "resources"

@@ -18,8 +18,8 @@ from fcl.analysis.gpu import DEFAULT_GPU
 from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError
 from fcl.notebook import Workspace, render
-from fcl.opencl.device import free_held_memory
-from fcl.opencl.lean import lean_process
+from fcl.runtime.device import free_held_memory
+from fcl.server.lean import lean_process
 from fcl_kernel import complete
 from fcl_kernel.history import History
 from fcl_kernel.magics import Magics, split_magics

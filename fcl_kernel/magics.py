@@ -21,14 +21,14 @@ from fcl.lmad import LMADError, render_svg
 from fcl.lmad.report import report
 from fcl.mono import GRID, level_number
 from fcl.notebook import render
-from fcl.opencl.device import (
+from fcl.runtime.device import (
     NoUsableDevice,
     describe_devices,
     open_device,
     pick_device,
     require_device,
 )
-from fcl.opencl.host import time_compiled
+from fcl.runtime.host import time_compiled
 from fcl.timing import Policy, Sample, Timing, measuring, repeat, single_run_report
 from fcl.types.types import TProgram, chase
 from fcl.viz.codeview import side_by_side

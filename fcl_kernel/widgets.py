@@ -14,7 +14,7 @@ from fcl.analysis.gpu import gpu_names
 from fcl.errors import FCLError
 from fcl.lmad import LMAD, LMADError, render_svg
 from fcl.lmad.report import describe
-from fcl.opencl.device import BACKENDS
+from fcl.runtime.device import BACKENDS
 from fcl_kernel.expect import WRONG_COLOUR
 
 

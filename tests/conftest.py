@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from jupyter_client.manager import start_new_kernel
 
-from fcl.opencl.oclgrind import OCLGRIND_ENV
+from fcl.runtime.oclgrind import OCLGRIND_ENV
 from kernels import restore_settings, settings_of
 
 # Oclgrind reads its options when its platform loads, which happens once per process: set them

@@ -26,11 +26,11 @@ from fcl.analysis.access import (
 from fcl.analysis.costs import KernelCosts, costs_html, costs_text, program_costs
 from fcl.analysis.symbolic import formula
 from fcl.analysis.trace import Trace, trace_program
+from fcl.codegen.emit import Site
+from fcl.codegen.kernel import Compiled
 from fcl.errors import FCLError, Source
 from fcl.il import ir
 from fcl.lmad import LMAD
-from fcl.opencl.emit import Site
-from fcl.opencl.kernel import Compiled
 from fcl.session import Session
 from sample_programs import NAIVE, REDUCE, REDUCE_DEFS, SHIFTED, TILED, TILED_DEFS
 

@@ -25,8 +25,8 @@ from fcl.il.simplify import mk_bin, mk_un
 from fcl.il.traverse import sub_exprs
 from fcl.interp.eval import RunConfig
 from fcl.intmath import c_div, c_mod
-from fcl.opencl.device import build, open_device
-from fcl.opencl.host import HostRun
+from fcl.runtime.device import build, open_device
+from fcl.runtime.host import HostRun
 from fcl.session import Session
 
 INT_MIN, INT_MAX = -2**31, 2**31 - 1

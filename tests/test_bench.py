@@ -12,8 +12,8 @@ from bench.run import main, usable_device_ids
 from bench.sizes import TINY
 from bench.tasks import tasks
 from fcl.analysis.gpu import load_gpu
-from fcl.opencl.device import open_device
-from fcl.opencl.oclgrind import parse_reports
+from fcl.runtime.device import open_device
+from fcl.runtime.oclgrind import parse_reports
 from marks import slow_unless
 
 TASKS = [task.name for task in tasks(TINY, np.random.default_rng(0))]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fcl.opencl.device import open_device
+from fcl.runtime.device import open_device
 
 # The console script that `pip install -e .` put next to this Python.
 FCL = Path(sys.executable).with_name("fcl")

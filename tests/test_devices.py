@@ -70,7 +70,7 @@ def test_fcl_devices_says_why_a_device_is_unusable_and_the_remedy():
 def test_the_default_choice_skips_a_device_that_cannot_build(program):
     result = fcl("broken-first", "run", program)
     assert (result.returncode, result.stdout, result.stderr) == (0, OUTPUT, "")
-    chosen = python("broken-first", "from fcl.opencl.device import pick_device\n"
+    chosen = python("broken-first", "from fcl.runtime.device import pick_device\n"
                     "import pyopencl as cl\n"
                     "print(cl.get_platforms().index(pick_device().platform))")
     assert chosen.stdout.strip() == "1", chosen.stderr

@@ -31,7 +31,7 @@ import pytest
 from errors_shown import underlined, underlined_in
 from fcl import pipeline
 from fcl.errors import FCLError, Source
-from fcl.opencl.host import run_compiled
+from fcl.runtime.host import run_compiled
 from fcl.session import Session
 
 # test_kernel's kernel, one per module (test_kernel registers the FCL kernelspec through

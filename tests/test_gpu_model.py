@@ -18,10 +18,10 @@ from fcl.analysis.predict import (
     predict_program,
     time_text,
 )
+from fcl.codegen.kernel import Kernel
 from fcl.errors import FCLError, Source
 from fcl.explain import explain
 from fcl.il import ir
-from fcl.opencl.kernel import Kernel
 from fcl.session import Session
 from sample_programs import REDUCE_DEFS
 

@@ -87,15 +87,18 @@ def test_the_graph_sees_the_pipeline():
     # `fcl.load` is the library's: the package imports it, the compiler's stages do not.
     assert "fcl.python.library" in graph["fcl"]
     assert "fcl" not in graph["fcl.pipeline"]
-    assert {"fcl.il.lower", "fcl.steps", "fcl.opencl.backend"} <= graph["fcl.pipeline"]
+    assert {"fcl.il.lower", "fcl.steps", "fcl.codegen.backend"} <= graph["fcl.pipeline"]
     # The steps after lowering, listed in one place (fcl.steps); the back end runs its part of
     # them for either kind of device, then the printer.
-    assert {"fcl.il.passes", "fcl.il.unnest", "fcl.opencl.inplace", "fcl.opencl.kernelize",
-            "fcl.opencl.order", "fcl.opencl.tiles", "fcl.opencl.registers", "fcl.opencl.shape",
-            "fcl.opencl.widen"} <= graph["fcl.steps"]
-    assert {"fcl.steps", "fcl.opencl.emit"} <= graph["fcl.opencl.backend"]
+    assert {"fcl.il.passes", "fcl.il.unnest", "fcl.codegen.inplace", "fcl.codegen.kernelize",
+            "fcl.codegen.order", "fcl.codegen.tiles", "fcl.codegen.registers", "fcl.codegen.shape",
+            "fcl.codegen.widen"} <= graph["fcl.steps"]
+    assert {"fcl.steps", "fcl.codegen.emit"} <= graph["fcl.codegen.backend"]
+    # The compiler's back end knows nothing of running its output: devices, buffers, servers.
+    assert not any(m.startswith(("fcl.runtime", "fcl.server")) for name, deps in graph.items()
+                   if name.startswith("fcl.codegen") for m in deps)
     # The back end's stages build on the IL, never the other way round.
-    assert not any(m.startswith("fcl.opencl") for name, deps in graph.items()
+    assert not any(m.startswith(("fcl.codegen", "fcl.runtime")) for name, deps in graph.items()
                    if name.startswith("fcl.il") for m in deps)
 
 
@@ -109,4 +112,5 @@ def test_the_interpreter_needs_no_opencl_code():
         if module not in seen:
             seen.add(module)
             todo += graph.get(module, set())
-    assert not [m for m in seen if m.startswith("fcl.opencl")], sorted(seen)
+    assert not [m for m in seen if m.startswith(("fcl.codegen", "fcl.runtime", "fcl.server"))], \
+        sorted(seen)

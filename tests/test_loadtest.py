@@ -12,7 +12,7 @@ from jupyter_client.manager import start_new_kernel
 
 from fcl import explain
 from fcl.notebook import Workspace
-from fcl.opencl import device as cl_device
+from fcl.runtime import device as cl_device
 from hub import hub_proxy
 from kernels import BIG_CELL, big_cell, execute, result_text, rss_bytes, stdout
 from tools import loadtest

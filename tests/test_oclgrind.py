@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fcl import pipeline
 from fcl.errors import Source
-from fcl.opencl.oclgrind import parse_reports
+from fcl.runtime.oclgrind import parse_reports
 from fcl.session import Session
 from fclgen import SEEDS, programs
 from marks import sampled

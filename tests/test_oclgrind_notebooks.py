@@ -16,7 +16,7 @@ import pytest
 
 from course import FCL_NOTEBOOKS as NOTEBOOKS
 from fcl.notebook import Workspace
-from fcl.opencl.oclgrind import parse_reports
+from fcl.runtime.oclgrind import parse_reports
 
 pytestmark = pytest.mark.notebooks
 # Magics whose body is FCL to run.

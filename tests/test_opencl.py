@@ -10,10 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from fcl import pipeline
+from fcl.codegen import backend
+from fcl.codegen.kernel import Launch
 from fcl.errors import FCLError, Source
 from fcl.il import ir
-from fcl.opencl import backend, device as cl_device, host
-from fcl.opencl.kernel import Launch
+from fcl.runtime import device as cl_device, host
 from fcl.session import Session
 from fclgen import programs
 from opencl_programs import (
@@ -261,7 +262,7 @@ def test_tiles_run_in_two_dimensional_work_groups():
     # The output index `row * 8 + col` is one expression over the ids, and it provably lies in
     # [0, 64): it stays in size_t, untruncated (see the test below). Work-group b writes the
     # output tile of row b & 1: neighbouring work-groups read along a row of input tiles
-    # (tests/test_tile_order.py). The row stride 8 is a kernel argument (fcl/opencl/strides.py).
+    # (tests/test_tile_order.py). The row stride 8 is a kernel argument (fcl/codegen/strides.py).
     assert "arr_3[(((((b_4 & 1) * 4) + get_local_id(1)) * fcl_stride8) + " in compiled.source
     assert [(v.name, value) for v, value in compiled.kernels[1].constants] == [("fcl_stride8", 8)]
     assert run_cl(TILED_TRANSPOSE, block_size=16)[0] == run_interp(TILED_TRANSPOSE)
@@ -285,10 +286,10 @@ def test_indices_over_local_ids_are_truncated_to_int_only_where_they_might_not_f
     # `(int)(base + get_local_id(0))` hides from PoCL that neighbouring work-items access
     # neighbouring elements, so an index whose int range is known to lie in [0, 2^31) stays
     # in size_t; any other keeps C's int result through the truncation.
+    from fcl.codegen.emit import c_expr
+    from fcl.codegen.kernel import Kernel, Special
+    from fcl.codegen.widen import widen
     from fcl.il import ir
-    from fcl.opencl.emit import c_expr
-    from fcl.opencl.kernel import Kernel, Special
-    from fcl.opencl.widen import widen
 
     n = ir.Var("n", ir.INT)
     xs = ir.Var("xs", ir.ArrayType(ir.INT))
@@ -376,8 +377,8 @@ def test_a_copy_of_an_array_nothing_reads_afterwards_is_left_out():
 
 
 def test_writes_in_place_need_every_iteration_to_write_its_own_element():
+    from fcl.codegen.inplace import in_place
     from fcl.il import ir
-    from fcl.opencl.inplace import in_place
     INT, arrays = ir.INT, ir.ArrayType(ir.INT)
     inp, out = ir.Var("inp", arrays), ir.Var("out", arrays)
     b, i = ir.Var("b", INT), ir.Var("i", INT)
@@ -429,7 +430,7 @@ def test_checked_tiled_matmul_with_a_register_accumulator(tmp_path, monkeypatch)
 def test_the_build_helper_leaves_no_zombie_when_it_exits(monkeypatch):
     # A lean process (a Jupyter kernel) builds each program in a helper first; the helper exits
     # when idle, and must then be reaped at once, not when the kernel ends.
-    from fcl.opencl import lean
+    from fcl.server import lean
     dev = cl_device.open_device().device
     if not lean.is_pocl(dev):
         pytest.skip("the build helper serves PoCL devices only")

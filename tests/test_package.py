@@ -19,8 +19,8 @@ import pytest
 import fcl
 from built_package import build_wheel, fresh_clone
 from fcl.errors import FCLError
-from fcl.opencl.device import device_type_text, pick_device
-from fcl.opencl.oclgrind_icd import ICD_FILE, install_oclgrind
+from fcl.runtime.device import device_type_text, pick_device
+from fcl.runtime.oclgrind_icd import ICD_FILE, install_oclgrind
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -132,7 +132,7 @@ CTX_FORMS = ["0", "1", "1:pthread", "Portable:0", "portable", "1:0", "oclgrind:0
 COMPARE = textwrap.dedent("""
     import json, sys
     import pyopencl as cl
-    from fcl.opencl.device import pick_device
+    from fcl.runtime.device import pick_device
     same = {}
     for form in sys.argv[1:]:
         theirs = cl.choose_devices(interactive=False, answers=form.split(":"))[0]

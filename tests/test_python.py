@@ -16,7 +16,7 @@ import fcl
 from fcl import pipeline
 from fcl.errors import FCLError
 from fcl.il import ir
-from fcl.opencl import device as opencl_device
+from fcl.runtime import device as opencl_device
 
 ENTRIES = Path(__file__).parent / "python" / "entries.fcl"
 BACKENDS = ("opencl", "interp")

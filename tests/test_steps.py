@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from fcl import pipeline
+from fcl.codegen.kernel import Kernel
 from fcl.errors import FCLError, Source
 from fcl.il import ir
-from fcl.opencl.kernel import Kernel
 from fcl.session import Session
 from fcl.steps import (
     BACKEND_STEPS,

@@ -165,7 +165,7 @@ fun tiles size width xs =
 def test_tile_subscripts_see_through_named_ids_and_pass_their_row_stride():
     # In a 2-D work-group the read `xs[ix]` is one size_t expression over the ids, whatever
     # variables named its parts, and its row stride (12, the matrix's width) is an argument:
-    # PoCL vectorizes a constant stride over rows into gathers (fcl/opencl/strides.py).
+    # PoCL vectorizes a constant stride over rows into gathers (fcl/codegen/strides.py).
     text = checked_source(IDS_NAMED_TRANSPOSE)
     kernel = text.split("__kernel")[2]
     assert "int fcl_stride12" in kernel.splitlines()[0]

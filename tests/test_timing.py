@@ -1,5 +1,5 @@
 """Timings that can be trusted (fcl.timing) and device memory reused through the device's
-pool (fcl.opencl.device, fcl.opencl.host): the settling loop and the verdicts on synthetic
+pool (fcl.runtime.device, fcl.runtime.host): the settling loop and the verdicts on synthetic
 times, the report lines of `benchmark` on both back ends and through `fcl run`, and the pool
 counted through pyopencl's MemoryPool. No test asserts how long anything took."""
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from fcl.errors import Source
 from fcl.hostio import benchmark_report
 from fcl.interp.eval import RunConfig
-from fcl.opencl.device import SLACK, open_device
-from fcl.opencl.host import run_compiled, time_compiled
 from fcl.pipeline import CompileOptions, compile_program, main_root, run_interpreter
+from fcl.runtime.device import SLACK, open_device
+from fcl.runtime.host import run_compiled, time_compiled
 from fcl.session import Session
 from fcl.timing import (
     NOISY,

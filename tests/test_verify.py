@@ -1,4 +1,4 @@
-"""The IL verifier (fcl.il.verify) and the kernel verifier (fcl.opencl.verify): every program
+"""The IL verifier (fcl.il.verify) and the kernel verifier (fcl.codegen.verify): every program
 of the tests, the benchmarks and the course notebooks compiles with the IL verified after every
 pass, and hand-built broken IL is rejected with a message that names what is wrong.
 """
@@ -14,11 +14,11 @@ from bench.sizes import FULL, TINY
 from bench.tasks import fcl_source, tasks
 from course import FCL_NOTEBOOKS, notebook_programs, small
 from fcl.cli import main as cli_main
+from fcl.codegen.kernel import FailFlag, Kernel, Launch, Special, StridedFor, WideInt
+from fcl.codegen.verify import verify_kernels
 from fcl.errors import FCLError, Source, Span
 from fcl.il import ir
 from fcl.il.verify import verify
-from fcl.opencl.kernel import FailFlag, Kernel, Launch, Special, StridedFor, WideInt
-from fcl.opencl.verify import verify_kernels
 from fcl.pipeline import CompileOptions, compile_il, compile_program, main_root
 from fcl.session import Session
 from marks import sampled, slow_unless

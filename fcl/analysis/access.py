@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from fcl.analysis.trace import KernelTrace
+from fcl.codegen.emit import Site
 from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.lmad import LMAD
-from fcl.opencl.emit import Site
 
 WARP_SIZE = 32
 SECTOR_BYTES = 32

@@ -21,9 +21,9 @@ import math
 from dataclasses import dataclass
 
 from fcl.analysis.gpu import GPU
+from fcl.codegen.kernel import Kernel, StridedFor
 from fcl.il import ir
 from fcl.il.traverse import names, stmt_exprs
-from fcl.opencl.kernel import Kernel, StridedFor
 
 # nvcc gives a grid-stride copy kernel 10 to 16 registers; this is that kernel with no variables.
 BASE_REGISTERS = 12

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 
+from fcl.codegen.kernel import Kernel, Special, StridedFor, WideInt
 from fcl.il import ir
 from fcl.il.simplify import linear, mk_bin, mk_un
 from fcl.il.traverse import single_definitions
-from fcl.opencl.kernel import Kernel, Special, StridedFor, WideInt
 
 SPECIAL_NAMES = {"local_id": "item", "local_x": "item.x", "local_y": "item.y",
                  "group_id": "group", "local_size": "block_size", "num_groups": "groups",

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
+from fcl.codegen.emit import Site, traced_source
+from fcl.codegen.kernel import Compiled, Kernel
 from fcl.errors import FCLError
-from fcl.opencl.buffers import DeviceArray
-from fcl.opencl.device import build, open_device
-from fcl.opencl.emit import Site, traced_source
-from fcl.opencl.host import HostRun, launch_size
-from fcl.opencl.kernel import Compiled, Kernel
+from fcl.runtime.buffers import DeviceArray
+from fcl.runtime.device import build, open_device
+from fcl.runtime.host import HostRun, launch_size
 
 DEFAULT_CAP = 2048  # logged accesses per work-item
 

@@ -4,7 +4,7 @@ The lowering (`fcl.il.lower`) evaluates the monomorphic program at compile time 
 statements, still organized by level as in the original compiler: `Distribute` hands iterations
 to the units one level down (grid -> work-groups), `ParFor` spreads iterations over the units of
 a level (block -> the work-items of a group, grid -> all work-items), `SeqFor`/`While` are
-sequential. `fcl.opencl.kernelize` then cuts the host program and its kernels apart.
+sequential. `fcl.codegen.kernelize` then cuts the host program and its kernels apart.
 
 Every statement and variable may carry the FCL span it came from, so generated code can be
 mapped back to source lines.

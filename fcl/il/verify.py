@@ -3,7 +3,7 @@
 The checks are the invariants every later stage relies on: each variable is declared once;
 it is used only where its declaration is visible; operators get operands of the types they
 take; and statements appear only where they can run (no barrier on the host, no host operation
-inside parallel code). `Verifier` is extended by the kernel verifier (fcl.opencl.verify) with
+inside parallel code). `Verifier` is extended by the kernel verifier (fcl.codegen.verify) with
 the back end's own nodes, which this module does not know.
 """
 from __future__ import annotations

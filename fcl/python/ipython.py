@@ -21,9 +21,9 @@ from IPython.display import display
 
 from fcl.analysis.gpu import DEFAULT_GPU
 from fcl.defaults import BLOCK_SIZE
-from fcl.opencl.device import BACKENDS, free_held_memory
-from fcl.opencl.lean import bound_opencl_threads, use_build_helper
 from fcl.python.library import EntryPoint, load
+from fcl.runtime.device import BACKENDS, free_held_memory
+from fcl.server.lean import bound_opencl_threads, use_build_helper
 from fcl.viz.codeview import side_by_side
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from fcl import pipeline
 from fcl.analysis.gpu import DEFAULT_GPU, load_gpu
+from fcl.codegen.kernel import Compiled
 from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError, Source
 from fcl.explain import Explanation
@@ -33,10 +34,9 @@ from fcl.interp.eval import Interpreter, RunConfig
 from fcl.interp.values import Buffer, PushArray
 from fcl.mono import MonoProgram
 from fcl.notebook import to_host
-from fcl.opencl.device import BACKENDS, choose_backend, open_device
-from fcl.opencl.kernel import Compiled
 from fcl.python import opencl
 from fcl.python.arguments import DTYPES, Parameter, argument
+from fcl.runtime.device import BACKENDS, choose_backend, open_device
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.timing import Policy, Sample, Timing, repeat
@@ -198,7 +198,7 @@ class EntryPoint:
         return self._instances[kinds]
 
     def compiled(self) -> Compiled:
-        """The OpenCL program (fcl.opencl.kernel.Compiled); of a polymorphic function, its
+        """The OpenCL program (fcl.codegen.kernel.Compiled); of a polymorphic function, its
         instance on ints, as FCL defaults type variables."""
         return self.instance(tuple("int" for _ in self.type_vars)).compiled()
 

@@ -16,10 +16,10 @@ import pyopencl.array as cl_array
 
 from fcl.analysis.gpu import GPU
 from fcl.explain import Explanation
-from fcl.opencl.buffers import DeviceArray
-from fcl.opencl.device import Device, open_device
-from fcl.opencl.host import prepare_run, time_compiled
 from fcl.python.arguments import is_device_array
+from fcl.runtime.buffers import DeviceArray
+from fcl.runtime.device import Device, open_device
+from fcl.runtime.host import prepare_run, time_compiled
 from fcl.timing import Policy, Timing
 
 

@@ -15,8 +15,8 @@ from itertools import pairwise
 import graphviz
 
 from fcl.analysis.symbolic import show
+from fcl.codegen.kernel import FailFlag, Kernel, StridedFor
 from fcl.il import ir
-from fcl.opencl.kernel import FailFlag, Kernel, StridedFor
 
 LEVEL_COLOURS = {"host": "#ffffff", "grid": "#fff2cc", "block": "#dae8fc", "thread": "#d5e8d4"}
 MEMORY = {"grid": "global memory", "block": "local memory", "thread": "private memory"}

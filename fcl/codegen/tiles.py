@@ -16,6 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from fcl.codegen.kernel import (
+    Kernel,
+    LocalArray,
+    Special,
+    group_body,
+    inline_ints,
+    own_index,
+    work_item_ids,
+)
 from fcl.il import ir
 from fcl.il.ranges import Ranges, interval, note
 from fcl.il.simplify import linear, mk_bin
@@ -30,15 +39,6 @@ from fcl.il.traverse import (
     single_definitions,
     stmt_exprs,
     sub_exprs,
-)
-from fcl.opencl.kernel import (
-    Kernel,
-    LocalArray,
-    Special,
-    group_body,
-    inline_ints,
-    own_index,
-    work_item_ids,
 )
 
 

@@ -17,13 +17,14 @@ from typing import cast
 import numpy as np
 import pyopencl as cl
 
+from fcl.codegen.backend import for_device
+from fcl.codegen.kernel import Compiled, Kernel, Launch, LocalArray
 from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError
 from fcl.hostio import Writer, benchmark_report, format_array, read_int_csv
 from fcl.il import ir
-from fcl.opencl.backend import for_device
-from fcl.opencl.buffers import DeviceArray, DeviceMemory
-from fcl.opencl.device import (
+from fcl.runtime.buffers import DeviceArray, DeviceMemory
+from fcl.runtime.device import (
     DTYPES,
     Device,
     DeviceBuffer,
@@ -32,11 +33,10 @@ from fcl.opencl.device import (
     open_device,
     serial_groups,
 )
-from fcl.opencl.failures import FailureRecords, failure
-from fcl.opencl.host_values import NP_TYPES, HostValues
-from fcl.opencl.interrupts import AbortFlag
-from fcl.opencl.kernel import Compiled, Kernel, Launch, LocalArray
-from fcl.opencl.oclgrind import ReadProbes
+from fcl.runtime.failures import FailureRecords, failure
+from fcl.runtime.host_values import NP_TYPES, HostValues
+from fcl.runtime.interrupts import AbortFlag
+from fcl.runtime.oclgrind import ReadProbes
 from fcl.timing import Policy, Sample, Timing, measuring, record, repeat
 
 

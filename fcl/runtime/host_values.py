@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from fcl.codegen.kernel import Special
 from fcl.il import ir
 from fcl.intmath import c_div, c_mod, clz, d2i
-from fcl.opencl.kernel import Special
 
 NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}
 BINARY: dict[str, Callable[[Any, Any], Any]] = {

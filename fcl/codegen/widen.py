@@ -31,10 +31,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TypeGuard
 
-from fcl.il import ir
-from fcl.il.ranges import Ranges, interval, note
-from fcl.il.traverse import assigned, map_bodies, map_children, map_stmt_exprs, sub_exprs
-from fcl.opencl.kernel import (
+from fcl.codegen.kernel import (
     LOCAL_IDS,
     MAX_GROUPS,
     Kernel,
@@ -42,7 +39,10 @@ from fcl.opencl.kernel import (
     StridedFor,
     WideInt,
 )
-from fcl.opencl.strides import StrideArguments
+from fcl.codegen.strides import StrideArguments
+from fcl.il import ir
+from fcl.il.ranges import Ranges, interval, note
+from fcl.il.traverse import assigned, map_bodies, map_children, map_stmt_exprs, sub_exprs
 
 # Integer operations whose result's low 32 bits depend only on their operands' low 32 bits.
 RING_OPS = frozenset(("+", "-", "*", "&", "|", "^"))

@@ -106,7 +106,7 @@ class LocalArray:
 
 @dataclass(frozen=True, eq=False)
 class Kernel:
-    """A kernel, never changed once made: each step of the back end (fcl.opencl.steps) that
+    """A kernel, never changed once made: each step of the back end (fcl.steps) that
     decides something about it makes a new one (dataclasses.replace)."""
 
     name: str
@@ -151,7 +151,7 @@ class Compiled:
     source: str              # the OpenCL C of the kernels
     line_table: list[tuple[int, Span]]  # (OpenCL line, the FCL span it came from)
     block_size: int | None = None  # the work-group size the kernels were shaped for, if any
-    target: str = "gpu"  # the device kind the kernels were shaped for (see fcl.opencl.backend)
+    target: str = "gpu"  # the device kind the kernels were shaped for (see fcl.codegen.backend)
     portable: bool = False  # reshaped for the device it runs on
     reshaped: Compiled | None = field(default=None, repr=False)  # ... for the other kind, once
 

@@ -14,6 +14,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from fcl.codegen.kernel import (
+    Kernel,
+    LocalArray,
+    StridedFor,
+    group_body,
+    inline_ints,
+    own_index,
+)
+from fcl.codegen.sharing import aliases as pointer_aliases
 from fcl.il import ir
 from fcl.il.traverse import (
     array_reads,
@@ -23,15 +32,6 @@ from fcl.il.traverse import (
     stmt_exprs,
     sub_exprs,
 )
-from fcl.opencl.kernel import (
-    Kernel,
-    LocalArray,
-    StridedFor,
-    group_body,
-    inline_ints,
-    own_index,
-)
-from fcl.opencl.sharing import aliases as pointer_aliases
 
 
 def registers(kernel: Kernel) -> Kernel:

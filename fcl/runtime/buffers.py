@@ -8,7 +8,7 @@ import numpy as np
 import pyopencl as cl
 
 from fcl.errors import FCLError, Span
-from fcl.opencl.device import Device, DeviceBuffer, is_oclgrind, trim_pool
+from fcl.runtime.device import Device, DeviceBuffer, is_oclgrind, trim_pool
 
 
 @dataclass

@@ -14,11 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from fcl.errors import Span
-from fcl.il import ir
-from fcl.il.ranges import INT_MAX, INT_MIN, Ranges, interval, memoized, remember
-from fcl.il.traverse import map_exprs, stmt_exprs, sub_exprs
-from fcl.opencl.kernel import (
+from fcl.codegen.kernel import (
     LOCAL_IDS,
     FailFlag,
     Kernel,
@@ -26,7 +22,11 @@ from fcl.opencl.kernel import (
     StridedFor,
     WideInt,
 )
-from fcl.opencl.widen import is_ring, kernel_ranges, plain
+from fcl.codegen.widen import is_ring, kernel_ranges, plain
+from fcl.errors import Span
+from fcl.il import ir
+from fcl.il.ranges import INT_MAX, INT_MIN, Ranges, interval, memoized, remember
+from fcl.il.traverse import map_exprs, stmt_exprs, sub_exprs
 
 C_TYPES = {ir.INT: "int", ir.DOUBLE: "double", ir.BOOL: "int"}
 # Bools are stored in memory as one byte; kernel arguments cannot be bool at all.

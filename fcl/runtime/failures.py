@@ -10,11 +10,11 @@ import numpy as np
 import pyopencl as cl
 
 from fcl import checks
+from fcl.codegen.emit import FAIL_SLOTS, fail_slots
+from fcl.codegen.kernel import Kernel
 from fcl.errors import FCLError
 from fcl.il import ir
-from fcl.opencl.buffers import DeviceMemory
-from fcl.opencl.emit import FAIL_SLOTS, fail_slots
-from fcl.opencl.kernel import Kernel
+from fcl.runtime.buffers import DeviceMemory
 
 NO_FAILURE = np.uint64(2**64 - 1)
 READ_WRITE_COPY = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR  # a buffer from host data

@@ -8,10 +8,10 @@ the work-items of a group or by none, which OpenCL requires.
 """
 from __future__ import annotations
 
+from fcl.codegen.kernel import LOCAL_IDS, FailFlag, Kernel, Launch, Special, StridedFor, WideInt
 from fcl.il import ir
 from fcl.il.traverse import names, sub_exprs
 from fcl.il.verify import BLOCK, HOST, Verifier, Where
-from fcl.opencl.kernel import LOCAL_IDS, FailFlag, Kernel, Launch, Special, StridedFor, WideInt
 
 SPECIALS = frozenset(("local_id", "local_x", "local_y", "local_size", "group_id", "num_groups",
                       "global_id", "global_size"))

@@ -109,7 +109,7 @@ def build_in_helper(device: cl.Device, source: str, options: list[str]) -> None:
     for _attempt in range(2):  # a helper found alive may exit, idle, as the request goes out
         if _helper is None or _helper.poll() is not None:
             _helper = subprocess.Popen(
-                [sys.executable, "-c", "from fcl.opencl.lean import serve_builds; "
+                [sys.executable, "-c", "from fcl.server.lean import serve_builds; "
                  "serve_builds()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, text=True, env=_helper_environment())
             # Waited for as it exits (idle), or it would stay a zombie until this process ends.

@@ -3,7 +3,7 @@
 Without a choice (`--device`, or `PYOPENCL_CTX`), a GPU is used if any platform has one, else
 PoCL on the CPU, which pip installs (`pocl-binary-distribution`), so a fresh machine needs no
 system OpenCL. Oclgrind, a simulator, is only used when asked for, and only loaded in processes
-that check programs (see fcl.opencl.oclgrind_icd).
+that check programs (see fcl.runtime.oclgrind_icd).
 
 Device memory comes from a pool kept with the device (pyopencl's MemoryPool): a buffer released
 goes back to the pool, and the next run, repetition or cell that needs one of its size gets the
@@ -28,11 +28,11 @@ import numpy as np
 import pyopencl as cl
 from pyopencl.tools import ImmediateAllocator, MemoryPool, PooledBuffer
 
+from fcl.codegen.kernel import nearest_span
 from fcl.errors import FCLError
-from fcl.opencl.kernel import nearest_span
-from fcl.opencl.lean import build_in_helper, reap_helper, trim_heap
-from fcl.opencl.oclgrind_icd import vendors_dir
-from fcl.opencl.probe import health
+from fcl.runtime.oclgrind_icd import vendors_dir
+from fcl.runtime.probe import health
+from fcl.server.lean import build_in_helper, reap_helper, trim_heap
 
 # A device array's memory: a Buffer of its own, or one from the device's pool.
 DeviceBuffer: TypeAlias = cl.Buffer | PooledBuffer
@@ -43,7 +43,7 @@ class Device:
     context: cl.Context
     queue: cl.CommandQueue
     device: cl.Device
-    pool: MemoryPool | None = None  # None on Oclgrind (see fcl.opencl.host.release_arrays_since)
+    pool: MemoryPool | None = None  # None on Oclgrind (see fcl.runtime.host.release_arrays_since)
 
     @property
     def name(self) -> str:
@@ -83,7 +83,7 @@ def all_devices() -> list[tuple[str, cl.Device]]:
 
 def platforms() -> list[cl.Platform]:
     """The platforms that PyOpenCL code sees in this environment: in a process that loads FCL's
-    own Oclgrind for checking (fcl.opencl.oclgrind_icd), all but that one, which would otherwise
+    own Oclgrind for checking (fcl.runtime.oclgrind_icd), all but that one, which would otherwise
     come first and shift every other platform's number."""
     return [p for p in _all_platforms()
             if not (_loads_private_oclgrind() and _is_oclgrind(p))]
@@ -122,7 +122,7 @@ def describe_device(ident: str, dev: cl.Device) -> str:
 
 
 def describe_devices(marked: cl.Device | None = None) -> list[str]:
-    """A line for each device, `usable` or why not (each probed: see fcl.opencl.probe), and
+    """A line for each device, `usable` or why not (each probed: see fcl.runtime.probe), and
     under an unusable one the remedy; with `marked`, each line starts with `* ` for that
     device and two spaces for the others."""
     devices = all_devices()
@@ -289,7 +289,7 @@ def _numbered_or_named(items: list, answer: str):
 
 def serial_groups(dev: cl.Device) -> bool:
     """Whether work-groups run best as one work-item each on `dev` (a CPU; Oclgrind, which
-    checks the work-items' interplay, gets them as a GPU would, see fcl.opencl.backend)."""
+    checks the work-items' interplay, gets them as a GPU would, see fcl.codegen.backend)."""
     return bool(dev.type & cl.device_type.CPU) and not is_oclgrind(dev)
 
 
@@ -436,7 +436,7 @@ def build_error(log: str, line_table: list) -> FCLError:
     # PyOpenCL's own framing (the failed call, the options) says nothing about the program.
     lines = [line for line in log.splitlines() if line.strip() and not line.startswith(
         ("clBuildProgram failed", "(options:", "(source saved"))]
-    # Only devices that built and ran a test kernel get here (pick_device, fcl.opencl.probe).
+    # Only devices that built and ran a test kernel get here (pick_device, fcl.runtime.probe).
     cause = "a bug in FCL's compiler or a limit of this device (it builds other kernels)"
     log = "the build log:\n    " + "\n    ".join(lines)
     if first is None:

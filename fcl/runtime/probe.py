@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
-from fcl.opencl.lean import build_in_helper, is_pocl
+from fcl.server.lean import build_in_helper, is_pocl
 
 # Integer arithmetic and a global read and write: what every FCL kernel does.
 PROBE_SOURCE = """
@@ -61,7 +61,7 @@ def _probe(device: cl.Device) -> Health:
         queue = cl.CommandQueue(context)
         step = "building a test kernel"
         # A lean process (the Jupyter kernel) builds in its helper first, as for every program:
-        # LLVM's state then stays out of the kernel's own memory (fcl.opencl.lean).
+        # LLVM's state then stays out of the kernel's own memory (fcl.server.lean).
         build_in_helper(device, PROBE_SOURCE, [])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

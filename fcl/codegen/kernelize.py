@@ -13,18 +13,14 @@ looping with a barrier at the end of each iteration; a grid-level loop of at mos
 work-groups' worth of iterations gets one work-item each. Everything else about a kernel's shape is
 decided afterwards, by `shape`.
 
-With `serial` (a CPU device, see fcl.opencl.backend), a work-group kernel that runs better so
+With `serial` (a CPU device, see fcl.codegen.backend), a work-group kernel that runs better so
 (runs_better_serial) is launched with one work-item per group, and its block-level loops are
 plain loops (SerialFor) with no barriers. A thread-level array whose length depends on the
 work-item is sized for the largest length the loops' ranges allow.
 """
 from __future__ import annotations
 
-from fcl.errors import FCLError, Span
-from fcl.il import ir
-from fcl.il.ranges import Ranges, interval, note
-from fcl.il.traverse import assigned
-from fcl.opencl.kernel import (
+from fcl.codegen.kernel import (
     MAX_GROUPS,
     Kernel,
     Launch,
@@ -33,6 +29,10 @@ from fcl.opencl.kernel import (
     Special,
     StridedFor,
 )
+from fcl.errors import FCLError, Span
+from fcl.il import ir
+from fcl.il.ranges import Ranges, interval, note
+from fcl.il.traverse import assigned
 
 PRIVATE_ARRAY_LIMIT = 64  # thread-level arrays up to this size live in registers
 
@@ -121,7 +121,7 @@ class Kernelizer:
 
 def runs_better_serial(group_body: list[ir.Stmt], block_size: int | None) -> bool:
     """Whether a work-group's body runs faster on a CPU device as one work-item's loops (see
-    fcl.opencl.backend): unless it is at most two steps of one iteration per work-item (a tile
+    fcl.codegen.backend): unless it is at most two steps of one iteration per work-item (a tile
     copied through local memory, which PoCL vectorizes across work-items), each barrier-separated
     step costs PoCL a pass over all work-items, idle ones included, and values kept across it."""
     steps = 0

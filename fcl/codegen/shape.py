@@ -10,17 +10,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fcl import checks
-from fcl.errors import FCLError, Span
-from fcl.il import ir
-from fcl.il.traverse import declared, map_bodies, single_definitions
-from fcl.opencl.kernel import (
+from fcl.codegen.kernel import (
     FailFlag,
     Kernel,
     LocalArray,
     Special,
     StridedFor,
 )
-from fcl.opencl.sharing import lifetimes, pack
+from fcl.codegen.sharing import lifetimes, pack
+from fcl.errors import FCLError, Span
+from fcl.il import ir
+from fcl.il.traverse import declared, map_bodies, single_definitions
 
 
 def slots(kernel: Kernel) -> Kernel:

@@ -15,9 +15,9 @@ visible, and the argument is never negative. Analyses see the constant still, in
 """
 from __future__ import annotations
 
+from fcl.codegen.kernel import Special
 from fcl.il import ir
 from fcl.il.traverse import map_children, sub_exprs
-from fcl.opencl.kernel import Special
 
 
 class StrideArguments:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from fcl.codegen.kernel import Kernel, LocalArray, Special, group_body, inline_ints
 from fcl.il import ir
 from fcl.il.simplify import linear, mk_bin
 from fcl.il.traverse import (
@@ -28,7 +29,6 @@ from fcl.il.traverse import (
     stmt_exprs,
     sub_exprs,
 )
-from fcl.opencl.kernel import Kernel, LocalArray, Special, group_body, inline_ints
 
 ROW, COLUMN = "row", "column"
 

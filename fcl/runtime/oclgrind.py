@@ -30,16 +30,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyopencl as cl
 
+from fcl.codegen.emit import FP64, MEMORY_TYPES
+from fcl.codegen.kernel import Compiled, nearest_span
 from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.traverse import stmt_exprs, sub_exprs
-from fcl.opencl.device import DTYPES, Device, DeviceBuffer, build
-from fcl.opencl.emit import FP64, MEMORY_TYPES
-from fcl.opencl.kernel import Compiled, nearest_span
-from fcl.opencl.oclgrind_icd import loader_environment
+from fcl.runtime.device import DTYPES, Device, DeviceBuffer, build
+from fcl.runtime.oclgrind_icd import loader_environment
 
 # Set before OpenCL loads in a process that runs on Oclgrind (the kernel, the tests): its options,
-# and where the loader finds it, if installed (see fcl.opencl.oclgrind_icd).
+# and where the loader finds it, if installed (see fcl.runtime.oclgrind_icd).
 OCLGRIND_ENV = {"OCLGRIND_DATA_RACES": "1", "OCLGRIND_UNINITIALIZED": "1",
                 "OCLGRIND_QUICK": "0", **loader_environment(install=False)}
 _LINE = re.compile(r"At line (\d+)(?: \(column (\d+)\))? of input\.cl")

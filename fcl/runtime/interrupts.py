@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pyopencl as cl
 
-from fcl.opencl.buffers import DeviceMemory
-from fcl.opencl.device import Device, is_oclgrind
+from fcl.runtime.buffers import DeviceMemory
+from fcl.runtime.device import Device, is_oclgrind
 
 
 class AbortFlag:

@@ -1,6 +1,6 @@
 """The back end, from the optimised IL to OpenCL, for a GPU or a CPU device: its steps
 (fcl.steps.BACKEND_STEPS: in place, kernelize, then the decisions about each kernel), then the
-printer (fcl.opencl.emit: OpenCL C and its line table).
+printer (fcl.codegen.emit: OpenCL C and its line table).
 
 A GPU runs a work-group's work-items side by side, so a block-level loop spreads its iterations
 over them with a barrier after it. A CPU device runs work-items one after another: PoCL makes
@@ -13,9 +13,9 @@ it runs on one (`for_device`).
 """
 from __future__ import annotations
 
+from fcl.codegen.emit import opencl_source
+from fcl.codegen.kernel import Compiled
 from fcl.il import ir
-from fcl.opencl.emit import opencl_source
-from fcl.opencl.kernel import Compiled
 from fcl.steps import BACKEND_STEPS, KernelProgram, Observer, Settings, run_steps
 
 TARGETS = ("auto", "gpu", "cpu")

@@ -8,6 +8,7 @@ evaluated by the interpreter; a cell that defines `main` runs it, as a file does
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -20,6 +21,7 @@ from fcl.errors import FCLError, Source
 from fcl.explain import explain
 from fcl.highlight import theme_colour
 from fcl.hostio import Writer
+from fcl.il import ir
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.interp.lanes import lift_full
 from fcl.interp.values import (
@@ -33,9 +35,20 @@ from fcl.interp.values import (
     PushPull,
 )
 from fcl.mono import GRID, level_number
-from fcl.runtime.device import BACKENDS, choose_backend
+from fcl.runtime.device import (
+    BACKENDS,
+    NoUsableDevice,
+    choose_backend,
+    describe_devices,
+    open_device,
+    pick_device,
+    require_device,
+)
+from fcl.runtime.host import time_compiled
+from fcl.runtime.oclgrind import Finding
 from fcl.session import Session
 from fcl.syntax import ast
+from fcl.timing import Policy, Timing
 from fcl.types.types import (
     TArrow,
     TCon,
@@ -172,6 +185,60 @@ class Workspace:
         options = replace(self.settings.options(keep_result=False), target=target)
         with self.scratch(code) as root:
             return pipeline.compile_program(self.session, root, options)
+
+    def use_device(self, wanted: str) -> str:
+        """Run cells on the device `wanted` names (an id such as `1:0`, or part of a name);
+        the device and its platform, as they name themselves."""
+        device = pick_device(wanted)
+        self.settings.device = wanted
+        return f"{device.name.strip()} ({device.platform.name.strip()})"
+
+    def device_listing(self) -> list[str]:
+        """The OpenCL devices, each usable or why not, the one cells run on marked."""
+        try:
+            current = pick_device(self.settings.device)
+        except NoUsableDevice:
+            current = None
+        return describe_devices(marked=current)
+
+    def il_text(self, code: str) -> str:
+        """The imperative IL the cell compiles to, before kernels are cut out."""
+        return ir.show_stmts(self.compile_cell(code).il)
+
+    def time_kernels(self, code: str, policy: Policy,
+                     progress: Callable[[int, float], None] | None = None
+                     ) -> tuple[str, Timing] | None:
+        """(the device's name, the kernel times of repeated runs) of the cell's grid program on
+        the device (time_compiled); None when the cell is no grid program or runs on the
+        interpreter. The cell's definitions are not kept."""
+        if self.settings.backend == "interp":
+            return None
+        with self.scratch(code) as root:
+            t = chase(root.type)
+            if not (isinstance(t, TProgram) and level_number(t.level) == GRID):
+                return None
+            require_device("`%%bench`, which times a program's kernels,", self.settings.device,
+                           "`%config backend=interp` times the interpreter instead")
+            compiled = pipeline.compile_program(self.session, root,
+                                                self.settings.options(keep_result=False))
+            timing = time_compiled(compiled, self.settings.device, self.settings.block_size,
+                                   policy, progress)
+            return open_device(self.settings.device).name, timing
+
+    def run_and_forget(self, code: str, out: Writer, err: Writer) -> None:
+        """Run the cell, then forget its definitions (a run of `%%bench` on the interpreter)."""
+        snapshot = self.session.snapshot()
+        try:
+            self.execute(code, out, err)
+        finally:
+            self.session.restore(snapshot)
+
+    def check_cell(self, code: str, out: Writer, err: Writer) -> tuple[object, list[Finding]]:
+        """(the cell's value, what Oclgrind found) of the cell run on Oclgrind
+        (pipeline.check_on_oclgrind). The cell's definitions are not kept."""
+        with self.scratch(code) as root:
+            return pipeline.check_on_oclgrind(self.session, root, self.settings.options(), out,
+                                              err)
 
     def steps_cell(self, code: str, target: str = "auto") -> list[tuple[str, str]]:
         """The cell's program after each compiler step (pipeline.compile_steps)."""

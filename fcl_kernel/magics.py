@@ -14,23 +14,11 @@ import uuid
 from pathlib import Path
 from typing import TypedDict
 
-from fcl import pipeline
 from fcl.errors import FCLError, Source
-from fcl.il.ir import show_stmts
 from fcl.lmad import LMADError, render_svg
 from fcl.lmad.report import report
-from fcl.mono import GRID, level_number
 from fcl.notebook import render
-from fcl.runtime.device import (
-    NoUsableDevice,
-    describe_devices,
-    open_device,
-    pick_device,
-    require_device,
-)
-from fcl.runtime.host import time_compiled
 from fcl.timing import Policy, Sample, Timing, measuring, repeat, single_run_report
-from fcl.types.types import TProgram, chase
 from fcl.viz.codeview import side_by_side
 from fcl.viz.steps import step_changes, steps_html, steps_text
 from fcl_kernel.expect import (
@@ -131,15 +119,9 @@ class Magics:
     def line_device(self, args: str) -> None:
         """`%device` lists the OpenCL devices; `%device ID` (`1:0`, or part of a name) uses one."""
         if args:
-            device = pick_device(args)
-            self.workspace.settings.device = args
-            self._text(f"using {device.name.strip()} ({device.platform.name.strip()})")
+            self._text(f"using {self.workspace.use_device(args)}")
             return
-        try:
-            current = pick_device(self.workspace.settings.device)
-        except NoUsableDevice:
-            current = None
-        self._text("\n".join(describe_devices(marked=current)))
+        self._text("\n".join(self.workspace.device_listing()))
 
     def line_config(self, args: str) -> None:
         """`%config` shows the settings; `%config block_size=128 backend=interp checks=off
@@ -220,9 +202,8 @@ class Magics:
 
     def cell_il(self, args: str, body: str) -> None:
         """`%%il`: show the imperative IL the cell compiles to (before kernels are cut out)."""
-        il = self.workspace.compile_cell(body).il
-        self.kernel.display({"text/plain": show_stmts(il),
-                             "text/html": f"<pre>{html.escape(show_stmts(il))}</pre>"})
+        il = self.workspace.il_text(body)
+        self.kernel.display({"text/plain": il, "text/html": f"<pre>{html.escape(il)}</pre>"})
 
     def cell_steps(self, args: str, body: str) -> None:
         """`%%steps [--target gpu|cpu]`: the compiler's steps after lowering, one after another,
@@ -327,32 +308,17 @@ class Magics:
             progress(shown["runs"], shown["elapsed_s"], final=True)
 
     def _bench_report(self, body: str, policy: Policy, progress) -> str:
-        settings = self.workspace.settings
-        if settings.backend != "interp":
-            with self.workspace.scratch(body) as root:
-                t = chase(root.type)
-                if isinstance(t, TProgram) and level_number(t.level) == GRID:
-                    require_device("`%%bench`, which times a program's kernels,",
-                                   settings.device, "`%config backend=interp` times the "
-                                   "interpreter instead")
-                    compiled = pipeline.compile_program(self.workspace.session, root,
-                                                        settings.options(keep_result=False))
-                    timing = time_compiled(compiled, settings.device, settings.block_size,
-                                           policy, progress)
-                    device = open_device(settings.device)
-                    return f"timed on {device.name}\n{timing.report()}"
+        timed = self.workspace.time_kernels(body, policy, progress)
+        if timed is not None:
+            device, timing = timed
+            return f"timed on {device}\n{timing.report()}"
         return self._bench_cell(body, policy, progress).report()
 
     def _bench_cell(self, body: str, policy: Policy, progress) -> Timing:
         """The wall time of running the cell (after a warm-up run), for the interpreter."""
-        snapshot = self.workspace.session.snapshot()
-
         def once() -> Sample:
             start = time.perf_counter()
-            try:
-                self.workspace.execute(body, _Discard(), _Discard())
-            finally:
-                self.workspace.session.restore(snapshot)
+            self.workspace.run_and_forget(body, _Discard(), _Discard())
             return Sample((time.perf_counter() - start) * 1000)
 
         once()
@@ -372,10 +338,7 @@ class Magics:
     def cell_check(self, args: str, body: str) -> None:
         """`%%check`: run the cell on Oclgrind and report data races, out-of-bounds accesses and
         uninitialized reads at FCL lines."""
-        with self.workspace.scratch(body) as root:
-            value, findings = pipeline.check_on_oclgrind(self.workspace.session, root,
-                                                         self.workspace.settings.options(),
-                                                         self.kernel.out, self.kernel.err)
+        value, findings = self.workspace.check_cell(body, self.kernel.out, self.kernel.err)
         for finding in findings:
             self.kernel.err.write(finding.as_error().render() + "\n")
         self._text(f"Oclgrind: {len(findings)} problem(s) found" if findings else

@@ -72,3 +72,26 @@ def test_bound_leaves_what_could_wrap_around():
     stmts = [ir.SeqFor(k, ir.Const(8, INT), [ir.Store(arr, k, ir.Select(
         ir.Bin(">=", big, ir.Const(0, INT), ir.BOOL), k, n, INT))])]
     assert "?" in ir.show_stmts(bound(stmts))
+
+
+def test_a_visitor_dispatches_on_the_statement_class_and_its_bases():
+    from fcl.codegen.kernel import SerialFor
+    from fcl.il.dispatch import StmtVisitor
+
+    class Names(StmtVisitor):
+        def visit_SeqFor(self, s, suffix):
+            return "loop" + suffix
+
+        def visit_Store(self, s, suffix):
+            return "store" + suffix
+
+    names = Names()
+    assert names.visit(ir.SeqFor(k, n, []), "!") == "loop!"
+    assert names.visit(SerialFor(k, n, []), "?") == "loop?"  # a later stage's kind of SeqFor
+    assert names.visit(ir.Store(arr, k, k), "") == "store"
+    try:
+        names.visit(ir.Barrier("block"), "")
+    except TypeError as error:
+        assert "Names does not handle Barrier statements" in str(error)
+    else:
+        raise AssertionError("a statement no method takes must not pass unnoticed")

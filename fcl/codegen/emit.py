@@ -25,6 +25,7 @@ from fcl.codegen.kernel import (
 from fcl.codegen.widen import is_ring, kernel_ranges, plain
 from fcl.errors import Span
 from fcl.il import ir
+from fcl.il.dispatch import StmtVisitor
 from fcl.il.ranges import INT_MAX, INT_MIN, Ranges, interval, memoized, remember
 from fcl.il.traverse import map_exprs, stmt_exprs, sub_exprs
 
@@ -264,7 +265,7 @@ class _CExpr:
         return self.text(e, False)
 
 
-class KernelPrinter:
+class KernelPrinter(StmtVisitor):
     def __init__(self, line_offset: int, trace: bool = False):
         self.lines: list[str] = []
         self.table: list[tuple[int, Span]] = []
@@ -400,102 +401,110 @@ class KernelPrinter:
             self.stmt(s, indent)
 
     def stmt(self, s: ir.Stmt, indent: int) -> None:
-        span = s.span
-        if span is not None:
-            self.span = span  # loads are attributed to the statement they are part of
-        if isinstance(s, ir.Declare):
-            if isinstance(s.var.type, ir.ArrayType):
-                if isinstance(s.init, ir.Var):
-                    self.roots[s.var.name] = self.roots.get(s.init.name, s.init.name)
-                space = self.spaces.get(s.init.name, "") if isinstance(s.init, ir.Var) else ""
-                self.spaces[s.var.name] = space
-                prefix = f"{space} " if space else ""
-                self.line(f"{prefix}{MEMORY_TYPES[s.var.type.elem]}* {s.var.name} = "
-                          f"{self.expr(s.init)};", indent, span)
-            else:
-                init = self.expr(s.init, s.var.name in self.indices)
-                self.line(f"{C_TYPES[s.var.type]} {s.var.name} = {init};", indent, span)
-        elif isinstance(s, ir.Assign):
-            self.line(f"{s.var.name} = {self.expr(s.value, s.var.name in self.indices)};",
-                      indent, span)
-        elif isinstance(s, ir.Store):
-            value = self.expr(s.value)
-            if ir.elem_of(s.array) == ir.BOOL:
-                value = f"(uchar){value}"
-            self.line(f"{s.array.name}[{self.expr(s.index, True)}] = {value};", indent, span)
-            name = self.roots.get(s.array.name, s.array.name)
-            if self.trace and self.spaces.get(name) in ("__global", "__local"):
-                self.line(self._record("store", s.array, s.index, span) + ";", indent, None)
-        elif isinstance(s, StridedFor):
-            v = s.var.name
-            if s.once:
-                self.line(f"int {v} = {self.expr(s.start)};", indent, span)
-                self.line(f"if ({v} < {self.expr(s.bound)}) {{", indent, span)
-            else:
-                self.line(f"for (int {v} = {self.expr(s.start)}; {v} < {self.expr(s.bound)}; "
-                          f"{v} += {self.expr(s.step)}) {{", indent, span)
-            self._record_branch("then" if s.once else "loop",
-                                ir.Bin("<", s.var, s.bound, ir.BOOL), span, indent + 1)
-            self.block(s.body, indent + 1)
-            self.line("}", indent, None)
-        elif isinstance(s, ir.SeqFor):
-            v = s.var.name
-            self.line(f"for (int {v} = 0; {v} < {self.expr(s.bound)}; {v}++) {{", indent, span)
-            self._record_branch("loop", ir.Bin("<", s.var, s.bound, ir.BOOL), span, indent + 1)
-            self.block(s.body, indent + 1)
-            self.line("}", indent, None)
-        elif isinstance(s, ir.While):
-            self.line("while (1) {", indent, span)
-            self.block(s.test, indent + 1)
-            if s.level == "block" and not self.serial:
-                # The whole group must agree to stop, or some would wait at a barrier forever.
-                self.line("barrier(CLK_LOCAL_MEM_FENCE);", indent + 1, None)
-                self.line(f"if (get_local_id(0) == 0) fcl_stop = *{ABORT_FLAG};", indent + 1, None)
-                self.line("barrier(CLK_LOCAL_MEM_FENCE);", indent + 1, None)
-                self.line(f"if (fcl_stop || !{self.expr(s.cond)}) break;", indent + 1, span)
-            else:
-                self.line(f"if (*{ABORT_FLAG} || !{self.expr(s.cond)}) break;", indent + 1, span)
-            self._record_branch("loop", s.cond, span, indent + 1)
-            self.block(s.body, indent + 1)
-            self.line("}", indent, None)
-        elif isinstance(s, ir.If):
-            self.line(f"if ({self.expr(s.cond)}) {{", indent, span)
-            self._record_branch("then", s.cond, span, indent + 1)
-            self.block(s.then, indent + 1)
-            if s.else_:
-                self.line("} else {", indent, None)
-                self._record_branch("else", s.cond, span, indent + 1)
-                self.block(s.else_, indent + 1)
-            self.line("}", indent, None)
-        elif isinstance(s, ir.Barrier):
-            if self.trace:
-                self.line(self._record("barrier", None, None, span) + ";", indent, None)
-            self.line("barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);", indent, span)
-            if self.group_stop:
-                # The group stops, all of it, once its round has failed. A round's failures mark
-                # the flag of its parity: one failing in the next round, while a slower work-item
-                # has yet to look, marks the other (and no read races with it).
-                self.line("if (fcl_group_record[fcl_round & 1] == 0) return;", indent, None)
-                self.line("fcl_round++;", indent, None)
-        elif isinstance(s, FailFlag):
-            self.line(f"if (!fcl_failed && ({self.expr(s.cond)})) {{", indent, span)
-            self.line("fcl_failed = 1;", indent + 1, None)
-            self.line(f"atom_min(&{FAIL_FLAG}[0], 0);", indent + 1, None)
-            item = self.expr(s.item)
-            for slot, reported in enumerate([ir.Const(s.code, ir.INT), *s.values]):
-                self.line(f"fcl_report(fcl_group_record, {FAIL_SLOTS - 1 + slot}, {item}, "
-                          f"{self.expr(reported)});", indent + 1, None)
-            if self.group_stop:
-                self.line("atom_min(&fcl_group_record[fcl_round & 1], 0);", indent + 1, None)
-            else:
-                self.line("return;", indent + 1, None)
-            self.line("}", indent, None)
-        elif isinstance(s, ir.Alloc):
-            # The memory itself is a kernel argument, sized by the host before the launch.
-            self.line(f"/* {s.var.name}: {self.expr(s.size)} x {MEMORY_TYPES[ir.elem_of(s.var)]} "
-                      f"in local memory */", indent, span)
+        if s.span is not None:
+            self.span = s.span  # loads are attributed to the statement they are part of
+        self.visit(s, indent)
+
+    def visit_Declare(self, s: ir.Declare, indent: int) -> None:
+        if isinstance(s.var.type, ir.ArrayType):
+            if isinstance(s.init, ir.Var):
+                self.roots[s.var.name] = self.roots.get(s.init.name, s.init.name)
+            space = self.spaces.get(s.init.name, "") if isinstance(s.init, ir.Var) else ""
+            self.spaces[s.var.name] = space
+            prefix = f"{space} " if space else ""
+            self.line(f"{prefix}{MEMORY_TYPES[s.var.type.elem]}* {s.var.name} = "
+                      f"{self.expr(s.init)};", indent, s.span)
         else:
-            raise TypeError(s)
+            init = self.expr(s.init, s.var.name in self.indices)
+            self.line(f"{C_TYPES[s.var.type]} {s.var.name} = {init};", indent, s.span)
+
+    def visit_Assign(self, s: ir.Assign, indent: int) -> None:
+        self.line(f"{s.var.name} = {self.expr(s.value, s.var.name in self.indices)};",
+                  indent, s.span)
+
+    def visit_Store(self, s: ir.Store, indent: int) -> None:
+        value = self.expr(s.value)
+        if ir.elem_of(s.array) == ir.BOOL:
+            value = f"(uchar){value}"
+        self.line(f"{s.array.name}[{self.expr(s.index, True)}] = {value};", indent, s.span)
+        name = self.roots.get(s.array.name, s.array.name)
+        if self.trace and self.spaces.get(name) in ("__global", "__local"):
+            self.line(self._record("store", s.array, s.index, s.span) + ";", indent, None)
+
+    def visit_StridedFor(self, s: StridedFor, indent: int) -> None:
+        v = s.var.name
+        if s.once:
+            self.line(f"int {v} = {self.expr(s.start)};", indent, s.span)
+            self.line(f"if ({v} < {self.expr(s.bound)}) {{", indent, s.span)
+        else:
+            self.line(f"for (int {v} = {self.expr(s.start)}; {v} < {self.expr(s.bound)}; "
+                      f"{v} += {self.expr(s.step)}) {{", indent, s.span)
+        self._record_branch("then" if s.once else "loop",
+                            ir.Bin("<", s.var, s.bound, ir.BOOL), s.span, indent + 1)
+        self.block(s.body, indent + 1)
+        self.line("}", indent, None)
+
+    def visit_SeqFor(self, s: ir.SeqFor, indent: int) -> None:
+        v = s.var.name
+        self.line(f"for (int {v} = 0; {v} < {self.expr(s.bound)}; {v}++) {{", indent, s.span)
+        self._record_branch("loop", ir.Bin("<", s.var, s.bound, ir.BOOL), s.span, indent + 1)
+        self.block(s.body, indent + 1)
+        self.line("}", indent, None)
+
+    def visit_While(self, s: ir.While, indent: int) -> None:
+        self.line("while (1) {", indent, s.span)
+        self.block(s.test, indent + 1)
+        if s.level == "block" and not self.serial:
+            # The whole group must agree to stop, or some would wait at a barrier forever.
+            self.line("barrier(CLK_LOCAL_MEM_FENCE);", indent + 1, None)
+            self.line(f"if (get_local_id(0) == 0) fcl_stop = *{ABORT_FLAG};", indent + 1, None)
+            self.line("barrier(CLK_LOCAL_MEM_FENCE);", indent + 1, None)
+            self.line(f"if (fcl_stop || !{self.expr(s.cond)}) break;", indent + 1, s.span)
+        else:
+            self.line(f"if (*{ABORT_FLAG} || !{self.expr(s.cond)}) break;", indent + 1, s.span)
+        self._record_branch("loop", s.cond, s.span, indent + 1)
+        self.block(s.body, indent + 1)
+        self.line("}", indent, None)
+
+    def visit_If(self, s: ir.If, indent: int) -> None:
+        self.line(f"if ({self.expr(s.cond)}) {{", indent, s.span)
+        self._record_branch("then", s.cond, s.span, indent + 1)
+        self.block(s.then, indent + 1)
+        if s.else_:
+            self.line("} else {", indent, None)
+            self._record_branch("else", s.cond, s.span, indent + 1)
+            self.block(s.else_, indent + 1)
+        self.line("}", indent, None)
+
+    def visit_Barrier(self, s: ir.Barrier, indent: int) -> None:
+        if self.trace:
+            self.line(self._record("barrier", None, None, s.span) + ";", indent, None)
+        self.line("barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);", indent, s.span)
+        if self.group_stop:
+            # The group stops, all of it, once its round has failed. A round's failures mark
+            # the flag of its parity: one failing in the next round, while a slower work-item
+            # has yet to look, marks the other (and no read races with it).
+            self.line("if (fcl_group_record[fcl_round & 1] == 0) return;", indent, None)
+            self.line("fcl_round++;", indent, None)
+
+    def visit_FailFlag(self, s: FailFlag, indent: int) -> None:
+        self.line(f"if (!fcl_failed && ({self.expr(s.cond)})) {{", indent, s.span)
+        self.line("fcl_failed = 1;", indent + 1, None)
+        self.line(f"atom_min(&{FAIL_FLAG}[0], 0);", indent + 1, None)
+        item = self.expr(s.item)
+        for slot, reported in enumerate([ir.Const(s.code, ir.INT), *s.values]):
+            self.line(f"fcl_report(fcl_group_record, {FAIL_SLOTS - 1 + slot}, {item}, "
+                      f"{self.expr(reported)});", indent + 1, None)
+        if self.group_stop:
+            self.line("atom_min(&fcl_group_record[fcl_round & 1], 0);", indent + 1, None)
+        else:
+            self.line("return;", indent + 1, None)
+        self.line("}", indent, None)
+
+    def visit_Alloc(self, s: ir.Alloc, indent: int) -> None:
+        # The memory itself is a kernel argument, sized by the host before the launch.
+        self.line(f"/* {s.var.name}: {self.expr(s.size)} x {MEMORY_TYPES[ir.elem_of(s.var)]} "
+                  f"in local memory */", indent, s.span)
 
 
 def opencl_source(kernels: list[Kernel]) -> tuple[str, list[tuple[int, Span]]]:

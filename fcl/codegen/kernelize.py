@@ -31,40 +31,51 @@ from fcl.codegen.kernel import (
 )
 from fcl.errors import FCLError, Span
 from fcl.il import ir
+from fcl.il.dispatch import StmtVisitor
 from fcl.il.ranges import Ranges, interval, note
 from fcl.il.traverse import assigned
 
 PRIVATE_ARRAY_LIMIT = 64  # thread-level arrays up to this size live in registers
 
 
-class Kernelizer:
+class Kernelizer(StmtVisitor):
     def __init__(self, block_size: int | None = None, serial: bool = False):
         self.kernels: list[Kernel] = []
         self.block_size = block_size
         self.serial = serial and block_size is not None
 
     def host(self, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
-        out: list[ir.Stmt] = []
-        for s in stmts:
-            if isinstance(s, ir.Distribute) and s.level == "grid":
-                out.append(self.distribute_kernel(s))
-            elif isinstance(s, ir.ParFor) and s.level == "grid":
-                out.append(self.parfor_kernel(s))
-            elif isinstance(s, (ir.ParFor, ir.Distribute)):
-                raise FCLError(f"a {s.level}-level parallel loop cannot run on the host", s.span)
-            elif isinstance(s, ir.SeqFor):
-                out.append(ir.SeqFor(s.var, s.bound, self.host(s.body), span=s.span))
-            elif isinstance(s, ir.While):
-                out.append(ir.While(self.host(s.test), s.cond, self.host(s.body), span=s.span))
-            elif isinstance(s, ir.If):
-                out.append(ir.If(s.cond, self.host(s.then), self.host(s.else_), span=s.span))
-            elif isinstance(s, ir.Benchmark):
-                out.append(ir.Benchmark(s.count, self.host(s.body), span=s.span))
-            elif isinstance(s, ir.Alloc) and s.level != "grid":
-                raise FCLError(f"{s.level}-level memory cannot be allocated on the host", s.span)
-            else:
-                out.append(s)
-        return out
+        return [self.visit(s) for s in stmts]
+
+    def visit_Distribute(self, s: ir.Distribute) -> ir.Stmt:
+        if s.level != "grid":
+            raise FCLError(f"a {s.level}-level parallel loop cannot run on the host", s.span)
+        return self.distribute_kernel(s)
+
+    def visit_ParFor(self, s: ir.ParFor) -> ir.Stmt:
+        if s.level != "grid":
+            raise FCLError(f"a {s.level}-level parallel loop cannot run on the host", s.span)
+        return self.parfor_kernel(s)
+
+    def visit_SeqFor(self, s: ir.SeqFor) -> ir.Stmt:
+        return ir.SeqFor(s.var, s.bound, self.host(s.body), span=s.span)
+
+    def visit_While(self, s: ir.While) -> ir.Stmt:
+        return ir.While(self.host(s.test), s.cond, self.host(s.body), span=s.span)
+
+    def visit_If(self, s: ir.If) -> ir.Stmt:
+        return ir.If(s.cond, self.host(s.then), self.host(s.else_), span=s.span)
+
+    def visit_Benchmark(self, s: ir.Benchmark) -> ir.Stmt:
+        return ir.Benchmark(s.count, self.host(s.body), span=s.span)
+
+    def visit_Alloc(self, s: ir.Alloc) -> ir.Stmt:
+        if s.level != "grid":
+            raise FCLError(f"{s.level}-level memory cannot be allocated on the host", s.span)
+        return s
+
+    def visit_other(self, s: ir.Stmt) -> ir.Stmt:
+        return s  # host statements stay as they are
 
     def _kernel_name(self, span: Span | None) -> str:
         line = f"_line{span.line}" if span is not None else ""
@@ -143,7 +154,7 @@ def runs_better_serial(group_body: list[ir.Stmt], block_size: int | None) -> boo
     return visit(group_body, False)
 
 
-class KernelBody:
+class KernelBody(StmtVisitor):
     """Rewrites the body of one kernel: block-level loops, local and private memory (collected
     here for the kernel made of the body)."""
 
@@ -175,32 +186,45 @@ class KernelBody:
         return out
 
     def stmt(self, s: ir.Stmt, level: str) -> list[ir.Stmt]:
-        if isinstance(s, (ir.ParFor, ir.Distribute)):
-            if s.level != "block" or level != "block":
-                raise FCLError(f"a {s.level}-level parallel loop cannot appear inside "
-                               f"{level}-level code", s.span)
-            # Either way each iteration is run by one work-item: thread-level code.
-            if self.serial:
-                body = self.block(s.body, "thread")
-                if isinstance(s.bound, ir.Const) and s.bound.value == 1:
-                    return [ir.Declare(s.var, ir.Const(0, ir.INT), span=s.span), *body]
-                return [SerialFor(s.var, s.bound, body, span=s.span)]
-            return [*self.items_loop(s, self.block(s.body, "thread")),
-                    ir.Barrier("block", span=s.span)]
-        if isinstance(s, ir.Alloc):
-            return self.alloc(s, level)
-        if isinstance(s, ir.SeqFor):
-            return [ir.SeqFor(s.var, s.bound, self.block(s.body, level), span=s.span)]
-        if isinstance(s, ir.While):
-            self.abortable = True
-            return [ir.While(self.block(s.test, level), s.cond, self.block(s.body, level),
-                             span=s.span, level=level)]
-        if isinstance(s, ir.If):
-            return [ir.If(s.cond, self.block(s.then, level), self.block(s.else_, level),
-                          span=s.span)]
-        if isinstance(s, (ir.Print, ir.Benchmark, ir.Input)):
-            raise FCLError("host operations (printing, benchmarking, reading inputs) cannot "
-                           "run inside a kernel", s.span)
+        return self.visit(s, level)
+
+    def visit_ParFor(self, s: ir.ParFor | ir.Distribute, level: str) -> list[ir.Stmt]:
+        if s.level != "block" or level != "block":
+            raise FCLError(f"a {s.level}-level parallel loop cannot appear inside "
+                           f"{level}-level code", s.span)
+        # Either way each iteration is run by one work-item: thread-level code.
+        if self.serial:
+            body = self.block(s.body, "thread")
+            if isinstance(s.bound, ir.Const) and s.bound.value == 1:
+                return [ir.Declare(s.var, ir.Const(0, ir.INT), span=s.span), *body]
+            return [SerialFor(s.var, s.bound, body, span=s.span)]
+        return [*self.items_loop(s, self.block(s.body, "thread")),
+                ir.Barrier("block", span=s.span)]
+
+    visit_Distribute = visit_ParFor
+
+    def visit_Alloc(self, s: ir.Alloc, level: str) -> list[ir.Stmt]:
+        return self.alloc(s, level)
+
+    def visit_SeqFor(self, s: ir.SeqFor, level: str) -> list[ir.Stmt]:
+        return [ir.SeqFor(s.var, s.bound, self.block(s.body, level), span=s.span)]
+
+    def visit_While(self, s: ir.While, level: str) -> list[ir.Stmt]:
+        self.abortable = True
+        return [ir.While(self.block(s.test, level), s.cond, self.block(s.body, level),
+                         span=s.span, level=level)]
+
+    def visit_If(self, s: ir.If, level: str) -> list[ir.Stmt]:
+        return [ir.If(s.cond, self.block(s.then, level), self.block(s.else_, level),
+                      span=s.span)]
+
+    def visit_Print(self, s: ir.Stmt, level: str) -> list[ir.Stmt]:
+        raise FCLError("host operations (printing, benchmarking, reading inputs) cannot "
+                       "run inside a kernel", s.span)
+
+    visit_Benchmark = visit_Input = visit_Print
+
+    def visit_other(self, s: ir.Stmt, level: str) -> list[ir.Stmt]:
         return [s]
 
     def items_loop(self, s: ir.ParFor | ir.Distribute, body: list[ir.Stmt]) -> list[ir.Stmt]:

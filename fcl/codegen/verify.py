@@ -100,22 +100,30 @@ class KernelVerifier(Verifier):
             self.fail(f"`{s.var.name}` is allocated in a kernel but is not its local memory")
         self.use(s.var)
 
-    def other_stmt(self, s: ir.Stmt, where: Where) -> None:
-        if isinstance(s, Launch) and self.kernel is None:
-            self.launch(s)
-        elif isinstance(s, StridedFor) and self.kernel is not None:
-            for part, what in ((s.start, "start"), (s.bound, "bound"), (s.step, "step")):
-                self.expect(part, ir.INT, f"a loop's {what}")
-            self.expect_var(s.var, ir.INT, "a loop's variable")
-            self.block(s.body, self.inside(s, where), s.var)
-        elif isinstance(s, FailFlag) and self.kernel is not None:
-            self.expect(s.cond, ir.BOOL, "a check's condition")
-            if s.code in self.flags or not 1 <= s.code <= len(self.kernel.fails):
-                self.fail(f"failure code {s.code} is used twice or out of range 1.."
-                          f"{len(self.kernel.fails)}")
-            self.flags.append(s.code)
-        else:
-            self.fail(f"a {type(s).__name__} statement {self.place()}")
+    def visit_Launch(self, s: Launch, where: Where) -> None:
+        if self.kernel is not None:
+            return self.visit_other(s, where)
+        self.launch(s)
+
+    def visit_StridedFor(self, s: StridedFor, where: Where) -> None:
+        if self.kernel is None:
+            return self.visit_other(s, where)
+        for part, what in ((s.start, "start"), (s.bound, "bound"), (s.step, "step")):
+            self.expect(part, ir.INT, f"a loop's {what}")
+        self.expect_var(s.var, ir.INT, "a loop's variable")
+        self.block(s.body, self.inside(s, where), s.var)
+
+    def visit_FailFlag(self, s: FailFlag, where: Where) -> None:
+        if self.kernel is None:
+            return self.visit_other(s, where)
+        self.expect(s.cond, ir.BOOL, "a check's condition")
+        if s.code in self.flags or not 1 <= s.code <= len(self.kernel.fails):
+            self.fail(f"failure code {s.code} is used twice or out of range 1.."
+                      f"{len(self.kernel.fails)}")
+        self.flags.append(s.code)
+
+    def visit_other(self, s: ir.Stmt, where: Where) -> None:
+        self.fail(f"a {type(s).__name__} statement {self.place()}")
 
     def place(self) -> str:
         return "on the host" if self.kernel is None else "in a kernel"

@@ -13,6 +13,7 @@ from typing import NoReturn
 
 from fcl.errors import FCLError, Span
 from fcl.il import ir
+from fcl.il.dispatch import StmtVisitor
 from fcl.il.ir import BOOL, DOUBLE, INT
 from fcl.il.traverse import map_bodies
 
@@ -25,7 +26,6 @@ UNARY: dict[str, dict[ir.ILType, str]] = {
     "neg": {INT: INT, DOUBLE: DOUBLE}, "abs": {INT: INT, DOUBLE: DOUBLE}, "not": {BOOL: BOOL},
     "sign": {INT: INT}, "clz": {INT: INT}, "i2d": {INT: DOUBLE}, "d2i": {DOUBLE: INT},
     "b2i": {BOOL: INT}, "sqrt": {DOUBLE: DOUBLE}}
-HOST_ONLY = (ir.Print, ir.Benchmark, ir.Input, ir.Result)
 HINT = "this is a bug in FCL's compiler, not in your program: please report it"
 
 
@@ -60,7 +60,7 @@ def verify(stage: str, stmts: list[ir.Stmt]) -> None:
     Verifier(stage).stmts(stmts, HOST)
 
 
-class Verifier:
+class Verifier(StmtVisitor):
     """One walk in program order, keeping the declarations in scope."""
 
     def __init__(self, stage: str):
@@ -159,50 +159,90 @@ class Verifier:
             self.stmt(s, where)
 
     def stmt(self, s: ir.Stmt, where: Where) -> None:
-        if isinstance(s, ir.Declare):
-            self.expect(s.init, s.var.type, f"the value of `{s.var.name}`")
-            self.declare(s.var)
-        elif isinstance(s, ir.Assign):
-            self.expect(s.value, self.use(s.var), f"the value assigned to `{s.var.name}`")
-        elif isinstance(s, ir.Alloc):
-            self.expect(s.size, INT, "an allocation's size")
-            if not isinstance(s.var.type, ir.ArrayType) or s.level not in ir.LEVELS:
-                self.fail(f"`{s.var.name}` is allocated with type {ir.show_type(s.var.type)} "
-                          f"at level {s.level}")
-            self.allocate(s, where)
-        elif isinstance(s, ir.Store):
-            elem = self.array(s.array).elem
-            self.expect(s.index, INT, "an array index")
-            self.expect(s.value, elem, f"a value stored into `{s.array.name}`")
-        elif isinstance(s, (ir.SeqFor, ir.ParFor, ir.Distribute)):
-            self.expect(s.bound, INT, "a loop's bound")
-            self.expect_var(s.var, INT, "a loop's variable")
-            self.block(s.body, self.inside(s, where), s.var)
-        elif isinstance(s, ir.While):
-            # The test runs before each check of the condition, in the body's scope.
-            outer = dict(self.visible)
-            self.stmts(s.test, self.inside(s, where))
-            self.current = s
-            self.expect(s.cond, BOOL, "a while loop's condition")
-            self.stmts(s.body, self.inside(s, where))
-            self.visible = outer
-        elif isinstance(s, ir.If):
-            self.expect(s.cond, BOOL, "a condition")
-            self.block(s.then, self.inside(s, where))
-            self.block(s.else_, self.inside(s, where))
-        elif isinstance(s, ir.Barrier):
-            if where.no_barrier is not None:
-                self.fail(f"a barrier {where.no_barrier}")
-        elif isinstance(s, ir.Fail):
-            self.expect(s.cond, BOOL, "a check's condition")
-            for value in s.values:
-                self.type_of(value)
-        elif isinstance(s, HOST_ONLY):
-            if not where.host:
-                self.fail(f"a host operation ({type(s).__name__}) inside parallel code")
-            self.host_stmt(s, where)
-        else:
-            self.other_stmt(s, where)
+        self.visit(s, where)
+
+    def visit_Declare(self, s: ir.Declare, where: Where) -> None:
+        self.expect(s.init, s.var.type, f"the value of `{s.var.name}`")
+        self.declare(s.var)
+
+    def visit_Assign(self, s: ir.Assign, where: Where) -> None:
+        self.expect(s.value, self.use(s.var), f"the value assigned to `{s.var.name}`")
+
+    def visit_Alloc(self, s: ir.Alloc, where: Where) -> None:
+        self.expect(s.size, INT, "an allocation's size")
+        if not isinstance(s.var.type, ir.ArrayType) or s.level not in ir.LEVELS:
+            self.fail(f"`{s.var.name}` is allocated with type {ir.show_type(s.var.type)} "
+                      f"at level {s.level}")
+        self.allocate(s, where)
+
+    def visit_Store(self, s: ir.Store, where: Where) -> None:
+        elem = self.array(s.array).elem
+        self.expect(s.index, INT, "an array index")
+        self.expect(s.value, elem, f"a value stored into `{s.array.name}`")
+
+    def visit_SeqFor(self, s: ir.SeqFor | ir.ParFor | ir.Distribute, where: Where) -> None:
+        self.expect(s.bound, INT, "a loop's bound")
+        self.expect_var(s.var, INT, "a loop's variable")
+        self.block(s.body, self.inside(s, where), s.var)
+
+    visit_ParFor = visit_Distribute = visit_SeqFor
+
+    def visit_While(self, s: ir.While, where: Where) -> None:
+        # The test runs before each check of the condition, in the body's scope.
+        outer = dict(self.visible)
+        self.stmts(s.test, self.inside(s, where))
+        self.current = s
+        self.expect(s.cond, BOOL, "a while loop's condition")
+        self.stmts(s.body, self.inside(s, where))
+        self.visible = outer
+
+    def visit_If(self, s: ir.If, where: Where) -> None:
+        self.expect(s.cond, BOOL, "a condition")
+        self.block(s.then, self.inside(s, where))
+        self.block(s.else_, self.inside(s, where))
+
+    def visit_Barrier(self, s: ir.Barrier, where: Where) -> None:
+        if where.no_barrier is not None:
+            self.fail(f"a barrier {where.no_barrier}")
+
+    def visit_Fail(self, s: ir.Fail, where: Where) -> None:
+        self.expect(s.cond, BOOL, "a check's condition")
+        for value in s.values:
+            self.type_of(value)
+
+    def on_host(self, s: ir.Stmt, where: Where) -> None:
+        if not where.host:
+            self.fail(f"a host operation ({type(s).__name__}) inside parallel code")
+
+    def visit_Print(self, s: ir.Print, where: Where) -> None:
+        self.on_host(s, where)
+        self.expect(s.count, INT, "the count of elements printed")
+        self.array(s.array)
+
+    def visit_Benchmark(self, s: ir.Benchmark, where: Where) -> None:
+        self.on_host(s, where)
+        self.expect(s.count, INT, "the count of benchmark runs")
+        self.block(s.body, where)
+
+    def visit_Input(self, s: ir.Input, where: Where) -> None:
+        self.on_host(s, where)
+        # The lowering declares an array's length, or a scalar, (0) first: the input sets it.
+        if s.length is None:
+            if isinstance(self.use(s.var), ir.ArrayType):
+                self.fail(f"the array argument `{s.var.name}` has no length")
+            return
+        self.expect(s.length, INT, "the length of an input array")
+        if not isinstance(s.var.type, ir.ArrayType):
+            self.fail(f"`{s.var.name}` is an input array but has type "
+                      f"{ir.show_type(s.var.type)}")
+        if isinstance(s.source, str) and s.var.type != ir.ArrayType(INT):
+            self.fail(f"`{s.var.name}` holds a CSV file's ints but has type "
+                      f"{ir.show_type(s.var.type)}")
+        self.declare(s.var)
+
+    def visit_Result(self, s: ir.Result, where: Where) -> None:
+        self.on_host(s, where)
+        self.result(s.value)
 
     def expect_var(self, var: ir.Var, t: ir.ILType, what: str) -> None:
         if var.type != t:
@@ -220,30 +260,6 @@ class Verifier:
             self.fail(f"a parallel loop at level {s.level}")
         return BLOCK if isinstance(s, ir.Distribute) and s.level == "grid" else THREAD
 
-    def host_stmt(self, s: ir.Stmt, where: Where) -> None:
-        if isinstance(s, ir.Print):
-            self.expect(s.count, INT, "the count of elements printed")
-            self.array(s.array)
-        elif isinstance(s, ir.Benchmark):
-            self.expect(s.count, INT, "the count of benchmark runs")
-            self.block(s.body, where)
-        elif isinstance(s, ir.Input):
-            # The lowering declares an array's length, or a scalar, (0) first: the input sets it.
-            if s.length is None:
-                if isinstance(self.use(s.var), ir.ArrayType):
-                    self.fail(f"the array argument `{s.var.name}` has no length")
-                return
-            self.expect(s.length, INT, "the length of an input array")
-            if not isinstance(s.var.type, ir.ArrayType):
-                self.fail(f"`{s.var.name}` is an input array but has type "
-                          f"{ir.show_type(s.var.type)}")
-            if isinstance(s.source, str) and s.var.type != ir.ArrayType(INT):
-                self.fail(f"`{s.var.name}` holds a CSV file's ints but has type "
-                          f"{ir.show_type(s.var.type)}")
-            self.declare(s.var)
-        elif isinstance(s, ir.Result):
-            self.result(s.value)
-
     def result(self, value: object) -> None:
         if isinstance(value, ir.Expr):
             self.type_of(value)
@@ -256,7 +272,7 @@ class Verifier:
         elif value is not None:
             self.fail(f"a program result holds {value!r}")
 
-    def other_stmt(self, s: ir.Stmt, where: Where) -> None:
+    def visit_other(self, s: ir.Stmt, where: Where) -> None:
         """A statement of a later stage: none belongs in the IL (see the kernel verifier)."""
         self.fail(f"a {type(s).__name__} statement, which the IL does not have")
 

@@ -23,6 +23,7 @@ from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError
 from fcl.hostio import Writer, benchmark_report, format_array, read_int_csv
 from fcl.il import ir
+from fcl.il.dispatch import StmtVisitor
 from fcl.runtime.buffers import DeviceArray, DeviceMemory
 from fcl.runtime.device import (
     DTYPES,
@@ -40,7 +41,7 @@ from fcl.runtime.oclgrind import ReadProbes
 from fcl.timing import Policy, Sample, Timing, measuring, record, repeat
 
 
-class HostRun:
+class HostRun(StmtVisitor):
     def __init__(self, device: Device, kernels: dict[str, cl.Kernel], block_size: int,
                  out: Writer, err: Writer):
         self.device, self.kernels, self.block_size = device, kernels, block_size
@@ -96,44 +97,58 @@ class HostRun:
                             "smaller sizes"]) from None
 
     def _stmt(self, s: ir.Stmt) -> None:
-        if isinstance(s, (ir.Declare, ir.Assign)):
-            self.env[s.var.name] = self.eval(s.init if isinstance(s, ir.Declare) else s.value)
-        elif isinstance(s, ir.Alloc):
-            self.env[s.var.name] = self.allocate(s)
-        elif isinstance(s, Launch):
-            self.launch(s)
-        elif isinstance(s, ir.SeqFor):
-            for k in range(int(self.eval(s.bound))):
-                self.env[s.var.name] = np.int32(k)
-                self.run(s.body)
-        elif isinstance(s, ir.While):
-            while True:
-                self.run(s.test)
-                if not self.eval(s.cond):
-                    break
-                self.run(s.body)
-        elif isinstance(s, ir.If):
-            self.run(s.then if self.eval(s.cond) else s.else_)
-        elif isinstance(s, ir.Fail):
-            if self.eval(s.cond):
-                raise failure(s, [int(self.eval(v)) for v in s.values])
-        elif isinstance(s, ir.Print):
-            self.print_array(s)
-        elif isinstance(s, ir.Benchmark):
-            self.benchmark(s)
-        elif isinstance(s, ir.Input):
-            self.read_input(s)
-        elif isinstance(s, ir.Result):
-            self.check_failures()
-            self.result = self.fetch(s.value)
-        elif isinstance(s, ir.Store):
-            array = self.array(s.array)
-            value = np.array([self.eval(s.value)], dtype=array.dtype)
-            # PyOpenCL copies to any memory object; its stubs name only Buffer, not PooledBuffer.
-            cl.enqueue_copy(self.device.queue, array.buffer, value,  # type: ignore[arg-type]
-                            dst_offset=int(self.eval(s.index)) * value.itemsize)
-        else:
-            raise TypeError(s)
+        self.visit(s)
+
+    def visit_Declare(self, s: ir.Declare) -> None:
+        self.env[s.var.name] = self.eval(s.init)
+
+    def visit_Assign(self, s: ir.Assign) -> None:
+        self.env[s.var.name] = self.eval(s.value)
+
+    def visit_Alloc(self, s: ir.Alloc) -> None:
+        self.env[s.var.name] = self.allocate(s)
+
+    def visit_Launch(self, s: Launch) -> None:
+        self.launch(s)
+
+    def visit_SeqFor(self, s: ir.SeqFor) -> None:
+        for k in range(int(self.eval(s.bound))):
+            self.env[s.var.name] = np.int32(k)
+            self.run(s.body)
+
+    def visit_While(self, s: ir.While) -> None:
+        while True:
+            self.run(s.test)
+            if not self.eval(s.cond):
+                break
+            self.run(s.body)
+
+    def visit_If(self, s: ir.If) -> None:
+        self.run(s.then if self.eval(s.cond) else s.else_)
+
+    def visit_Fail(self, s: ir.Fail) -> None:
+        if self.eval(s.cond):
+            raise failure(s, [int(self.eval(v)) for v in s.values])
+
+    def visit_Print(self, s: ir.Print) -> None:
+        self.print_array(s)
+
+    def visit_Benchmark(self, s: ir.Benchmark) -> None:
+        self.benchmark(s)
+
+    def visit_Input(self, s: ir.Input) -> None:
+        self.read_input(s)
+
+    def visit_Result(self, s: ir.Result) -> None:
+        self.check_failures()
+        self.result = self.fetch(s.value)
+
+    def visit_Store(self, s: ir.Store) -> None:
+        array = self.array(s.array)
+        value = np.array([self.eval(s.value)], dtype=array.dtype)
+        # PyOpenCL copies to any memory object; its stubs name only Buffer, not PooledBuffer.
+        cl.enqueue_copy(self.device.queue, array.buffer, value,  # type: ignore[arg-type]
+                        dst_offset=int(self.eval(s.index)) * value.itemsize)
 
     def allocate(self, s: ir.Alloc) -> DeviceArray:
         return self.memory.new_array(DTYPES[ir.elem_of(s.var)], int(self.eval(s.size)), s.span)

@@ -17,6 +17,7 @@ import graphviz
 from fcl.analysis.symbolic import show
 from fcl.codegen.kernel import FailFlag, Kernel, StridedFor
 from fcl.il import ir
+from fcl.il.dispatch import StmtVisitor
 
 LEVEL_COLOURS = {"host": "#ffffff", "grid": "#fff2cc", "block": "#dae8fc", "thread": "#d5e8d4"}
 MEMORY = {"grid": "global memory", "block": "local memory", "thread": "private memory"}
@@ -47,7 +48,7 @@ def _line(s: ir.Stmt | Kernel) -> str:
     return f" (line {s.span.line})" if s.span else ""
 
 
-class _Builder:
+class _Builder(StmtVisitor):
     def __init__(self, kernel_names: list[str], detail: bool):
         self.graph = graphviz.Digraph(graph_attr={"compound": "true", "rankdir": "TB",
                                                   "fontname": "Helvetica", "fontsize": "11"},
@@ -93,56 +94,77 @@ class _Builder:
         return anchors[0]
 
     def stmt(self, graph, s: ir.Stmt, level: str, host: bool) -> str | None:
-        if isinstance(s, (ir.ParFor, ir.Distribute)):
-            inner = {"grid": "block", "block": "thread"}.get(s.level, "thread") \
-                if isinstance(s, ir.Distribute) else s.level
-            what = "distribute" if isinstance(s, ir.Distribute) else "parallel for"
-            label = f"{what} {s.var.name} < {_short(show(s.bound))} ({s.level}){_line(s)}"
-            kernel = host and s.level == "grid"
-            if kernel:
-                label = f"{next(self.kernel_names, 'kernel')}: {label}"
-            return self.cluster(graph, label, s.level, [s.body], inner, False, bold=kernel)
-        if isinstance(s, StridedFor):
-            label = f"for {s.var.name} = {_short(show(s.start))}; < {_short(show(s.bound))}; " \
-                    f"+= {_short(show(s.step))}{_line(s)}"
-            return self.cluster(graph, label, level, [s.body], level, host)
-        if isinstance(s, ir.SeqFor):
-            return self.cluster(graph, f"seqfor {s.var.name} < {_short(show(s.bound))}{_line(s)}",
-                                level, [s.body], level, host, dashed=True)
-        if isinstance(s, ir.While):
-            at = s.level or level
-            return self.cluster(graph, f"while ({at}){_line(s)}", at if at in LEVEL_COLOURS
-                                else level, [s.test, s.body], at, host, dashed=True)
-        if isinstance(s, ir.If):
-            if not self.detail and not any(self._structural(t) for t in ir.walk(s.then + s.else_)):
-                return self._leaf_flows(graph, s, level)
-            return self.cluster(graph, f"if {_short(show(s.cond))}", level, [s.then, s.else_],
-                                level, host, dashed=True)
-        if isinstance(s, ir.Benchmark):
-            return self.cluster(graph, f"benchmark × {show(s.count)}", "host", [s.body], "host",
-                                True)
-        if isinstance(s, ir.Alloc):
-            name = self.node(graph, f"{s.var.name}: {_short(show(s.size))} × "
-                             f"{ir.elem_of(s.var)}\nmaterialised in {MEMORY[s.level]}{_line(s)}",
-                             shape="cylinder", style="filled,bold",
-                             fillcolor=LEVEL_COLOURS[s.level])
-            self.arrays[s.var.name] = name
-            return name
-        if isinstance(s, ir.Barrier):
-            return self.node(graph, f"barrier ({s.level})", shape="hexagon",
-                             fillcolor="#eeeeee", style="filled")
-        if isinstance(s, ir.Input) and s.length is not None:
-            source = (f'readIntCSV "{s.source}"' if isinstance(s.source, str)
-                      else f"argument {s.source}")
-            name = self.node(graph, f"{s.var.name} ← {source}", shape="cylinder",
-                             style="filled,bold")
-            self.arrays[s.var.name] = name
-            return name
-        if isinstance(s, ir.Print):
-            return self._leaf_flows(graph, s, level, f"print {show(s.count)} of {s.array.name}")
-        if isinstance(s, (ir.Store, ir.Declare, ir.Assign, ir.Result, ir.Fail, FailFlag)):
+        """The node or cluster drawn for s (None: nothing to draw)."""
+        return self.visit(s, graph, level, host)
+
+    def visit_ParFor(self, s: ir.ParFor | ir.Distribute, graph, level: str, host: bool):
+        inner = {"grid": "block", "block": "thread"}.get(s.level, "thread") \
+            if isinstance(s, ir.Distribute) else s.level
+        what = "distribute" if isinstance(s, ir.Distribute) else "parallel for"
+        label = f"{what} {s.var.name} < {_short(show(s.bound))} ({s.level}){_line(s)}"
+        kernel = host and s.level == "grid"
+        if kernel:
+            label = f"{next(self.kernel_names, 'kernel')}: {label}"
+        return self.cluster(graph, label, s.level, [s.body], inner, False, bold=kernel)
+
+    visit_Distribute = visit_ParFor
+
+    def visit_StridedFor(self, s: StridedFor, graph, level: str, host: bool):
+        label = f"for {s.var.name} = {_short(show(s.start))}; < {_short(show(s.bound))}; " \
+                f"+= {_short(show(s.step))}{_line(s)}"
+        return self.cluster(graph, label, level, [s.body], level, host)
+
+    def visit_SeqFor(self, s: ir.SeqFor, graph, level: str, host: bool):
+        return self.cluster(graph, f"seqfor {s.var.name} < {_short(show(s.bound))}{_line(s)}",
+                            level, [s.body], level, host, dashed=True)
+
+    def visit_While(self, s: ir.While, graph, level: str, host: bool):
+        at = s.level or level
+        return self.cluster(graph, f"while ({at}){_line(s)}", at if at in LEVEL_COLOURS
+                            else level, [s.test, s.body], at, host, dashed=True)
+
+    def visit_If(self, s: ir.If, graph, level: str, host: bool):
+        if not self.detail and not any(self._structural(t) for t in ir.walk(s.then + s.else_)):
             return self._leaf_flows(graph, s, level)
-        return None
+        return self.cluster(graph, f"if {_short(show(s.cond))}", level, [s.then, s.else_],
+                            level, host, dashed=True)
+
+    def visit_Benchmark(self, s: ir.Benchmark, graph, level: str, host: bool):
+        return self.cluster(graph, f"benchmark × {show(s.count)}", "host", [s.body], "host",
+                            True)
+
+    def visit_Alloc(self, s: ir.Alloc, graph, level: str, host: bool):
+        name = self.node(graph, f"{s.var.name}: {_short(show(s.size))} × "
+                         f"{ir.elem_of(s.var)}\nmaterialised in {MEMORY[s.level]}{_line(s)}",
+                         shape="cylinder", style="filled,bold",
+                         fillcolor=LEVEL_COLOURS[s.level])
+        self.arrays[s.var.name] = name
+        return name
+
+    def visit_Barrier(self, s: ir.Barrier, graph, level: str, host: bool):
+        return self.node(graph, f"barrier ({s.level})", shape="hexagon",
+                         fillcolor="#eeeeee", style="filled")
+
+    def visit_Input(self, s: ir.Input, graph, level: str, host: bool):
+        if s.length is None:  # a scalar argument: no array to draw
+            return None
+        source = (f'readIntCSV "{s.source}"' if isinstance(s.source, str)
+                  else f"argument {s.source}")
+        name = self.node(graph, f"{s.var.name} ← {source}", shape="cylinder",
+                         style="filled,bold")
+        self.arrays[s.var.name] = name
+        return name
+
+    def visit_Print(self, s: ir.Print, graph, level: str, host: bool):
+        return self._leaf_flows(graph, s, level, f"print {show(s.count)} of {s.array.name}")
+
+    def visit_Store(self, s: ir.Stmt, graph, level: str, host: bool):
+        return self._leaf_flows(graph, s, level)
+
+    visit_Declare = visit_Assign = visit_Result = visit_Fail = visit_FailFlag = visit_Store
+
+    def visit_other(self, s: ir.Stmt, graph, level: str, host: bool):
+        return None  # e.g. a launch: the structure graph draws kernels where they are cut out
 
     @staticmethod
     def _structural(s: ir.Stmt) -> bool:

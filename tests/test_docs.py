@@ -107,3 +107,10 @@ def test_the_kernels_help_menu_opens_the_local_build(site, monkeypatch):
     assert fcl_kernel.docs_url("language") == (site / "language.html").as_uri()
     monkeypatch.setattr(fcl_kernel, "LOCAL_DOCS", site / "missing")
     assert fcl_kernel.docs_url("language").startswith("https://")
+
+
+def test_the_compiler_page_lists_every_step(site):
+    from fcl.pipeline import stage_names
+    page = text_of(site / "compiler.html")
+    assert all(name in page for name in stage_names())
+    assert "fcl compile --after STEP" in page and "%%steps" in page

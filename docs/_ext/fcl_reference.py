@@ -1,6 +1,7 @@
 """Reference pages generated from FCL's own code, so that they cannot drift from it: the `fcl`
 command's options from its argument parser, the kernel's magics from the docstrings that `%magic`
-shows, and the course from the notebooks' titles."""
+shows, the compiler's steps from their list (fcl.steps), and the course from the notebooks'
+titles."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +12,8 @@ from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
 from fcl.cli import _parser
+from fcl.pipeline import EMIT
+from fcl.steps import step_names
 from fcl_kernel.magics import Magics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,8 +70,38 @@ class Course(SphinxDirective):
         return [items]
 
 
+class CompilerSteps(SphinxDirective):
+    """The compiler's steps after lowering, in order, each with its purpose."""
+
+    def run(self) -> list[nodes.Node]:
+        rows = [("lower", "the program lowered to the IL: what the steps start from"),
+                *step_names(), (EMIT, "the OpenCL C printed from the kernels")]
+        table = nodes.table()
+        group = nodes.tgroup(cols=2)
+        table += group
+        group += nodes.colspec(colwidth=1)
+        group += nodes.colspec(colwidth=4)
+        body = nodes.tbody()
+        for name, purpose in rows:
+            row = nodes.row()
+            for text, literal in ((name.strip(), True), (purpose, False)):
+                entry = nodes.entry()
+                paragraph = nodes.paragraph()
+                # A fixpoint's own steps are indented under it.
+                prefix = "↳ " if literal and name.startswith(" ") else ""
+                paragraph += nodes.literal(text=text) if literal else nodes.Text(text)
+                if prefix:
+                    paragraph.insert(0, nodes.Text(prefix))
+                entry += paragraph
+                row += entry
+            body += row
+        group += body
+        return [table]
+
+
 def setup(app) -> dict:
     app.add_directive("fcl-command-line", CommandLine)
     app.add_directive("fcl-magics", KernelMagics)
     app.add_directive("fcl-course", Course)
+    app.add_directive("fcl-steps", CompilerSteps)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -21,6 +21,7 @@ from fcl.codegen.kernel import Kernel, Launch
 from fcl.codegen.kernelize import kernelize
 from fcl.codegen.order import group_order
 from fcl.codegen.registers import registers
+from fcl.codegen.serial import interchange, split
 from fcl.codegen.shape import interface, number_checks, slots
 from fcl.codegen.tiles import tiles
 from fcl.codegen.verify import verify_kernels
@@ -98,6 +99,10 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
          "after", _il(in_place)),
     Step("kernelize", "grid-level loops become kernels; block-level loops are spread over a "
          "work-group's work-items", _kernelize),
+    Step("interchange", "in a serial kernel, a work-item's reduction runs outside the loop "
+         "over work-items, its accumulators in private memory", _each_kernel(interchange)),
+    Step("split", "in a serial kernel, a loop over a tile's (row, column) becomes two loops, "
+         "the column innermost", _each_kernel(split)),
     Step("order", "which tile coordinate neighbouring work-groups differ in: the one that "
          "reads nearer memory", _each_kernel(group_order)),
     Step("tiles", "2-D work-groups for kernels on tiles; local tiles read down their columns "

@@ -1,0 +1,55 @@
+"""Serial kernels' loops rearranged for a CPU (fcl.codegen.serial): a work-item's reduction
+outside the loop over work-items, loops over a tile's (row, column) nested; the results are the
+interpreter's, and nothing else changes."""
+from pathlib import Path
+
+from fcl import pipeline
+from fcl.errors import Source
+from fcl.session import Session
+from runs import run_cl, run_interp
+
+ROOT = Path(__file__).parent
+MATMUL = (ROOT / "thesis" / "matmul.fcl").read_text()
+# A fold whose length depends on the work-item: its steps cannot run outside their loop.
+RAGGED = (ROOT / "programs" / "prelude_foldl.fcl").read_text()
+
+
+def after(text: str, target: str = "cpu") -> dict[str, str]:
+    session = Session.new()
+    session.add_file(Source("p.fcl", text))
+    return dict(pipeline.compile_steps(session, pipeline.main_root(session),
+                                       pipeline.CompileOptions(target=target)))
+
+
+def test_a_dot_product_runs_outside_the_loop_over_work_items():
+    steps = after(MATMUL)
+    assert "acc_19_each" not in steps["kernelize"]
+    interchanged = steps["interchange"]
+    assert "private int acc_19_each[16]" in interchanged
+    # The reduction's loop holds the loop over work-items, which adds to their accumulators.
+    at = interchanged.index("seqfor (it_21 < 4) {")
+    assert interchanged.index("seqfor (j_16 < 16) {", at) > at
+    assert "acc_19_each[j_16] = (acc_19_each[j_16] + " in interchanged
+    assert "seqfor (j_16_init < 16)" in interchanged and "seqfor (j_16_out < 16)" in interchanged
+
+
+def test_a_tiles_loop_is_split_into_rows_and_columns():
+    split = after(MATMUL)["split"]
+    assert "seqfor (j_16_row < 4) {" in split and "seqfor (j_16_col < 4) {" in split
+    assert "int col_17 = j_16_col;" in split and "(j_16 & 3)" not in split
+
+
+def test_only_serial_kernels_change():
+    steps = after(MATMUL, target="gpu")
+    assert steps["interchange"] == steps["kernelize"] == steps["split"]
+
+
+def test_a_reduction_of_a_length_per_work_item_stays_in_its_loop():
+    steps = after(RAGGED)
+    assert steps["interchange"] == steps["kernelize"]
+
+
+def test_the_rearranged_kernels_compute_what_the_interpreter_does():
+    for text in (MATMUL, RAGGED):
+        out, err = run_cl(text, target="cpu")
+        assert out == run_interp(text) and err == ""

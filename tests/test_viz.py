@@ -120,6 +120,20 @@ def test_diagram_has_svg_and_text_panels_for_every_access(naive):
     assert d.text.rstrip().endswith("# the warp's first access, o other work-items, . untouched")
 
 
+def test_every_line_of_a_diagrams_text_fits_its_width(naive, tiled):
+    """No caption or legend line is cut off at the diagram's right edge (a 12 px monospace
+    character is 7.2 px wide; the heading is 14 px)."""
+    for explanation in (naive, tiled):
+        for kernel in (0, 1):
+            root = svg_root(explanation.diagram(kernel).svg)
+            width = float(root.get("width"))
+            for text in root.iter(f"{SVG}text"):
+                size = float(text.get("font-size", "12"))
+                if text.text and text.get("text-anchor") != "middle":
+                    right = float(text.get("x")) + len(text.text) * 0.6 * size
+                    assert right <= width, (text.text, right, width)
+
+
 def test_naive_read_touches_32_sectors_tiled_four(naive, tiled):
     naive_read = naive.diagram(1, array=naive.array(1, "load", "global"))
     tiled_read = tiled.diagram(1, array=tiled.array(1, "load", "global"))

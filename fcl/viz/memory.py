@@ -181,10 +181,12 @@ def _svg(heading: str, panels: list[_Panel], lanes: int) -> str:
         body.append(part)
         y += height + 18
         width = max(width, panel_width)
-    titles = max(len(p.title) for p in panels)
-    width = max(width, 520, 9 * len(heading) + 20, int(7.3 * titles) + 20)
+    # Wide enough for every line of text drawn (a monospace character of 12 px is 7.2 px wide).
+    longest = max(len(text) for text in [*(p.title for p in panels),
+                                         *(p.summary for p in panels), *LEGEND_NOTES])
+    width = max(width, 520, 9 * len(heading) + 20, int(7.3 * longest) + 20)
     legend = _legend(lanes, 10, y)
-    height = y + 54
+    height = y + 38 + 16 * len(LEGEND_NOTES)
     # An opaque white background under dark text (and light-page colours): the diagram reads the
     # same in dark themes, where the output's own background is dark.
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="fcl-diagram" width="{width}" '
@@ -290,12 +292,15 @@ def _legend(lanes: int, x: int, y: int) -> str:
     bar = "".join(f'<rect x="{x + 90 + i * 8}" y="{y}" width="8" height="12" '
                   f'fill="{lane_colour(round(i * (lanes - 1) / (steps - 1)), lanes)}"/>'
                   for i in range(steps))
+    notes = "".join(f'<text x="{x}" y="{y + 28 + 16 * i}" fill="#555">{escape(note)}</text>'
+                    for i, note in enumerate(LEGEND_NOTES))
     return (f'<text x="{x}" y="{y + 10}">work-item 0</text>{bar}'
-            f'<text x="{x + 96 + steps * 8}" y="{y + 10}">{lanes - 1}</text>'
-            f'<text x="{x}" y="{y + 28}" fill="#555">hatched: written · black outline: the '
-            f'warp\'s first access</text><text x="{x}" y="{y + 44}" fill="#555">red dashes: a '
-            f'32-byte sector it touches · dark red frame: a 128-byte line · red bank number: a '
-            f'conflict</text>')
+            f'<text x="{x + 96 + steps * 8}" y="{y + 10}">{lanes - 1}</text>' + notes)
+
+
+LEGEND_NOTES = ("hatched: written · black outline: the warp's first access",
+                "red dashes: a 32-byte sector it touches · dark red frame: a 128-byte line",
+                "red bank number: a conflict")
 
 
 def _text(heading: str, panels: list[_Panel]) -> str:

@@ -106,13 +106,16 @@ class Workspace:
         self.session = Session.new(prelude=prelude)
         self.settings = Settings()
         self.cells = 0
+        # The front end's number of the cell running (`In [22]`), which its errors name; None
+        # outside a notebook, where cells are counted here.
+        self.prompt: int | None = None
 
     def reset(self) -> None:
         self.session = Session.new(prelude=self.prelude)
 
     def cell_name(self) -> str:
         self.cells += 1
-        return f"<cell {self.cells}>"
+        return f"<cell {self.prompt if self.prompt is not None else self.cells}>"
 
     # ---- running cells
     def execute(self, code: str, out: Writer, err: Writer, name: str | None = None) -> Outcome:

@@ -154,6 +154,7 @@ class FCLKernel(Kernel):
     def do_execute(self, code, silent, store_history=True,  # type: ignore[override]
                    user_expressions=None, allow_stdin=False):
         self.payload, self.last_result = [], None
+        self.workspace.prompt = self.execution_count  # what the cell's errors call it
         reply = self._execute(code, silent)
         if store_history and not silent:
             self.history.add(self.execution_count, code, self.last_result)

@@ -80,6 +80,16 @@ def shell_reply(kc, msg_id: str, timeout: float):
             return reply
 
 
+def test_an_error_names_the_cell_by_its_prompt(kernel):
+    _, kc = kernel
+    # Cells of magics only, and magic cells that compile a scratch copy, count as prompts too.
+    execute(kc, "%config")
+    execute(kc, "%%opencl\nforcePull<grid> (generate 4 (fn i => i))")
+    reply = execute(kc, "val broken = 1 + true")[0]
+    assert reply["status"] == "error"
+    assert reply["traceback"][0].startswith(f"<cell {reply['execution_count']}>:1:")
+
+
 def test_definitions_accumulate_and_a_failed_cell_changes_nothing(kernel):
     _, kc = kernel
     execute(kc, "%reset")

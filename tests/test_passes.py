@@ -66,6 +66,18 @@ def test_bound_turns_division_of_non_negative_values_by_powers_of_two_into_shift
     assert "arr[(k >> 3)] = (k & 7);" in shown and "arr[(x / 8)] = 0;" in shown
 
 
+def test_bound_knows_a_value_below_the_divisor_is_its_own_remainder():
+    from fcl.il.passes import bound
+    stmts = [ir.SeqFor(k, ir.Const(256, INT), [
+        ir.Store(arr, ir.Bin(">>", k, ir.Const(8, INT), INT),
+                 ir.Bin("&", k, ir.Const(255, INT), INT)),
+        ir.Store(arr, ir.Bin(">>", k, ir.Const(7, INT), INT),
+                 ir.Bin("&", k, ir.Const(127, INT), INT))])]
+    shown = ir.show_stmts(bound(stmts))
+    # k < 256: no quotient by 256, and its own remainder; not so by 128.
+    assert "arr[0] = k;" in shown and "arr[(k >> 7)] = (k & 127);" in shown
+
+
 def test_bound_leaves_what_could_wrap_around():
     from fcl.il.passes import bound
     big = ir.Bin("*", k, ir.Const(2**30, INT), INT)

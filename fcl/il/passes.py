@@ -194,7 +194,12 @@ def _without_multiples(op: str, left: ir.Expr, amount: int, ranges: Ranges) -> i
     terms, const = linear(left)
     multiples = {key: (atom, coef // d) for key, (atom, coef) in terms.items() if coef % d == 0}
     if not multiples and const < d:
-        return None
+        # Nothing to take out; but a value known to lie in [0, d) is its own remainder and has
+        # no quotient (`i >> 8` and `i & 255` of an i < 256).
+        whole = interval(left, ranges)
+        if whole is None or whole[0] < 0 or whole[1] >= d:
+            return None
+        return left if op in ("%", "&") else ir.Const(0, ir.INT)
     rest: ir.Expr = ir.Const(const % d, ir.INT)
     for key, (atom, coef) in terms.items():
         if key not in multiples:

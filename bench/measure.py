@@ -17,7 +17,7 @@ from bench.tasks import Task, compile_task, renumbered, tasks
 from fcl.analysis.costs import program_costs
 from fcl.analysis.gpu import GPU, gpu_names
 from fcl.analysis.trace import trace_program
-from fcl.codegen.backend import for_device
+from fcl.backend import for_device
 from fcl.explain import predict_costs
 from fcl.runtime.device import (
     Device,

@@ -184,7 +184,7 @@ class Workspace:
 
     def compile_cell(self, code: str, target: str = "auto"):
         """The compiled program of a cell (its IL before kernels are cut out included), its
-        kernels shaped for `target` (fcl.codegen.backend; "auto" shows a GPU's)."""
+        kernels shaped for `target` (fcl.backend; "auto" shows a GPU's)."""
         options = replace(self.settings.options(keep_result=False), target=target)
         with self.scratch(code) as root:
             return pipeline.compile_program(self.session, root, options)

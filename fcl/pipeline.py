@@ -7,7 +7,7 @@
     steps          fcl.steps: the list of steps after lowering, each a function from a program
                    to a new one: optimisation passes, unnest, then the back end's (in place,
                    kernelize, the decisions about each kernel), for a GPU or a CPU
-    emit           fcl.codegen.emit: OpenCL C (fcl.codegen.backend)
+    emit           fcl.codegen.emit: OpenCL C (fcl.backend)
     run            fcl.runtime.host (a device) or fcl.interp (the reference interpreter)
 
 The CLI, the notebook workspace, the explain module and the Oclgrind check all come here.
@@ -20,7 +20,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from fcl.codegen import backend
+from fcl import backend
 from fcl.codegen.kernel import Compiled
 from fcl.deep import compiler_stage, depth_guard, on_big_stack
 from fcl.defaults import BLOCK_SIZE
@@ -54,7 +54,7 @@ class CompileOptions:
     checks: bool = True        # run-time checks (fcl.checks); off: `--unsafe`, checks=off
     keep_result: bool = False  # end by handing main's result back to the host (notebooks)
     verify_il: bool = False    # check the IL's invariants after every pass
-    target: str = "auto"       # kernels for a "gpu" or "cpu" device, or "auto" (codegen.backend)
+    target: str = "auto"       # kernels for a "gpu" or "cpu" device, or "auto" (fcl.backend)
 
 
 def main_root(session: Session) -> ast.Expr:
@@ -137,7 +137,7 @@ def compile_program(session: Session, root: ast.Expr, options: CompileOptions | 
 
 def compile_il(il: list[ir.Stmt], options: CompileOptions,
                observe: Observer | None = None) -> Compiled:
-    """The back end's steps and printer, from the optimised IL to OpenCL (fcl.codegen.backend)."""
+    """The back end's steps and printer, from the optimised IL to OpenCL (fcl.backend)."""
     return backend.compile_il(il, options.block_size, options.target,
                               _observers(options, observe))
 

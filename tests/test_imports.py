@@ -87,13 +87,16 @@ def test_the_graph_sees_the_pipeline():
     # `fcl.load` is the library's: the package imports it, the compiler's stages do not.
     assert "fcl.python.library" in graph["fcl"]
     assert "fcl" not in graph["fcl.pipeline"]
-    assert {"fcl.il.lower", "fcl.steps", "fcl.codegen.backend"} <= graph["fcl.pipeline"]
+    assert {"fcl.il.lower", "fcl.steps", "fcl.backend"} <= graph["fcl.pipeline"]
     # The steps after lowering, listed in one place (fcl.steps); the back end runs its part of
     # them for either kind of device, then the printer.
     assert {"fcl.il.passes", "fcl.il.unnest", "fcl.codegen.inplace", "fcl.codegen.kernelize",
             "fcl.codegen.order", "fcl.codegen.tiles", "fcl.codegen.registers", "fcl.codegen.shape",
             "fcl.codegen.widen"} <= graph["fcl.steps"]
-    assert {"fcl.steps", "fcl.codegen.emit"} <= graph["fcl.codegen.backend"]
+    assert {"fcl.steps", "fcl.codegen.emit"} <= graph["fcl.backend"]
+    # The back end's parts are composed above them (fcl.steps, fcl.backend), never by each other.
+    assert not any(m in ("fcl.steps", "fcl.backend", "fcl.pipeline")
+                   for name, deps in graph.items() if name.startswith("fcl.codegen") for m in deps)
     # The compiler's back end knows nothing of running its output: devices, buffers, servers.
     assert not any(m.startswith(("fcl.runtime", "fcl.server")) for name, deps in graph.items()
                    if name.startswith("fcl.codegen") for m in deps)

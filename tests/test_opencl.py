@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from fcl import pipeline
-from fcl.codegen import backend
+from fcl import backend, pipeline
 from fcl.codegen.kernel import Launch
 from fcl.errors import FCLError, Source
 from fcl.il import ir

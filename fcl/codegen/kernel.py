@@ -151,7 +151,7 @@ class Compiled:
     source: str              # the OpenCL C of the kernels
     line_table: list[tuple[int, Span]]  # (OpenCL line, the FCL span it came from)
     block_size: int | None = None  # the work-group size the kernels were shaped for, if any
-    target: str = "gpu"  # the device kind the kernels were shaped for (see fcl.codegen.backend)
+    target: str = "gpu"  # the device kind the kernels were shaped for (see fcl.backend)
     portable: bool = False  # reshaped for the device it runs on
     reshaped: Compiled | None = field(default=None, repr=False)  # ... for the other kind, once
 

@@ -13,7 +13,7 @@ looping with a barrier at the end of each iteration; a grid-level loop of at mos
 work-groups' worth of iterations gets one work-item each. Everything else about a kernel's shape is
 decided afterwards, by `shape`.
 
-With `serial` (a CPU device, see fcl.codegen.backend), a work-group kernel that runs better so
+With `serial` (a CPU device, see fcl.backend), a work-group kernel that runs better so
 (runs_better_serial) is launched with one work-item per group, and its block-level loops are
 plain loops (SerialFor) with no barriers. A thread-level array whose length depends on the
 work-item is sized for the largest length the loops' ranges allow.
@@ -132,7 +132,7 @@ class Kernelizer(StmtVisitor):
 
 def runs_better_serial(group_body: list[ir.Stmt], block_size: int | None) -> bool:
     """Whether a work-group's body runs faster on a CPU device as one work-item's loops (see
-    fcl.codegen.backend): unless it is at most two steps of one iteration per work-item (a tile
+    fcl.backend): unless it is at most two steps of one iteration per work-item (a tile
     copied through local memory, which PoCL vectorizes across work-items), each barrier-separated
     step costs PoCL a pass over all work-items, idle ones included, and values kept across it."""
     steps = 0

@@ -289,7 +289,7 @@ def _numbered_or_named(items: list, answer: str):
 
 def serial_groups(dev: cl.Device) -> bool:
     """Whether work-groups run best as one work-item each on `dev` (a CPU; Oclgrind, which
-    checks the work-items' interplay, gets them as a GPU would, see fcl.codegen.backend)."""
+    checks the work-items' interplay, gets them as a GPU would, see fcl.backend)."""
     return bool(dev.type & cl.device_type.CPU) and not is_oclgrind(dev)
 
 

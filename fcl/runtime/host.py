@@ -17,7 +17,7 @@ from typing import cast
 import numpy as np
 import pyopencl as cl
 
-from fcl.codegen.backend import for_device
+from fcl.backend import for_device
 from fcl.codegen.kernel import Compiled, Kernel, Launch, LocalArray
 from fcl.defaults import BLOCK_SIZE
 from fcl.errors import FCLError

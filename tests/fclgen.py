@@ -120,6 +120,21 @@ def _power_add(e: Piece, rounds: int) -> BlockPiece:
                       lambda xs: [e.model(wrap(x + rounds * (rounds - 1) // 2)) for x in xs])
 
 
+def _per_item_fold(e: Piece) -> BlockPiece:
+    # Each work-item folds over the whole chunk with its own weights: a reduction of the same
+    # length for every work-item (which serial CPU kernels run outside their loop).
+    text = (f"(fn c => do<block> {{ t <- forcePull<block> c ;"
+            f" generate (lengthPull t) (fn j => return<thread> (foldl addi j"
+            f" (generate (lengthPull t) (fn it => let x = index t it in {e.text} * (j - it)))))"
+            f" |> concat<thread> 1 }})")
+
+    def model(xs):
+        values = [e.model(x) for x in xs]
+        return [wrap(j + sum(v * (j - it) for it, v in enumerate(values)))
+                for j in range(len(xs))]
+    return BlockPiece(text, lambda k: k, model)
+
+
 def _thread_scan(_: Piece) -> BlockPiece:
     # Each work-item scans a pair of elements sequentially (thread-level seqfor).
     text = ("(fn c => splitUp 2 c |> mapPull (fn p => return<thread> (scanl addi 0 p))"
@@ -152,6 +167,7 @@ block_programs = st.one_of(
     int_exprs.map(_prefix_sums),
     st.tuples(int_exprs, st.integers(0, 3)).map(lambda t: _power_add(*t)),
     int_exprs.map(_thread_scan),
+    int_exprs.map(_per_item_fold),
     int_exprs.map(_interleave_reversed),
 )
 

@@ -10,6 +10,16 @@ from runs import run_cl, run_interp
 
 ROOT = Path(__file__).parent
 MATMUL = (ROOT / "thesis" / "matmul.fcl").read_text()
+# Each work-item folds over the chunk with weights of its own, the step's scalars its own too.
+WEIGHTED = """val main = do<grid> {
+  xs <- forcePull<grid> (generate 16 (fn x => x * 3 - 7)) ;
+  ys <- splitUp 8 xs |> mapPull (fn c => do<block> { t <- forcePull<block> c ;
+          generate (lengthPull t) (fn j => return<thread> (foldl addi j (generate (lengthPull t)
+            (fn it => let x = index t it in (x ^ 5) * (j - it))))) |> concat<thread> 1 })
+        |> concat<block> 8 ;
+  forceAndPrint 16 ys
+}
+"""
 # A fold whose length depends on the work-item: its steps cannot run outside their loop.
 RAGGED = (ROOT / "programs" / "prelude_foldl.fcl").read_text()
 
@@ -33,6 +43,14 @@ def test_a_dot_product_runs_outside_the_loop_over_work_items():
     assert "seqfor (j_16_init < 16)" in interchanged and "seqfor (j_16_out < 16)" in interchanged
 
 
+def test_a_step_with_scalars_of_its_own_is_interchanged_too():
+    interchanged = after(WEIGHTED)["interchange"]
+    at = interchanged.index("seqfor (it_12 < 8) {")
+    assert interchanged.index("seqfor (j_7 < 8) {", at) > at
+    assert "branch_14 = (acc_8_each[j_7] + " in interchanged
+    assert "acc_8_each[j_7] = branch_14;" in interchanged
+
+
 def test_a_tiles_loop_is_split_into_rows_and_columns():
     split = after(MATMUL)["split"]
     assert "seqfor (j_16_row < 4) {" in split and "seqfor (j_16_col < 4) {" in split
@@ -50,6 +68,6 @@ def test_a_reduction_of_a_length_per_work_item_stays_in_its_loop():
 
 
 def test_the_rearranged_kernels_compute_what_the_interpreter_does():
-    for text in (MATMUL, RAGGED):
+    for text in (MATMUL, WEIGHTED, RAGGED):
         out, err = run_cl(text, target="cpu")
         assert out == run_interp(text) and err == ""

@@ -73,7 +73,7 @@ def _interchange(s: SerialFor, prefix: list[ir.Declare], acc: ir.Var, init: ir.E
         if isinstance(e, ir.Var) and e.name == acc.name:
             return own
         return map_children(e, accumulator)
-    step = loop.body[0]
+    *work, step = loop.body
     assert isinstance(step, ir.Assign) and isinstance(s.bound, ir.Const)  # as _reduction found
     private.append((each, int(s.bound.value)))
     first = SerialFor(s.var, s.bound, [*_needed(prefix, [init]),
@@ -82,8 +82,9 @@ def _interchange(s: SerialFor, prefix: list[ir.Declare], acc: ir.Var, init: ir.E
     return [
         *_renamed([first], "_init"),
         ir.SeqFor(loop.var, loop.bound, [
-            SerialFor(s.var, s.bound, [*prefix, ir.Store(each, s.var, accumulator(step.value),
-                                                         span=step.span)], span=s.span)],
+            SerialFor(s.var, s.bound, [*prefix, *map_exprs(work, accumulator),
+                                       ir.Store(each, s.var, accumulator(step.value),
+                                                span=step.span)], span=s.span)],
                   span=loop.span),
         *_renamed([last], "_out"),
     ]
@@ -117,8 +118,8 @@ Reduction = tuple[list[ir.Declare], ir.Var, ir.Expr, ir.SeqFor, list[ir.Stmt]]
 def _reduction(s: SerialFor) -> Reduction | None:
     """(prefix, accumulator, its initial value, the reduction's loop, suffix) when the loop's
     body is: declarations of ints, the accumulator's declaration (and assignments) of a value,
-    a SeqFor whose only statement adds to it, then statements that neither assign it nor write
-    what the reduction reads; else None."""
+    a SeqFor whose last statement assigns it, after scalars of the step's own, then statements
+    that neither assign it nor write what the reduction reads; else None."""
     if not isinstance(s.bound, ir.Const) or not 1 < s.bound.value <= MAX_ACCUMULATORS:
         return None
     body = s.body
@@ -127,9 +128,17 @@ def _reduction(s: SerialFor) -> Reduction | None:
         return None
     loop = body[at]
     assert isinstance(loop, ir.SeqFor)
-    if len(loop.body) != 1 or not isinstance(loop.body[0], ir.Assign):
+    # The reduction's step: scalars of its own, then the accumulator assigned once, last.
+    if not loop.body:
         return None
-    acc = loop.body[0].var
+    *work, last = loop.body
+    if not isinstance(last, ir.Assign):
+        return None
+    acc = last.var
+    own = {t.var.name for t in work if isinstance(t, ir.Declare)}
+    if not all(isinstance(t, (ir.Declare, ir.Assign)) and t.var.name in own
+               and not isinstance(t.var.type, ir.ArrayType) for t in work):
+        return None
     if isinstance(acc.type, ir.ArrayType):
         return None
     init: ir.Expr | None = None
@@ -151,9 +160,10 @@ def _reduction(s: SerialFor) -> Reduction | None:
     # The prefix is recomputed in each of the three loops: what it reads must not change.
     written = _written(body)
     suffix = body[at + 1:]
-    step = loop.body[0].value
+    step = [e for t in loop.body for e in stmt_exprs(t)]
     if any(isinstance(t, ir.Assign) and t.var.name == acc.name for t in ir.walk(suffix)) \
-            or _reads(step) & written or any(_reads(t.init) & written for t in prefix) \
+            or any(_reads(e) & written for e in step) \
+            or any(_reads(t.init) & written for t in prefix) \
             or any(isinstance(t, ir.Assign) and t.var.name in {d.var.name for d in prefix}
                    for t in ir.walk(suffix)) \
             or not all(isinstance(t, (ir.Declare, ir.Assign, ir.Store, ir.If, ir.SeqFor))

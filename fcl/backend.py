@@ -22,18 +22,20 @@ TARGETS = ("auto", "gpu", "cpu")
 
 
 def compile_il(il: list[ir.Stmt], block_size: int, target: str = "auto",
-               observe: Observer | None = None) -> Compiled:
+               observe: Observer | None = None, home: str | None = None) -> Compiled:
     """The host program, kernels and OpenCL source for `target` ("auto": a GPU's, reshaped for a
-    CPU device at run time); `observe(step, program)` after each step (fcl.steps)."""
+    CPU device at run time); `observe(step, program)` after each step (fcl.steps); `home` the
+    source of the program's root (Settings.home)."""
     if target not in TARGETS:
         raise ValueError(target)
     with ir.key_scope():
-        shaped = run_steps(il, BACKEND_STEPS, Settings(block_size, serial=target == "cpu"),
+        shaped = run_steps(il, BACKEND_STEPS, Settings(block_size, target == "cpu", home),
                            observe)
         assert isinstance(shaped, KernelProgram)
         source, table = opencl_source(shaped.kernels)
     return Compiled(il, shaped.host, shaped.kernels, source, table, block_size,
-                    target="cpu" if target == "cpu" else "gpu", portable=target == "auto")
+                    target="cpu" if target == "cpu" else "gpu", portable=target == "auto",
+                    home=home)
 
 
 def for_device(compiled: Compiled, cpu: bool) -> Compiled:
@@ -45,5 +47,6 @@ def for_device(compiled: Compiled, cpu: bool) -> Compiled:
         # Only work-group kernels (not grid loops) of a known group size are shaped otherwise.
         return compiled
     if compiled.reshaped is None:
-        compiled.reshaped = compile_il(compiled.il, compiled.block_size, "cpu" if cpu else "gpu")
+        compiled.reshaped = compile_il(compiled.il, compiled.block_size, "cpu" if cpu else "gpu",
+                                       home=compiled.home)
     return compiled.reshaped

@@ -132,14 +132,15 @@ def compile_program(session: Session, root: ast.Expr, options: CompileOptions | 
     options = options or CompileOptions()
     il = lower(session, root, options, entry, observe)
     with _depth_guard(root, "to compile"):
-        return compile_il(il, options, observe)
+        return compile_il(il, options, observe, root.span.source.name)
 
 
-def compile_il(il: list[ir.Stmt], options: CompileOptions,
-               observe: Observer | None = None) -> Compiled:
-    """The back end's steps and printer, from the optimised IL to OpenCL (fcl.backend)."""
+def compile_il(il: list[ir.Stmt], options: CompileOptions, observe: Observer | None = None,
+               home: str | None = None) -> Compiled:
+    """The back end's steps and printer, from the optimised IL to OpenCL (fcl.backend); `home`
+    is the source of the program's root."""
     return backend.compile_il(il, options.block_size, options.target,
-                              _observers(options, observe))
+                              _observers(options, observe), home)
 
 
 EMIT = "emit"  # the last stage shown by compile_steps: the OpenCL C

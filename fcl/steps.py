@@ -46,6 +46,7 @@ Program = list[ir.Stmt] | KernelProgram
 class Settings:
     block_size: int | None
     serial: bool = False  # work-group kernels that run better so are serial (a CPU device)
+    home: str | None = None  # the source of the program's root, which kernel names leave out
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def _each_kernel(fn: Callable[[Kernel], Kernel]) -> Callable[[Program, Settings]
 
 def _kernelize(il: Program, settings: Settings) -> Program:
     assert isinstance(il, list)
-    host, kernels = kernelize(il, settings.block_size, settings.serial)
+    host, kernels = kernelize(il, settings.block_size, settings.serial, settings.home)
     return KernelProgram(host, kernels)
 
 

@@ -149,3 +149,20 @@ def test_a_kernel_program_is_host_then_kernels():
                                                  ir.Var("a", ir.ArrayType(ir.INT)))], [kernel]))
     assert text.splitlines()[0] == "printIntArray(1, a);"
     assert "kernel k()  -- group 64" in text and "synchronize<block>;" in text
+
+
+def test_a_kernel_from_another_cell_says_which():
+    """A kernel is named after the line its loop comes from; when that line is in another cell
+    (or file) than the program's, its name says which: `%%opencl` can colour only its own."""
+    import io
+
+    from fcl.notebook import Workspace
+    workspace = Workspace()
+    workspace.prompt = 3
+    workspace.execute("fun doubled n =\n  forcePull<grid> (generate n (fn i => 2 * i))",
+                      io.StringIO(), io.StringIO())
+    workspace.prompt = 4
+    names = [k.name for k in workspace.compile_cell(
+        "do<grid> {\n  a <- doubled 8 ;\n  forcePull<grid> (generate 8 (fn i => index a i + 1))\n}"
+    ).kernels]
+    assert names == ["kernel0_cell3_line2", "kernel1_line3"]

@@ -154,6 +154,7 @@ class Compiled:
     target: str = "gpu"  # the device kind the kernels were shaped for (see fcl.backend)
     portable: bool = False  # reshaped for the device it runs on
     reshaped: Compiled | None = field(default=None, repr=False)  # ... for the other kind, once
+    home: str | None = None  # the source of the program's root (see kernelize's kernel names)
 
 
 def nearest_span(line_table: list[tuple[int, Span]], cl_line: int | None) -> Span | None:

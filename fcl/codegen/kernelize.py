@@ -20,6 +20,9 @@ work-item is sized for the largest length the loops' ranges allow.
 """
 from __future__ import annotations
 
+import os
+import re
+
 from fcl.codegen.kernel import (
     MAX_GROUPS,
     Kernel,
@@ -38,11 +41,19 @@ from fcl.il.traverse import assigned
 PRIVATE_ARRAY_LIMIT = 64  # thread-level arrays up to this size live in registers
 
 
+def source_tag(name: str) -> str:
+    """A file's or cell's name as part of a C identifier: `<cell 3>` cell3, `lib/common.fcl`
+    common."""
+    return re.sub(r"\W", "", os.path.splitext(os.path.basename(name))[0]) or "source"
+
+
 class Kernelizer(StmtVisitor):
-    def __init__(self, block_size: int | None = None, serial: bool = False):
+    def __init__(self, block_size: int | None = None, serial: bool = False,
+                 home: str | None = None):
         self.kernels: list[Kernel] = []
         self.block_size = block_size
         self.serial = serial and block_size is not None
+        self.home = home  # the source the program's root is in (see _kernel_name)
 
     def host(self, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         return [self.visit(s) for s in stmts]
@@ -78,8 +89,12 @@ class Kernelizer(StmtVisitor):
         return s  # host statements stay as they are
 
     def _kernel_name(self, span: Span | None) -> str:
-        line = f"_line{span.line}" if span is not None else ""
-        return f"kernel{len(self.kernels)}{line}"
+        """kernelN_lineL after the line its loop comes from, with the file or cell it is in
+        when that is not the program's own (`kernel1_cell3_line2`, a function of cell 3)."""
+        if span is None:
+            return f"kernel{len(self.kernels)}"
+        where = "" if self.home in (None, span.source.name) else f"_{source_tag(span.source.name)}"
+        return f"kernel{len(self.kernels)}{where}_line{span.line}"
 
     def _add(self, name: str, made: KernelBody, body: list[ir.Stmt], span: Span | None,
              **decided) -> Kernel:
@@ -267,10 +282,11 @@ class KernelBody(StmtVisitor):
         return [] if per_item else [s]
 
 
-def kernelize(host_program: list[ir.Stmt], block_size: int | None = None, serial: bool = False
-              ) -> tuple[list[ir.Stmt], list[Kernel]]:
+def kernelize(host_program: list[ir.Stmt], block_size: int | None = None, serial: bool = False,
+              home: str | None = None) -> tuple[list[ir.Stmt], list[Kernel]]:
     """Host statements and kernels; with the work-group size the kernels will be launched with,
-    loops are shaped for it, and `serial` makes work-group kernels serial (for CPU devices)."""
-    k = Kernelizer(block_size, serial)
+    loops are shaped for it, and `serial` makes work-group kernels serial (for CPU devices).
+    `home` is the name of the source the program's root is in: kernels from others say theirs."""
+    k = Kernelizer(block_size, serial, home)
     host = k.host(host_program)
     return host, k.kernels

@@ -25,6 +25,7 @@ from fcl.runtime.host import time_compiled
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.timing import Policy, Timing
+from fcl.viz.codeview import SCROLL
 from fcl.viz.graphs import Drawing, kernel_graph, render, structure_graph
 from fcl.viz.memory import Diagram, memory_diagram
 
@@ -104,9 +105,13 @@ class Explanation:
         (costs, measured), rows = self.measured_costs(group), self.sites(group, warp)
         text = costs_text(costs, measured) + \
             (f"\n\nEach access:\n{sites_text(rows, warp)}" if rows else "")
+        # Wide tables scroll inside the output rather than being cut off at its right edge.
         details = (f"<details><summary>each access: its index, LMADs and cost</summary>"
-                   f"{sites_html(rows, warp)}</details>" if rows else "")
-        return {"text/plain": text, "text/html": costs_html(costs, measured) + details}
+                   f"<div style='{SCROLL}'>{sites_html(rows, warp)}</div></details>"
+                   if rows else "")
+        return {"text/plain": text,
+                "text/html": f"<div style='{SCROLL}'>{costs_html(costs, measured)}</div>"
+                             + details}
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
         """The cost table, as IPython shows an Explanation (fcl.python's `costs`)."""

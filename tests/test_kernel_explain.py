@@ -43,6 +43,10 @@ def test_costs_table_counts_the_naive_transpose(kc):
     assert rows["sectors per warp store (ideal)"] == ["4 (4)", "4 (4)"]
     assert rows["SIMT efficiency"] == ["1", "1"]
     assert "<table class='fcl-costs'>" in table["text/html"]
+    # Both tables scroll inside the output rather than being cut off at its right edge.
+    for kind in ("fcl-costs", "fcl-sites"):
+        before = table["text/html"].split(f"<table class='{kind}'>")[0]
+        assert before.endswith("<div style='overflow:auto;max-width:100%;max-height:40em'>")
     # Each access below: warp 0 reads down column 0, 64 ints apart, in 32 sectors and lines.
     each = table["text/plain"].split("Each access:\n")[1]
     assert "kernel1_line3, line 3: reads global arr_1[" in each

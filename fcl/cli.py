@@ -37,7 +37,6 @@ from fcl.runtime.device import (
 )
 from fcl.runtime.oclgrind import run_checked
 from fcl.session import Session, print_warnings
-from fcl.steps import step_names
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -124,10 +123,8 @@ class _ListSteps(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(f"{'lower':12} the program lowered to the IL (what the steps start from)")
-        for name, purpose in step_names():
+        for name, purpose in pipeline.stage_purposes():
             print(f"{name:12} {purpose}")
-        print(f"{pipeline.EMIT:12} the OpenCL C of the kernels (what `fcl compile` prints)")
         parser.exit()
 
 

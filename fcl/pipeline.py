@@ -39,9 +39,9 @@ from fcl.steps import (
     Observer,
     Program,
     Settings,
-    all_step_names,
     run_steps,
     show_program,
+    step_names,
     verifier,
 )
 from fcl.syntax import ast
@@ -106,7 +106,7 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
         il = lowerer.lower(mono_program(session, root), options.keep_result, entry)
         observers = _observers(options, observe)
         if observers is not None:
-            observers("lower", il)
+            observers(LOWER, il)
         optimized = run_steps(il, IL_STEPS, Settings(options.block_size), observers)
         assert isinstance(optimized, list)
         return optimized
@@ -143,12 +143,19 @@ def compile_il(il: list[ir.Stmt], options: CompileOptions, observe: Observer | N
                               _observers(options, observe), home)
 
 
+LOWER = "lower"  # the first stage shown by compile_steps: the lowered IL
 EMIT = "emit"  # the last stage shown by compile_steps: the OpenCL C
 
 
+def stage_purposes() -> list[tuple[str, str]]:
+    """(name, purpose) of what `compile_steps` can show, in order: the lowered IL, each step (a
+    fixpoint's own steps indented under it), the OpenCL C."""
+    return [(LOWER, "the program lowered to the IL: what the steps start from"), *step_names(),
+            (EMIT, "the OpenCL C printed from the kernels: what `fcl compile` prints")]
+
+
 def stage_names() -> list[str]:
-    """What `compile_steps` can show, in order: the lowered IL, each step, the OpenCL C."""
-    return ["lower", *all_step_names(), EMIT]
+    return [name.strip() for name, _ in stage_purposes()]
 
 
 def compile_steps(session: Session, root: ast.Expr, options: CompileOptions | None = None

@@ -12,8 +12,7 @@ from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
 from fcl.cli import _parser
-from fcl.pipeline import EMIT
-from fcl.steps import step_names
+from fcl.pipeline import stage_purposes
 from fcl_kernel.magics import Magics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,8 +73,7 @@ class CompilerSteps(SphinxDirective):
     """The compiler's steps after lowering, in order, each with its purpose."""
 
     def run(self) -> list[nodes.Node]:
-        rows = [("lower", "the program lowered to the IL: what the steps start from"),
-                *step_names(), (EMIT, "the OpenCL C printed from the kernels")]
+        rows = stage_purposes()
         table = nodes.table()
         group = nodes.tgroup(cols=2)
         table += group

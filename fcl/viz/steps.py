@@ -10,13 +10,13 @@ from __future__ import annotations
 import difflib
 import html
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from fcl.steps import FIXPOINTS, step_names
+from fcl.pipeline import EMIT, stage_purposes
+from fcl.steps import FIXPOINTS
 
-_PURPOSES = {name.strip(): purpose for name, purpose in step_names()}
-_PURPOSES["lower"] = "the program lowered to the IL: what the steps start from"
-_PURPOSES["emit"] = "the OpenCL C printed from the kernels"
+_PURPOSES = {name.strip(): purpose for name, purpose in stage_purposes()}
 CONTEXT = 2  # unchanged lines shown around each change
 
 
@@ -43,7 +43,7 @@ def step_changes(views: list[tuple[str, str]]) -> list[StepChange]:
             continue
         runs[name] += 1
         label = name if runs[name] == 1 else f"{name} (round {runs[name]})"
-        if before is None or name == "emit":
+        if before is None or name == EMIT:
             changes.append(StepChange(label, _PURPOSES.get(name, ""), text, [], 0, 0, True))
         else:
             diff = list(difflib.unified_diff(before.splitlines(), text.splitlines(), lineterm="",
@@ -52,31 +52,38 @@ def step_changes(views: list[tuple[str, str]]) -> list[StepChange]:
             removed = sum(1 for line in diff if line.startswith("-"))
             changes.append(StepChange(label, _PURPOSES.get(name, ""), text, diff, added,
                                       removed))
-        if name != "emit":
+        if name != EMIT:
             before = text
     return changes
+
+
+def _folded(changes: list[StepChange]) -> Iterator[StepChange | list[str]]:
+    """The changes in order, each run of steps that changed nothing as the list of their
+    labels."""
+    quiet: list[str] = []
+    for change in changes:
+        if not change.whole and not change.diff:
+            quiet.append(change.label)
+            continue
+        if quiet:
+            yield quiet
+            quiet = []
+        yield change
+    if quiet:
+        yield quiet
 
 
 def steps_text(changes: list[StepChange]) -> str:
     """Plain text: each changed step's diff, unchanged steps named on one line."""
     out: list[str] = []
-    quiet: list[str] = []
-
-    def flush() -> None:
-        if quiet:
-            out.append(f"== unchanged: {', '.join(quiet)}")
-            quiet.clear()
-    for change in changes:
-        if not change.whole and not change.diff:
-            quiet.append(change.label)
-            continue
-        flush()
-        if change.whole:
-            out.append(f"== {change.label}: {change.purpose}\n{change.text}")
+    for part in _folded(changes):
+        if isinstance(part, list):
+            out.append(f"== unchanged: {', '.join(part)}")
+        elif part.whole:
+            out.append(f"== {part.label}: {part.purpose}\n{part.text}")
         else:
-            out.append(f"== {change.label}: {change.purpose} (+{change.added} -{change.removed})\n"
-                       + "\n".join(change.diff))
-    flush()
+            out.append(f"== {part.label}: {part.purpose} (+{part.added} -{part.removed})\n"
+                       + "\n".join(part.diff))
     return "\n\n".join(out)
 
 
@@ -97,23 +104,15 @@ def steps_html(changes: list[StepChange]) -> str:
     removed lines coloured), unchanged steps folded into one line; the first stage and the
     OpenCL C in full, closed."""
     out = [_STYLE, "<div class='fcl-steps'>"]
-    quiet: list[str] = []
-
-    def flush() -> None:
-        if quiet:
-            out.append(f"<div class='quiet'>unchanged: {html.escape(', '.join(quiet))}</div>")
-            quiet.clear()
-    for change in changes:
-        if not change.whole and not change.diff:
-            quiet.append(change.label)
+    for part in _folded(changes):
+        if isinstance(part, list):
+            out.append(f"<div class='quiet'>unchanged: {html.escape(', '.join(part))}</div>")
             continue
-        flush()
-        counts = "" if change.whole else f" <code>+{change.added} −{change.removed}</code>"
-        body = html.escape(change.text) if change.whole else _diff_html(change.diff)
-        out.append(f"<details><summary><b>{html.escape(change.label)}</b>{counts} "
-                   f"<span class='purpose'>{html.escape(change.purpose)}</span></summary>"
+        counts = "" if part.whole else f" <code>+{part.added} −{part.removed}</code>"
+        body = html.escape(part.text) if part.whole else _diff_html(part.diff)
+        out.append(f"<details><summary><b>{html.escape(part.label)}</b>{counts} "
+                   f"<span class='purpose'>{html.escape(part.purpose)}</span></summary>"
                    f"<pre>{body}</pre></details>")
-    flush()
     out.append("</div>")
     return "".join(out)
 

@@ -50,6 +50,16 @@ def kernel_spec(python: str) -> dict:
     }
 
 
+def write_kernel_spec(jupyter_dir: Path) -> Path:
+    """A kernelspec for this interpreter in `jupyter_dir` (a directory to put on JUPYTER_PATH:
+    tests, tools and servers run the kernel of this environment without installing it);
+    returns `jupyter_dir`."""
+    spec = jupyter_dir / "kernels" / KERNEL_NAME
+    spec.mkdir(parents=True, exist_ok=True)
+    (spec / "kernel.json").write_text(json.dumps(kernel_spec(sys.executable)))
+    return jupyter_dir
+
+
 def install_kernel_spec(user: bool = False, prefix: str | None = None) -> str:
     """Install the kernelspec; returns the directory it was installed in.
 

@@ -2,19 +2,15 @@
 interpreter (found through JUPYTER_PATH, no installation needed), running cells and reading what
 they sent. conftest.py imports this, so every test finds the kernelspec, and gives the fixtures
 of a kernel shared by a test module."""
-import json
 import os
 import re
-import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-_SPEC_DIR = Path(tempfile.mkdtemp(prefix="fcl-kernelspec-"))
-(_SPEC_DIR / "kernels" / "fcl").mkdir(parents=True)
-(_SPEC_DIR / "kernels" / "fcl" / "kernel.json").write_text(json.dumps({
-    "argv": [sys.executable, "-m", "fcl_kernel", "-f", "{connection_file}"],
-    "display_name": "FCL", "language": "fcl", "interrupt_mode": "signal"}))
+from fcl_kernel.install import write_kernel_spec
+
+_SPEC_DIR = write_kernel_spec(Path(tempfile.mkdtemp(prefix="fcl-kernelspec-")))
 os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(_SPEC_DIR),
                                                            os.environ.get("JUPYTER_PATH")]))
 

@@ -12,6 +12,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from fcl_kernel.install import write_kernel_spec
+
 COURSE = Path(__file__).parent / "nbgrader"
 FUSED = "val squaresPlusOne = forcePull<grid> (map (fn x => x * x + 1) (iota 1024))"
 ANSWERS = {
@@ -26,12 +28,7 @@ ANSWERS = {
 
 def nbgrader(course: Path, *args: str) -> str:
     """Run the nbgrader command in the course, with the FCL kernelspec on JUPYTER_PATH."""
-    spec = course.parent / "jupyter" / "kernels" / "fcl"
-    spec.mkdir(parents=True, exist_ok=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "fcl_kernel", "-f", "{connection_file}"],
-        "display_name": "FCL", "language": "fcl"}))
-    env = {**os.environ, "JUPYTER_PATH": str(spec.parent.parent)}
+    env = {**os.environ, "JUPYTER_PATH": str(write_kernel_spec(course.parent / "jupyter"))}
     done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr

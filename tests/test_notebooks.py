@@ -5,11 +5,7 @@ OpenCL device (PoCL on a machine without a GPU). Besides error outputs, the self
 exercises are checked: a `%%expect` cell must show ✓, except the exercise cells themselves
 (tagged `exercise`), which hold the student's starting point and are expected to show ✗.
 """
-import json
-import os
 import re
-import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
@@ -19,14 +15,7 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parent.parent
 from course import NOTEBOOKS, kernel_of  # noqa: E402
 
-# A kernelspec for this interpreter, found through JUPYTER_PATH (no installation needed).
-_SPEC_DIR = Path(tempfile.mkdtemp(prefix="fcl-kernelspec-"))
-(_SPEC_DIR / "kernels" / "fcl").mkdir(parents=True)
-(_SPEC_DIR / "kernels" / "fcl" / "kernel.json").write_text(json.dumps({
-    "argv": [sys.executable, "-m", "fcl_kernel", "-f", "{connection_file}"],
-    "display_name": "FCL", "language": "fcl", "interrupt_mode": "signal"}))
-os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(_SPEC_DIR),
-                                                           os.environ.get("JUPYTER_PATH")]))
+# The kernels run by the kernelspec tests/kernels.py puts on JUPYTER_PATH (see conftest.py).
 
 
 def run_notebook(path: Path) -> nbformat.NotebookNode:

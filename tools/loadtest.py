@@ -27,7 +27,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,9 @@ from jupyter_client.jsonutil import json_default
 from jupyter_client.session import Session
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
+
+from fcl_kernel.install import write_kernel_spec
+from tools.lab import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PROXY = ROOT / "build" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -80,12 +82,6 @@ START_TIMEOUT = 600  # s for a server to start: 20 of them at once on 2 cores ta
 IPC_KERNELS = "--KernelManager.transport=ipc"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def proxy_command() -> str | None:
     """configurable-http-proxy: the one `make test-setup` installs, else one on PATH."""
     return str(PROXY) if PROXY.exists() else shutil.which("configurable-http-proxy")
@@ -114,11 +110,7 @@ class Hub:
 def hub_settings(workdir: Path, proxy: str, token: str, port: int) -> dict[str, object]:
     """jupyterhub_config.py's assignments, `Class.trait: value`."""
     # This interpreter's FCL kernel, for the servers the hub starts (their JUPYTER_PATH).
-    spec = workdir / "jupyter" / "kernels" / "fcl"
-    spec.mkdir(parents=True, exist_ok=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "fcl_kernel", "-f", "{connection_file}"],
-        "display_name": "FCL", "language": "fcl", "interrupt_mode": "signal"}))
+    write_kernel_spec(workdir / "jupyter")
     return {
         "JupyterHub.bind_url": f"http://127.0.0.1:{port}",
         "JupyterHub.hub_bind_url": f"http://127.0.0.1:{free_port()}",

@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import secrets
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from playwright.sync_api import Locator, Page, expect, sync_playwright
+
+from tools.lab import running_lab
 
 ROOT = Path(__file__).resolve().parent.parent
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -83,68 +80,14 @@ PICTURES = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def jupyterlab(tmp: Path) -> Iterator[str]:
-    """The URL (with its token) of a JupyterLab server on a copy of notebooks/."""
-    root = tmp / "notebooks"
-    shutil.copytree(ROOT / "notebooks", root)
-    spec = tmp / "jupyter-path" / "kernels" / "fcl"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "fcl_kernel", "-f", "{connection_file}"],
-        "display_name": "FCL", "language": "fcl", "interrupt_mode": "signal"}))
-    settings = tmp / "lab-settings" / "@jupyterlab"
-    # No news pop-up over the notebook; every cell rendered, not only those near the viewport.
-    for extension, name, values in [
-            ("apputils-extension", "notification", {"fetchNews": "false",
-                                                    "checkForUpdates": False}),
-            ("notebook-extension", "tracker", {"windowingMode": "none"})]:
-        (settings / extension).mkdir(parents=True)
-        (settings / extension / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
-    # JupyterLab as on Binder: nbgrader (a test dependency here) and the Jupyter Notebook it
-    # brings add menus and buttons a student there does not see.
-    labconfig = tmp / "jupyter-config" / "labconfig"
-    labconfig.mkdir(parents=True)
-    (labconfig / "page_config.json").write_text(json.dumps({"disabledExtensions": {
-        "@jupyter/nbgrader": True, "@jupyter-notebook/lab-extension": True}}))
-    port, token = free_port(), secrets.token_hex(16)
-    env = dict(os.environ, JUPYTER_PATH=str(tmp / "jupyter-path"),
-               JUPYTER_CONFIG_DIR=str(tmp / "jupyter-config"),
-               JUPYTER_RUNTIME_DIR=str(tmp / "jupyter-runtime"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp / "lab-workspaces"),
-               JUPYTERLAB_SETTINGS_DIR=str(tmp / "lab-settings"))
-    with open(tmp / "lab.log", "w") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
-             f"--port={port}", f"--IdentityProvider.token={token}",
-             f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0"]
-            + (["--allow-root"] if os.geteuid() == 0 else []),
-            env=env, stdout=log, stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.time() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2):
-                        break
-                except OSError:
-                    if server.poll() is not None or time.time() > deadline:
-                        log.flush()
-                        sys.exit("JupyterLab did not start:\n" + (tmp / "lab.log").read_text())
-                    time.sleep(0.3)
-            yield f"{base}/lab/tree/{{}}?reset&token={token}"
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
+    """The URL (with its token, `{}` for the notebook) of a JupyterLab server on a copy of
+    notebooks/, as on Binder: nbgrader (a test dependency here) and the Jupyter Notebook it
+    brings add menus and buttons a student there does not see."""
+    with running_lab(tmp, sys.exit, ("@jupyter/nbgrader", "@jupyter-notebook/lab-extension")) \
+            as (base, token):
+        yield f"{base}/lab/tree/{{}}?reset&token={token}"
 
 
 def wait_for_kernel(page: Page) -> None:

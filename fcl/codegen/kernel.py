@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from fcl.errors import Span
 from fcl.il import ir
-from fcl.il.traverse import map_bodies, map_children
+from fcl.il.traverse import map_bodies, map_children, stmt_exprs, sub_exprs
 
 MAX_GROUPS = 65536  # a grid loop with more iterations than this is virtualized: groups loop
 
@@ -208,3 +208,33 @@ def work_item_ids(e: ir.Expr) -> ir.Expr:
     if isinstance(e, (ir.Bin, ir.Un, ir.Select)):
         return map_children(e, work_item_ids)
     return e
+
+
+# ---- a work-item's index used as (row, column) --------------------------------------------------
+
+def item_split(e: ir.Expr, items: set[str]) -> tuple[str, int] | None:
+    """(">>", 2^k) for `i >> k`, ("&", 2^k) for `i & (2^k - 1)`, where i is one of `items`: the
+    row and the column of an index in rows 2^k wide."""
+    if not (isinstance(e, ir.Bin) and e.op in (">>", "&") and isinstance(e.left, ir.Var)
+            and e.left.name in items and isinstance(e.right, ir.Const)):
+        return None
+    k = int(e.right.value)
+    if e.op == ">>":
+        return (">>", 1 << k) if 0 < k < 31 else None
+    return ("&", k + 1) if k > 0 and k & (k + 1) == 0 else None
+
+
+def split_widths(stmts: list[ir.Stmt], items: set[str]) -> set[int]:
+    """The row widths the statements split any of `items` by (see item_split)."""
+    widths: set[int] = set()
+
+    def visit(e: ir.Expr) -> None:
+        split = item_split(e, items)
+        if split is not None:
+            widths.add(split[1])
+        for part in sub_exprs(e):
+            visit(part)
+    for s in ir.walk(stmts):
+        for e in stmt_exprs(s):
+            visit(e)
+    return widths

@@ -22,15 +22,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fcl.codegen.kernel import Kernel, SerialFor, group_body
+from fcl.codegen.kernel import Kernel, SerialFor, group_body, item_split, split_widths
 from fcl.il import ir
 from fcl.il.traverse import (
+    array_reads,
     map_bodies,
     map_children,
     map_exprs,
     map_stmt_exprs,
     names,
-    stmt_exprs,
 )
 
 MAX_ACCUMULATORS = 4096  # private elements per reduction interchanged (16 KiB of ints)
@@ -160,10 +160,9 @@ def _reduction(s: SerialFor) -> Reduction | None:
     # The prefix is recomputed in each of the three loops: what it reads must not change.
     written = _written(body)
     suffix = body[at + 1:]
-    step = [e for t in loop.body for e in stmt_exprs(t)]
+    read = {r.array.name for r in array_reads([*prefix, *loop.body])}
     if any(isinstance(t, ir.Assign) and t.var.name == acc.name for t in ir.walk(suffix)) \
-            or any(_reads(e) & written for e in step) \
-            or any(_reads(t.init) & written for t in prefix) \
+            or read & written \
             or any(isinstance(t, ir.Assign) and t.var.name in {d.var.name for d in prefix}
                    for t in ir.walk(suffix)) \
             or not all(isinstance(t, (ir.Declare, ir.Assign, ir.Store, ir.If, ir.SeqFor))
@@ -185,20 +184,6 @@ def _needed(prefix: list[ir.Declare], uses: list[ir.Expr]) -> list[ir.Stmt]:
 
 def _written(stmts: list[ir.Stmt]) -> set[str]:
     return {t.array.name for t in ir.walk(stmts) if isinstance(t, ir.Store)}
-
-
-def _reads(e: ir.Expr) -> set[str]:
-    """The arrays an expression reads."""
-    found: set[str] = set()
-
-    def visit(x: ir.Expr) -> None:
-        if isinstance(x, ir.Index):
-            found.add(x.array.name)
-        for part in (getattr(x, f) for f in ir.field_names(x)):
-            if isinstance(part, ir.Expr):
-                visit(part)
-    visit(e)
-    return found
 
 
 def split(kernel: Kernel) -> Kernel:
@@ -227,35 +212,12 @@ def _row_width(s: SerialFor) -> int | None:
     and `j & (2^k - 1)`, at least once; else None."""
     if not isinstance(s.bound, ir.Const):
         return None
-    widths: set[int] = set()
-
-    def visit(e: ir.Expr) -> None:
-        part = _part(e, s.var.name)
-        if part is not None:
-            widths.add(part[1])
-            return
-        for child in (getattr(e, f) for f in ir.field_names(e)):
-            if isinstance(child, ir.Expr):
-                visit(child)
-    for t in ir.walk(s.body):
-        for e in stmt_exprs(t):
-            visit(e)
+    widths = split_widths(s.body, {s.var.name})
     if len(widths) != 1:
         return None
     (width,) = widths
     count = int(s.bound.value)
     return width if 1 < width < count and count % width == 0 else None
-
-
-def _part(e: ir.Expr, var: str) -> tuple[str, int] | None:
-    """("row", 2^k) for `var >> k`, ("column", 2^k) for `var & (2^k - 1)`."""
-    if not (isinstance(e, ir.Bin) and e.op in (">>", "&") and isinstance(e.left, ir.Var)
-            and e.left.name == var and isinstance(e.right, ir.Const)):
-        return None
-    k = int(e.right.value)
-    if e.op == ">>":
-        return ("row", 1 << k) if 0 < k < 31 else None
-    return ("column", k + 1) if k > 0 and k & (k + 1) == 0 else None
 
 
 def _nested(s: SerialFor, width: int) -> ir.Stmt:
@@ -264,9 +226,9 @@ def _nested(s: SerialFor, width: int) -> ir.Stmt:
     whole = ir.Bin("+", ir.Bin("*", row, ir.Const(width, ir.INT), ir.INT), column, ir.INT)
 
     def rewrite(e: ir.Expr) -> ir.Expr:
-        part = _part(e, s.var.name)
-        if part is not None and part[1] == width:
-            return row if part[0] == "row" else column
+        split = item_split(e, {s.var.name})
+        if split is not None and split[1] == width:
+            return row if split[0] == ">>" else column
         if isinstance(e, ir.Var) and e.name == s.var.name:
             return whole
         return map_children(e, rewrite)

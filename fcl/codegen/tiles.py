@@ -22,7 +22,9 @@ from fcl.codegen.kernel import (
     Special,
     group_body,
     inline_ints,
+    item_split,
     own_index,
+    split_widths,
     work_item_ids,
 )
 from fcl.il import ir
@@ -37,8 +39,6 @@ from fcl.il.traverse import (
     map_stmt_exprs,
     names,
     single_definitions,
-    stmt_exprs,
-    sub_exprs,
 )
 
 
@@ -52,17 +52,7 @@ def tiles(kernel: Kernel) -> Kernel:
     items = {s.var.name for s in ir.walk(body)
              if isinstance(s, ir.Declare) and isinstance(s.init, Special)
              and s.init.name == "local_id"}
-    widths: set[int] = set()
-
-    def visit(e: ir.Expr) -> None:
-        split = _item_split(e, items)
-        if split is not None:
-            widths.add(split[1])
-        for part in sub_exprs(e):
-            visit(part)
-    for s in ir.walk(body):
-        for e in stmt_exprs(s):
-            visit(e)
+    widths = split_widths(body, items)
     if size is None or len(widths) != 1 or kernel.abortable \
             or any(a.per_item for a in kernel.locals):
         return kernel
@@ -74,7 +64,7 @@ def tiles(kernel: Kernel) -> Kernel:
     linear_id = own_index(kernel)
 
     def rewrite(e: ir.Expr) -> ir.Expr:
-        split = _item_split(e, items)
+        split = item_split(e, items)
         if split is not None and split[1] == width:
             return y if split[0] == ">>" else x
         if isinstance(e, Special) and e.name == "local_id":
@@ -162,17 +152,6 @@ def padded(kernel: Kernel, body: list[ir.Stmt],
             out.append(map_bodies(new, pad_block))
         return out
     return replace(kernel, body=rewrap(pad_block(body)), locals=locals_)
-
-
-def _item_split(e: ir.Expr, items: set[str]) -> tuple[str, int] | None:
-    """(">>", 2^k) for `i >> k`, ("&", 2^k) for `i & (2^k - 1)`, where i is a local id."""
-    if not (isinstance(e, ir.Bin) and e.op in (">>", "&") and isinstance(e.left, ir.Var)
-            and e.left.name in items and isinstance(e.right, ir.Const)):
-        return None
-    k = int(e.right.value)
-    if e.op == ">>":
-        return (">>", 1 << k) if 0 < k < 31 else None
-    return ("&", k + 1) if k > 0 and k & (k + 1) == 0 else None
 
 
 def _row_column(index: ir.Expr, definitions: dict[str, ir.Expr],

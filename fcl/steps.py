@@ -147,14 +147,16 @@ def run_steps(program: Program, steps: Sequence[Step | Fixpoint], settings: Sett
     """The program after the steps; `observe(step name, program)` after each step run."""
     for step in steps:
         if isinstance(step, Fixpoint):
+            shown = show_program(program)
             for _ in range(step.rounds):
-                before = show_program(program)
                 for inner in step.steps:
                     program = inner.run(program, settings)
                     if observe is not None:
                         observe(inner.name, program)
-                if show_program(program) == before:
+                after = show_program(program)  # a round's end is the next one's start
+                if after == shown:
                     break
+                shown = after
             if observe is not None:
                 observe(step.name, program)
         else:

@@ -158,7 +158,7 @@ def _ranged(e: ir.Expr, ranges: Ranges, limits: Bounds) -> ir.Expr:
         return left if (a[1] <= b[0]) == (e.op == "min") else right
     divisor = int(right.value) if isinstance(right, ir.Const) and e.type == ir.INT else 0
     if e.op in ("/", "%", ">>", "&") and divisor > 0:
-        split = _without_multiples(e.op, left, divisor, ranges)
+        split = _without_multiples(e.op, left, divisor, ranges, a)
         if split is not None:
             return split
     if e.op in ("/", "%") and a is not None and a[0] >= 0 \
@@ -178,7 +178,8 @@ def _ranged_where(e: ir.Expr, cond: ir.Expr, holds: bool, ranges: Ranges, limits
     return _ranged(e, inner_ranges, inner_limits)
 
 
-def _without_multiples(op: str, left: ir.Expr, amount: int, ranges: Ranges) -> ir.Expr | None:
+def _without_multiples(op: str, left: ir.Expr, amount: int, ranges: Ranges,
+                       known: Interval | None) -> ir.Expr | None:
     """`(m * d + r) / d` as m and `(m * d + r) % d` as r, where r lies in [0, d); likewise
     `>> k` and `& (2^k - 1)` for d = 2^k. Index arithmetic splits a work-group's number into
     tile coordinates this way (`(row * 256 + col) >> 8`); the C compiler cannot, not knowing
@@ -194,10 +195,11 @@ def _without_multiples(op: str, left: ir.Expr, amount: int, ranges: Ranges) -> i
     terms, const = linear(left)
     multiples = {key: (atom, coef // d) for key, (atom, coef) in terms.items() if coef % d == 0}
     if not multiples and const < d:
-        # Nothing to take out; but a value known to lie in [0, d) is its own remainder and has
-        # no quotient (`i >> 8` and `i & 255` of an i < 256).
-        whole = interval(left, ranges)
-        if whole is None or whole[0] < 0 or whole[1] >= d:
+        # Nothing to take out; but a value known to lie in [0, d) has no quotient and is its
+        # own remainder (`i >> 8` and `i & 255` of an i < 256). Only for shifts and masks:
+        # dropping a `%` also let the sums around it grow into one (the nested-expression
+        # programs of bench/compile_speed.py compiled 40% slower). `known` is left's interval.
+        if op in ("/", "%") or known is None or known[0] < 0 or known[1] >= d:
             return None
         return left if op in ("%", "&") else ir.Const(0, ir.INT)
     rest: ir.Expr = ir.Const(const % d, ir.INT)

@@ -2,12 +2,14 @@
 
     fcl --version
     fcl check [--types] [--no-prelude] FILE...
-    fcl run [--backend auto|opencl|interp] [--device D] [--block-size N] [--unsafe] FILE...
+    fcl run [--backend auto|opencl|interp] [--device D] [--block-size N] [--unsafe]
+            [--no-short-circuit] FILE...
     fcl compile [-o out.cl] [--dump-il] FILE...
     fcl devices                                              # exit status 1: none usable
     fcl costs [--group G] [--warp W] [--gpu NAME] FILE...  # memory traffic, occupancy, time
     fcl memory [--kernel K] [--array A] [--group G] [--warp W] [--pitch P] [--svg OUT]
                [--gpu NAME] FILE...
+    fcl memory --blocks [--svg OUT] FILE...  # the global memory plan: blocks, copies removed
     fcl graph [--kernels | --kernel K] [--svg OUT] FILE...   # Graphviz DOT, or SVG with --svg
     fcl lmad EXPR [--points] [--svg FILE] [--pitch N]
     fcl lsp                                                  # language server on stdio
@@ -37,6 +39,7 @@ from fcl.runtime.device import (
 )
 from fcl.runtime.oclgrind import run_checked
 from fcl.session import Session, print_warnings
+from fcl.viz.blocks import plan_svg
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -97,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
     memory.add_argument("--warp", type=int, default=0, metavar="W",
                         help="the warp whose first access is outlined (default 0)")
     memory.add_argument("--pitch", type=int, metavar="P", help="elements per row of global memory")
+    memory.add_argument("--blocks", action="store_true", help="the global memory plan instead: "
+                        "each block, the arrays placed in it, and every copy removed or kept, "
+                        "and why (needs no device)")
     memory.add_argument("--svg", metavar="OUT", help="write the diagrams as SVG to OUT (one file "
                         "per kernel: OUT with the kernel's name before the suffix when several)")
     graph = commands.add_parser("graph", help="the program's structure (or its kernels' IL) as "
@@ -134,6 +140,9 @@ def _compile_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--unsafe", action="store_true",
                      help="no run-time checks (indices, divisors, lengths): a faulty program may "
                           "then print garbage instead of an error at its FCL location")
+    cmd.add_argument("--no-short-circuit", action="store_true",
+                     help="no memory planning: every array gets its own buffer and every copy "
+                          "runs (to compare; `fcl memory --blocks` shows what is planned)")
     cmd.add_argument("--target", choices=("gpu", "cpu"), default=None,
                      help="shape the kernels for a GPU or a CPU device (default: `compile` "
                           "shows a GPU's; `run` shapes them for its device)")
@@ -144,7 +153,8 @@ def _compile_options_of(args):
         raise FCLError(f"the block size must be positive, not {args.block_size}")
     return pipeline.CompileOptions(args.block_size, not args.unsafe,
                                    verify_il=getattr(args, "verify_il", False),
-                                   target=args.target or "auto")
+                                   target=args.target or "auto",
+                                   short_circuit=not args.no_short_circuit)
 
 
 def _explain_options(cmd: argparse.ArgumentParser) -> None:
@@ -260,6 +270,11 @@ def _explain(args, session: Session) -> int:
     if args.command == "costs":
         print(explanation.costs_bundle(args.group, args.warp)["text/plain"])
         return 0
+    if args.command == "memory" and args.blocks:
+        if args.svg:
+            _write(args.svg, plan_svg(explanation.memory_plan()))
+        print(explanation.blocks_bundle()["text/plain"])
+        return 0
     if args.command == "memory":
         diagrams = explanation.memory(args.kernel, args.array, args.group, args.warp, args.pitch)
         if args.svg:
@@ -301,6 +316,7 @@ def _check(args, session: Session, root, options) -> int:
     compiled = pipeline.compile_program(session, root, options)
     argv = [*args.files, "--block-size", str(args.block_size)]
     argv += ["--no-prelude"] * args.no_prelude + ["--unsafe"] * args.unsafe
+    argv += ["--no-short-circuit"] * args.no_short_circuit
     status, stdout, findings = run_checked(argv, compiled)
     sys.stdout.write(stdout)
     sys.stdout.flush()

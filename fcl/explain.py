@@ -7,6 +7,7 @@ run once and kept, by the TRACES_KEPT explanations traced last.
 from __future__ import annotations
 
 import re
+from html import escape
 import weakref
 from dataclasses import dataclass, field
 
@@ -20,11 +21,13 @@ from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
 from fcl.codegen.kernel import Compiled, Kernel
 from fcl.errors import FCLError
+from fcl.memory.plan import COPIES, MemoryPlan, memory_plan
 from fcl.runtime.device import is_oclgrind, open_device, require_device
 from fcl.runtime.host import time_compiled
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.timing import Policy, Timing
+from fcl.viz.blocks import plan_svg
 from fcl.viz.codeview import SCROLL
 from fcl.viz.graphs import Drawing, kernel_graph, render, structure_graph
 from fcl.viz.memory import Diagram, memory_diagram
@@ -103,7 +106,8 @@ class Explanation:
     def costs_bundle(self, group: int = 0, warp: int = 0) -> dict[str, str]:
         """The cost table, then each access's formula, LMADs and cost: text and HTML."""
         (costs, measured), rows = self.measured_costs(group), self.sites(group, warp)
-        text = costs_text(costs, measured) + \
+        memory = self.memory_line()
+        text = costs_text(costs, measured) + f"\n{memory}" + \
             (f"\n\nEach access:\n{sites_text(rows, warp)}" if rows else "")
         # Wide tables scroll inside the output rather than being cut off at its right edge.
         details = (f"<details><summary>each access: its index, LMADs and cost</summary>"
@@ -111,7 +115,7 @@ class Explanation:
                    if rows else "")
         return {"text/plain": text,
                 "text/html": f"<div style='{SCROLL}'>{costs_html(costs, measured)}</div>"
-                             + details}
+                             f"<p>{escape(memory)}</p>" + details}
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
         """The cost table, as IPython shows an Explanation (fcl.python's `costs`)."""
@@ -119,6 +123,28 @@ class Explanation:
 
     def __repr__(self) -> str:
         return self.costs_bundle()["text/plain"]
+
+    # ---- the global memory plan
+    def memory_plan(self) -> MemoryPlan:
+        """The blocks, the arrays in them and the copies removed or kept (fcl.memory.plan), as
+        planned for this program; with planning off, what it would be."""
+        return memory_plan(self.compiled.il)
+
+    def memory_line(self) -> str:
+        """Global memory allocated and bytes the removed copies would have moved, planned and
+        not (`%config short_circuit` picks which one runs)."""
+        plan = self.memory_plan()
+        runs = "planned" if self.compiled.plan_memory else "unplanned (short_circuit=off)"
+        return (f"Global memory, {runs} runs: planned {plan.planned}, unplanned "
+                f"{plan.unplanned}; the {sum(d.done for d in plan.decisions if d.kind in COPIES)}"
+                f" copies removed by planning move {plan.copy_bytes_saved:,} bytes")
+
+    def blocks_bundle(self) -> dict[str, str]:
+        plan = self.memory_plan()
+        off = "" if self.compiled.plan_memory else \
+            "memory planning is off (short_circuit=off): the program runs unplanned; planned, it would be:\n"
+        return {"text/plain": off + plan.text(),
+                "text/html": f"<div style='{SCROLL}'>{escape(off)}{plan_svg(plan)}</div>"}
 
     # ---- memory diagrams
     def memory(self, kernel: str | None = None, array: str | None = None, group: int = 0,

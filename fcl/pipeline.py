@@ -55,6 +55,7 @@ class CompileOptions:
     keep_result: bool = False  # end by handing main's result back to the host (notebooks)
     verify_il: bool = False    # check the IL's invariants after every pass
     target: str = "auto"       # kernels for a "gpu" or "cpu" device, or "auto" (fcl.backend)
+    short_circuit: bool = True  # the memory steps (fcl.memory); off: each array its own buffer
 
 
 def main_root(session: Session) -> ast.Expr:
@@ -140,7 +141,7 @@ def compile_il(il: list[ir.Stmt], options: CompileOptions, observe: Observer | N
     """The back end's steps and printer, from the optimised IL to OpenCL (fcl.backend); `home`
     is the source of the program's root."""
     return backend.compile_il(il, options.block_size, options.target,
-                              _observers(options, observe), home)
+                              _observers(options, observe), home, options.short_circuit)
 
 
 LOWER = "lower"  # the first stage shown by compile_steps: the lowered IL

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from fcl.codegen.inplace import in_place
 from fcl.codegen.kernel import Kernel, Launch
 from fcl.codegen.kernelize import kernelize
 from fcl.codegen.order import group_order
@@ -31,6 +30,9 @@ from fcl.il.passes import bound, propagate, prune, sweep
 from fcl.il.traverse import map_bodies
 from fcl.il.unnest import unnest
 from fcl.il.verify import verify
+from fcl.memory.blocks import share_blocks
+from fcl.memory.copies import remove_copies
+from fcl.memory.inplace import in_place
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class Settings:
     block_size: int | None
     serial: bool = False  # work-group kernels that run better so are serial (a CPU device)
     home: str | None = None  # the source of the program's root, which kernel names leave out
+    plan_memory: bool = True  # the memory steps (short-circuit, in-place, blocks); off:
+    # every array its own buffer (`--no-short-circuit`, `%config short_circuit=off`)
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,11 @@ def _each_kernel(fn: Callable[[Kernel], Kernel]) -> Callable[[Program, Settings]
     return lambda program, _settings: map_kernels(program, fn)
 
 
+def _memory(fn: Callable[[list[ir.Stmt]], list[ir.Stmt]]
+            ) -> Callable[[Program, Settings], Program]:
+    return lambda program, settings: fn(program) if settings.plan_memory else program  # type: ignore[arg-type]
+
+
 def _kernelize(il: Program, settings: Settings) -> Program:
     assert isinstance(il, list)
     host, kernels = kernelize(il, settings.block_size, settings.serial, settings.home)
@@ -96,8 +105,12 @@ IL_STEPS: tuple[Step | Fixpoint, ...] = (
 )
 
 BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
+    Step("short-circuit", "a part copied into a larger array is built in its place; a whole "
+         "copy of an array nothing changes afterwards is that array", _memory(remove_copies)),
     Step("in-place", "a kernel that only maps an array writes over it when nothing reads it "
-         "after", _il(in_place)),
+         "after", _memory(in_place)),
+    Step("blocks", "arrays never live at once share a global block; an array a loop makes "
+         "afresh each iteration is made once", _memory(share_blocks)),
     Step("kernelize", "grid-level loops become kernels; block-level loops are spread over a "
          "work-group's work-items", _kernelize),
     Step("interchange", "in a serial kernel, a work-item's reduction runs outside the loop "

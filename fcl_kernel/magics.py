@@ -125,7 +125,8 @@ class Magics:
 
     def line_config(self, args: str) -> None:
         """`%config` shows the settings; `%config block_size=128 backend=interp checks=off
-        gpu=h100` changes them (backend: auto, the default, is opencl where a device works and
+        short_circuit=off gpu=h100` changes them (short_circuit: the compiler's memory planning;
+        backend: auto, the default, is opencl where a device works and
         else interp; gpu: the GPU whose occupancy and time %%costs predicts, one of the
         profiles in fcl/gpus/)."""
         settings = self.workspace.settings
@@ -135,6 +136,7 @@ class Magics:
         resolved = f" ({self.workspace.backend()})" if settings.backend == "auto" else ""
         self._text(f"backend={settings.backend}{resolved} block_size={settings.block_size} "
                    f"checks={'on' if settings.checks else 'off'} "
+                   f"short_circuit={'on' if settings.short_circuit else 'off'} "
                    f"device={settings.device or 'default'} gpu={settings.gpu}")
         if not args:
             from fcl_kernel.widgets import settings_panel  # ipywidgets: 0.16 s, when first shown
@@ -239,10 +241,15 @@ class Magics:
         work-item, writes hatched; warp W's first access outlined with its 32-byte sectors and
         128-byte lines (global memory, P elements per row) or its bank conflicts (local memory,
         32 banks).
-        `--explore` gives widgets to pick the kernel, work-group, warp and pitch."""
+        `--explore` gives widgets to pick the kernel, work-group, warp and pitch.
+        `--blocks` shows the global memory plan instead: each block, the arrays placed in it
+        (their index functions as LMADs), every copy removed or kept and why, and the memory
+        saved (no device needed)."""
         options = _options("memory", args, kernel=str, array=str, group=int, warp=int,
-                           pitch=int, explore=bool)
+                           pitch=int, explore=bool, blocks=bool)
         explanation = self.workspace.explain_cell(body)
+        if options.blocks:
+            return self.kernel.display(explanation.blocks_bundle())
         if options.explore:
             from fcl_kernel.widgets import memory_explorer
             panel = memory_explorer(explanation, options.array, options.pitch)

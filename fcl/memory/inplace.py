@@ -26,26 +26,32 @@ from collections.abc import Iterator
 from typing import TypeAlias
 
 from fcl.il import ir
-from fcl.il.simplify import linear, rebuild
-from fcl.il.traverse import assigned, map_bodies, map_exprs, names, stmt_exprs
+from fcl.il.simplify import linear
+from fcl.il.traverse import assigned, map_bodies, names, stmt_exprs
+from fcl.memory.copies import rebuild_stmt
+from fcl.memory.decisions import Notes, note
 
 LOOPS = (ir.SeqFor, ir.ParFor, ir.Distribute)
 Loop: TypeAlias = ir.SeqFor | ir.ParFor | ir.Distribute
 
 
-def in_place(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
-    return _block(stmts, assigned(stmts))
+def in_place(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
+    return _block(stmts, assigned(stmts), notes)
 
 
-def _block(stmts: list[ir.Stmt], changed: set[str]) -> list[ir.Stmt]:
+def _block(stmts: list[ir.Stmt], changed: set[str], notes: Notes) -> list[ir.Stmt]:
     # New statements throughout: the IL given is also drawn as the program's structure.
-    stmts = [s if _is_kernel(s) else map_bodies(s, lambda body: _block(body, changed))
+    stmts = [s if _is_kernel(s) else map_bodies(s, lambda body: _block(body, changed, notes))
              for s in stmts]
     p = 0
     while p < len(stmts):
         found = _candidate(stmts, p, changed) if _is_kernel(stmts[p]) else None
         if found is not None:
             out_alloc, inp = found
+            note(notes, "in-place", True, out_alloc.var.name, inp.name, None,
+                 f"each element of {inp.name} is read once, by the work-item that writes "
+                 f"{out_alloc.var.name} there, and {inp.name} is not used after",
+                 out_alloc.span)
             stmts.remove(out_alloc)
             p -= 1
             stmts[p:] = _rename(stmts[p:], out_alloc.var.name, inp)
@@ -185,17 +191,4 @@ def _copied(stmts: list[ir.Stmt], name: str) -> bool:
 
 
 def _rename(stmts: list[ir.Stmt], old: str, new: ir.Var) -> list[ir.Stmt]:
-    substitute: dict[str, ir.Expr] = {old: new}
-    out = map_exprs(stmts, lambda e: rebuild(e, substitute))
-    for s in ir.walk(out):
-        if isinstance(s, ir.Result):
-            s.value = _rename_result(s.value, old, new)
-    return out
-
-
-def _rename_result(value, old: str, new: ir.Var):
-    if isinstance(value, ir.ArrayResult):
-        return ir.ArrayResult(new, value.length) if value.array.name == old else value
-    if isinstance(value, tuple):
-        return tuple(_rename_result(v, old, new) for v in value)
-    return value
+    return [rebuild_stmt(s, {old: new}) for s in stmts]

@@ -1,0 +1,408 @@
+"""Copies removed from the host program: array short-circuiting (Munksgaard's thesis, ch. 6).
+
+A copy kernel is a grid loop `parfor (e < N) { out[e] = v }` whose value `v` picks, by
+conditions on `e`, a read of some array at a shifted or reversed index in each case: a
+concatenation of forced parts (`e < 1000 ? a[e] : b[e - 1000]`), a reversal, a slice. Two ways
+to make it cheaper:
+
+* **short-circuit**: a part `src` read in one case, over a range of `e` that covers `src`
+  exactly, is built directly in `out`'s memory: every read and write of `src[x]` between its
+  allocation and the copy becomes one of `out[p(x)]`, where `p` inverts the copy's index; the
+  case then copies `out[e]` onto itself, and a kernel left copying only onto itself goes.
+  `p([0, size))` is the part's place in `out`, an LMAD; it is proven not to overlap the
+  places of the other parts with the LMAD test (fcl.lmad.overlap). It needs `out` unused
+  before the copy (its allocation moves before `src`'s), and `src` used only element by
+  element and nowhere after the copy.
+* **alias**: a copy of a whole array (`out[e] = src[e]`) that nothing writes afterwards leaves
+  `out` the same as `src`: later uses of `out` read `src`, and the copy goes (the print of a
+  loop's result, which the loop left in one of its two buffers).
+
+Either way each element holds what it held before in every run, so the program prints the
+same; `fcl.memory.plan` shows what was done and what was not, and why.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fcl.il import ir
+from fcl.il.simplify import linear, mk_bin, rebuild
+from fcl.il.traverse import (
+    map_bodies,
+    map_children,
+    map_exprs,
+    map_stmt_exprs,
+    names,
+    stmt_exprs,
+)
+from fcl.lmad.core import LMAD
+from fcl.lmad.overlap import disjoint
+from fcl.memory.decisions import Notes, note
+
+INT = ir.INT
+
+
+def remove_copies(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
+    """The statements with the copies that can go removed (see above)."""
+    stmts = [s if _is_kernel(s) else map_bodies(s, lambda body: remove_copies(body, notes))
+             for s in stmts]
+    p = 0
+    while p < len(stmts):
+        if _copy_kernel(stmts[p]) is not None:
+            changed = _alias(stmts, p, notes) or _short_circuit(stmts, p, notes)
+            if changed is not None:
+                stmts = changed
+                continue  # the same position holds the next statement
+        p += 1
+    return stmts
+
+
+# ---- the copy kernel and its cases ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    value: ir.Expr                     # what the kernel stores where this case holds
+    interval: tuple[int, int] | None  # the indices e where it does, if a range [lo, hi)
+
+
+def _is_kernel(s: ir.Stmt) -> bool:
+    return isinstance(s, (ir.ParFor, ir.Distribute)) and s.level == "grid"
+
+
+def _copy_kernel(s: ir.Stmt) -> tuple[ir.ParFor, ir.Store] | None:
+    """(kernel, its one store `out[e] = v`) if s is a one-dimensional kernel that stores each
+    element at its own index and does nothing else."""
+    if not (isinstance(s, ir.ParFor) and s.level == "grid" and len(s.body) == 1):
+        return None
+    store = s.body[0]
+    if not (isinstance(store, ir.Store) and isinstance(store.index, ir.Var)
+            and store.index.name == s.var.name and isinstance(s.bound, ir.Const)):
+        return None
+    return s, store
+
+
+def _cases(value: ir.Expr, e: str, bound: int) -> list[Case]:
+    """The leaves of value's choices by condition, each with the range of e it holds in."""
+    found: list[Case] = []
+
+    def visit(x: ir.Expr, interval: tuple[int, int] | None) -> None:
+        if isinstance(x, ir.Select):
+            visit(x.then, _narrow(interval, x.cond, True, e))
+            visit(x.else_, _narrow(interval, x.cond, False, e))
+        else:
+            found.append(Case(x, interval))
+    visit(value, (0, bound))
+    return found
+
+
+def _narrow(interval: tuple[int, int] | None, cond: ir.Expr, holds: bool, e: str
+            ) -> tuple[int, int] | None:
+    """The part of interval where cond is `holds` (None: not a range of e we can tell)."""
+    if interval is None:
+        return None
+    if isinstance(cond, ir.Un) and cond.op == "not":
+        return _narrow(interval, cond.arg, not holds, e)
+    if isinstance(cond, ir.Bin) and cond.op == ("&&" if holds else "||"):
+        return _narrow(_narrow(interval, cond.left, holds, e), cond.right, holds, e)
+    if not (isinstance(cond, ir.Bin) and cond.op in ir.COMPARISONS and cond.op not in ("==", "!=")):
+        return None
+    op, left, right = cond.op, cond.left, cond.right
+    if isinstance(left, ir.Const) and isinstance(right, ir.Var):
+        op, left, right = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op], right, left
+    if not (isinstance(left, ir.Var) and left.name == e and isinstance(right, ir.Const)):
+        return None
+    if not holds:
+        op = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}[op]
+    k = int(right.value)
+    lo, hi = interval
+    if op == "<":
+        hi = min(hi, k)
+    elif op == "<=":
+        hi = min(hi, k + 1)
+    elif op == ">":
+        lo = max(lo, k + 1)
+    else:
+        lo = max(lo, k)
+    return (lo, max(lo, hi))
+
+
+def _shift(index: ir.Expr, e: str) -> tuple[int, int] | None:
+    """(a, c) when index is a * e + c with a = 1 or -1."""
+    terms, const = linear(index)
+    if len(terms) != 1:
+        return None
+    ((atom, coef),) = terms.values()
+    if not (isinstance(atom, ir.Var) and atom.name == e and coef in (1, -1)):
+        return None
+    return coef, const
+
+
+# ---- short-circuiting ------------------------------------------------------------------------
+
+def _short_circuit(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
+    found = _copy_kernel(stmts[p])
+    assert found is not None
+    kernel, store = found
+    out, e = store.array, kernel.var.name
+    allocs = _allocs(stmts[:p])
+    out_at = allocs.get(out.name)
+    if out_at is None:
+        return None
+    out_alloc = stmts[out_at]
+    assert isinstance(out_alloc, ir.Alloc)
+    if not isinstance(out_alloc.size, ir.Const):
+        return None
+    assert isinstance(kernel.bound, ir.Const)
+    cases = _cases(store.value, e, int(kernel.bound.value))
+    read_by_case = [names(_without_parts(store.value, case.value, ir.Const(0, INT)))
+                    for case in cases]  # what the copy reads outside each case
+    placed: dict[str, tuple[LMAD, int]] = {}  # src -> (its place in out, its allocation)
+    for number, case in enumerate(cases):
+        if not (isinstance(case.value, ir.Index) and case.value.array.name in allocs
+                and case.value.array.name != out.name):
+            continue
+        src = case.value.array.name
+        at = allocs[src]
+        src_alloc = stmts[at]
+        assert isinstance(src_alloc, ir.Alloc)
+        why = _cannot_place(stmts, p, at, out_at, case, e, number, read_by_case, src_alloc,
+                            out_alloc)
+        place = None
+        if why is None:
+            place = _place(case, e, src_alloc)
+            why = place if isinstance(place, str) else None
+        if why is None:
+            assert isinstance(place, LMAD)
+            ((size, stride),) = place.dims
+            ends = (place.offset, place.offset + (size - 1) * stride)
+            if min(ends) < 0 or max(ends) >= out_alloc.size.value:
+                why = f"its place {place} is not inside {out.name}"
+            elif _whole_permutation(place, out_alloc):
+                why = f"the copy reorders all of {src}: a layout the program forces, kept"
+            for other, (other_place, _) in placed.items():
+                if why is None and not disjoint(place, other_place):
+                    why = f"its place {place} may overlap {other}'s place {other_place}"
+        if why is not None:
+            note(notes, "short-circuit", False, src, out.name, None, why, src_alloc.span)
+            continue
+        assert isinstance(place, LMAD)
+        placed[src] = (place, at)
+        proof = (f"elements {case.interval[0]}..{case.interval[1] - 1} of {out.name} "  # type: ignore[index]
+                 f"copy all of {src}, each once; its place {place} overlaps no other part's")
+        note(notes, "short-circuit", True, src, out.name, place, proof, src_alloc.span)
+    if not placed:
+        return None
+    return _build_in_place(stmts, p, out_at, placed, cases, kernel, store)
+
+
+def _allocs(stmts: list[ir.Stmt]) -> dict[str, int]:
+    """The global arrays allocated in stmts, with their positions."""
+    return {s.var.name: at for at, s in enumerate(stmts)
+            if isinstance(s, ir.Alloc) and s.level == "grid"}
+
+
+def _cannot_place(stmts: list[ir.Stmt], p: int, at: int, out_at: int, case: Case, e: str,
+                  number: int, read_by_case: list[set[str]], src_alloc: ir.Alloc,
+                  out_alloc: ir.Alloc) -> str | None:
+    """Why `src` (allocated at `at`) cannot be built in `out`, or None if nothing stops it."""
+    src, out = src_alloc.var.name, out_alloc.var.name
+    if ir.elem_of(src_alloc.var) != ir.elem_of(out_alloc.var):
+        return f"{src} and {out} hold different types"
+    if src in read_by_case[number]:
+        return f"the copy reads {src} in more than one place"
+    used_after = _first_use(stmts[p + 1:], src)
+    if used_after is not None:
+        return f"{src} is used after the copy{_at_line(used_after)}"
+    between = stmts[at + 1:p]
+    other = _other_use(between, src)
+    if other is not None:
+        return f"{src} is used other than element by element{_at_line(other)}"
+    users = [s for s in stmts[min(at, out_at) + 1:p] if s is not out_alloc]
+    out_use = _first_use(users, out)
+    if out_use is not None:
+        return f"{out} is used before the copy{_at_line(out_use)}"
+    if case.interval is None:
+        return f"the condition choosing {src} is not a range of the copy's index {e}"
+    return None
+
+
+def _place(case: Case, e: str, src_alloc: ir.Alloc) -> LMAD | str:
+    """The LMAD of src's elements in out, or why there is none."""
+    src = src_alloc.var.name
+    assert isinstance(case.value, ir.Index) and case.interval is not None
+    shift = _shift(case.value.index, e)
+    if shift is None:
+        return f"the copy's index into {src} is not {e} plus a constant, nor a constant minus {e}"
+    if not isinstance(src_alloc.size, ir.Const):
+        return f"the length of {src} is not known when compiling"
+    a, c = shift
+    lo, hi = case.interval
+    first, last = sorted((a * lo + c, a * (hi - 1) + c))
+    size = int(src_alloc.size.value)
+    if hi <= lo or (first, last) != (0, size - 1):
+        shown = "no element" if hi <= lo else f"elements {first}..{last}"
+        return f"the copy reads {shown} of {src}, not all {size} once each"
+    return LMAD(-a * c, ((size, a),))  # p(x) = a * (x - c), as a = 1 / a
+
+
+def _whole_permutation(place: LMAD, out_alloc: ir.Alloc) -> bool:
+    """Whether the part is all of out (a reversal of the whole array): the layout the program
+    forced on purpose, whose kernel the views and lessons show as written."""
+    return place.shape[0] >= out_alloc.size.value  # type: ignore[attr-defined]
+
+
+def _build_in_place(stmts: list[ir.Stmt], p: int, out_at: int,
+                    placed: dict[str, tuple[LMAD, int]], cases: list[Case],
+                    kernel: ir.ParFor, store: ir.Store) -> list[ir.Stmt]:
+    out = store.array
+    first = min(min(at for _, at in placed.values()), out_at)
+    out_alloc = stmts[out_at]
+    before, between, after = stmts[:first], stmts[first:p], stmts[p + 1:]
+    moved: list[ir.Stmt] = [out_alloc]
+    for s in between:
+        if s is out_alloc or (isinstance(s, ir.Alloc) and s.var.name in placed):
+            continue
+        moved.append(_relocate(s, {src: place for src, (place, _) in placed.items()}, out))
+    e = kernel.var
+    self_read = ir.Index(out, e)
+    left = [case for case in cases if not (isinstance(case.value, ir.Index)
+                                           and case.value.array.name in placed)]
+    if left:
+        value = store.value
+        for case in cases:
+            if isinstance(case.value, ir.Index) and case.value.array.name in placed:
+                value = _without_parts(value, case.value, self_read)
+        copy: ir.Stmt = replace(kernel, body=[replace(store, value=value)])
+        if len(left) == 1 and left[0].interval is not None:
+            copy = _narrowed(kernel, store, left[0])
+        moved.append(copy)
+    return before + moved + after
+
+
+def _without_parts(value: ir.Expr, leaf: ir.Expr, instead: ir.Expr) -> ir.Expr:
+    """value with the case `leaf` (that very expression) replaced by `instead`."""
+    if value is leaf:
+        return instead
+    if isinstance(value, ir.Select):
+        return replace(value, then=_without_parts(value.then, leaf, instead),
+                       else_=_without_parts(value.else_, leaf, instead))
+    return value
+
+
+def _narrowed(kernel: ir.ParFor, store: ir.Store, case: Case) -> ir.Stmt:
+    """The copy over the one range of indices still copied: `out[e' + lo] = case`."""
+    assert case.interval is not None
+    lo, hi = case.interval
+    e = kernel.var
+    shifted = mk_bin("+", e, ir.Const(lo, INT), INT)
+    value = rebuild(case.value, {e.name: shifted})
+    return replace(kernel, bound=ir.Const(hi - lo, INT),
+                   body=[replace(store, index=shifted, value=value)])
+
+
+def _relocate(s: ir.Stmt, places: dict[str, LMAD], out: ir.Var) -> ir.Stmt:
+    """s with each element x of a placed array read and written at its place in out."""
+    def at(index: ir.Expr, place: LMAD) -> ir.Expr:
+        ((_, stride),) = place.dims
+        scaled = index if stride == 1 else mk_bin("*", index, ir.Const(stride, INT), INT)
+        return mk_bin("+", scaled, ir.Const(place.offset, INT), INT) if place.offset else scaled
+
+    def expr(x: ir.Expr) -> ir.Expr:
+        x = map_children(x, expr)
+        if isinstance(x, ir.Index) and x.array.name in places:
+            return ir.Index(out, at(x.index, places[x.array.name]))
+        return x
+
+    if isinstance(s, ir.Store) and s.array.name in places:
+        index, value = expr(s.index), expr(s.value)
+        return replace(s, array=out, index=at(index, places[s.array.name]), value=value)
+    s = map_stmt_exprs(s, expr)
+    return map_bodies(s, lambda body: [_relocate(t, places, out) for t in body])
+
+
+# ---- aliasing a whole copy -------------------------------------------------------------------
+
+def _alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
+    found = _copy_kernel(stmts[p])
+    assert found is not None
+    kernel, store = found
+    value, out = store.value, store.array
+    if not (isinstance(value, ir.Index) and isinstance(value.index, ir.Var)
+            and value.index.name == kernel.var.name and value.array.name != out.name):
+        return None
+    src = value.array
+    allocs = _allocs(stmts[:p])
+    out_at = allocs.get(out.name)
+    if out_at is None or src.type != out.type:
+        return None
+    why = None
+    made_after = set(_allocs(stmts[p + 1:]))
+    later_store = next((s for s in ir.walk(stmts[p + 1:]) if isinstance(s, ir.Store)
+                        and s.array.name not in made_after), None)
+    if _first_use(stmts[out_at + 1:p], out.name) is not None:
+        why = f"{out.name} is used before the copy"
+    elif later_store is not None:
+        why = (f"{later_store.array.name} is written after the copy{_at_line(later_store)}, "
+               f"which may be {src.name}'s memory")
+    elif _other_use(stmts[p + 1:], out.name, allowed=(ir.Print,)) is not None:
+        why = f"{out.name} is named by another variable or returned"
+    if why is not None:
+        note(notes, "alias", False, out.name, src.name, None, why, stmts[out_at].span)
+        return None
+    note(notes, "alias", True, out.name, src.name, None,
+         f"{out.name} copies {src.name} whole, and nothing writes after the copy",
+         stmts[out_at].span)
+    rest = [rebuild_stmt(s, {out.name: src}) for s in stmts[p + 1:]]
+    return stmts[:out_at] + stmts[out_at + 1:p] + rest
+
+
+def rebuild_stmt(s: ir.Stmt, substitute: dict[str, ir.Expr]) -> ir.Stmt:
+    """s, nested statements included, with variables (arrays too, a result's included)
+    substituted."""
+    (s,) = map_exprs([s], lambda x: rebuild(x, substitute))
+    for t in ir.walk([s]):
+        if isinstance(t, ir.Result):
+            t.value = _rename_result(t.value, substitute)
+    return s
+
+
+def _rename_result(value, substitute: dict[str, ir.Expr]):
+    if isinstance(value, ir.ArrayResult):
+        new = substitute.get(value.array.name)
+        return ir.ArrayResult(new, value.length) if isinstance(new, ir.Var) else value
+    if isinstance(value, tuple):
+        return tuple(_rename_result(v, substitute) for v in value)
+    return value
+
+
+# ---- uses ------------------------------------------------------------------------------------
+
+def _first_use(stmts: list[ir.Stmt], name: str) -> ir.Stmt | None:
+    """The first statement in stmts (nested ones included) that mentions `name`."""
+    return next((s for s in ir.walk(stmts)
+                 if any(name in names(x) for x in stmt_exprs(s, targets=True))), None)
+
+
+def _other_use(stmts: list[ir.Stmt], name: str,
+               allowed: tuple[type, ...] = ()) -> ir.Stmt | None:
+    """The first statement that mentions the array `name` other than to read or write one of its
+    elements (or in a statement of the `allowed` kinds)."""
+    def whole(x: ir.Expr) -> bool:
+        if isinstance(x, ir.Var):
+            return x.name == name
+        if isinstance(x, ir.Index):
+            return whole(x.index)
+        return any(whole(getattr(x, f)) for f in ir.field_names(x)
+                   if isinstance(getattr(x, f), ir.Expr))
+    for s in ir.walk(stmts):
+        if isinstance(s, allowed):
+            continue
+        exprs = stmt_exprs(s, targets=True)
+        if isinstance(s, ir.Store):
+            exprs = [s.index, s.value]
+        if any(whole(x) for x in exprs):
+            return s
+    return None
+
+
+def _at_line(s: ir.Stmt) -> str:
+    return f" (line {s.span.line})" if s.span is not None else ""

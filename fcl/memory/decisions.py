@@ -1,0 +1,35 @@
+"""What the memory planner decided, and why: one record per copy removed or kept and per array
+given another's block, for the views (fcl.memory.plan) to show."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fcl.errors import Span
+from fcl.lmad.core import LMAD
+
+
+@dataclass(frozen=True)
+class Decision:
+    kind: str          # one of KINDS
+    done: bool         # False: the copy stays, or the array keeps its own block
+    array: str         # the array placed
+    block: str         # the array (or block) it is placed in
+    place: LMAD | None  # where its elements lie in `block`, in elements
+    why: str           # the proof, or the first reason it failed
+    span: Span | None  # the FCL that made `array`
+
+
+KINDS = {
+    "short-circuit": "a part copied into a larger array is built in its place",
+    "alias": "a whole copy of an array nothing changes afterwards is that array",
+    "in-place": "a kernel that maps an array writes over it when nothing reads it after",
+    "merge": "an array made after another's last use takes its block",
+    "hoist": "an array a loop makes afresh in every iteration is made once, before it",
+}
+
+Notes = list[Decision] | None
+
+
+def note(notes: Notes, *args, **kwargs) -> None:
+    if notes is not None:
+        notes.append(Decision(*args, **kwargs))

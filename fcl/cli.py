@@ -313,6 +313,7 @@ def _write(path: str, text: str) -> None:
 
 
 def _check(args, session: Session, root, options) -> int:
+    options = pipeline.for_run_on(options, "oclgrind")
     compiled = pipeline.compile_program(session, root, options)
     argv = [*args.files, "--block-size", str(args.block_size)]
     argv += ["--no-prelude"] * args.no_prelude + ["--unsafe"] * args.unsafe

@@ -7,9 +7,9 @@ run once and kept, by the TRACES_KEPT explanations traced last.
 from __future__ import annotations
 
 import re
-from html import escape
 import weakref
 from dataclasses import dataclass, field
+from html import escape
 
 from fcl import pipeline
 from fcl.analysis.access import check_warp
@@ -142,7 +142,8 @@ class Explanation:
     def blocks_bundle(self) -> dict[str, str]:
         plan = self.memory_plan()
         off = "" if self.compiled.plan_memory else \
-            "memory planning is off (short_circuit=off): the program runs unplanned; planned, it would be:\n"
+            "memory planning is off (short_circuit=off): the program runs unplanned; " \
+            "planned, it would be:\n"
         return {"text/plain": off + plan.text(),
                 "text/html": f"<div style='{SCROLL}'>{escape(off)}{plan_svg(plan)}</div>"}
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fcl import backend
 from fcl.codegen.kernel import Compiled
@@ -56,6 +56,9 @@ class CompileOptions:
     verify_il: bool = False    # check the IL's invariants after every pass
     target: str = "auto"       # kernels for a "gpu" or "cpu" device, or "auto" (fcl.backend)
     short_circuit: bool = True  # the memory steps (fcl.memory); off: each array its own buffer
+    # Arrays sharing blocks (fcl.memory.blocks); off under Oclgrind, whose reports of elements
+    # read before they are written a reused block would hide.
+    share_blocks: bool = True
 
 
 def main_root(session: Session) -> ast.Expr:
@@ -141,7 +144,8 @@ def compile_il(il: list[ir.Stmt], options: CompileOptions, observe: Observer | N
     """The back end's steps and printer, from the optimised IL to OpenCL (fcl.backend); `home`
     is the source of the program's root."""
     return backend.compile_il(il, options.block_size, options.target,
-                              _observers(options, observe), home, options.short_circuit)
+                              _observers(options, observe), home, options.short_circuit,
+                              options.share_blocks)
 
 
 LOWER = "lower"  # the first stage shown by compile_steps: the lowered IL
@@ -173,15 +177,21 @@ def compile_steps(session: Session, root: ast.Expr, options: CompileOptions | No
 
 def run_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None,
                device: str | None = None, out: Writer | None = None, err: Writer | None = None):
-    options = options or CompileOptions()
+    options = for_run_on(options or CompileOptions(), device)
     return run_compiled(compile_program(session, root, options), device, options.block_size,
                         out, err)
+
+
+def for_run_on(options: CompileOptions, device: str | None) -> CompileOptions:
+    """The options for running on `device`: on Oclgrind, no arrays sharing blocks."""
+    return replace(options, share_blocks=False) if device == "oclgrind" else options
 
 
 def check_on_oclgrind(session: Session, root: ast.Expr, options: CompileOptions,
                       out: Writer | None, err: Writer | None) -> tuple[object, list[Finding]]:
     """Run on Oclgrind in this process (its settings, OCLGRIND_ENV, must have been in the
     environment when OpenCL was first loaded, as the kernel arranges); (result, findings)."""
+    options = for_run_on(options, "oclgrind")
     compiled = compile_program(session, root, options)
     with tempfile.TemporaryFile(mode="w+b") as capture:
         sys.stderr.flush()

@@ -51,6 +51,7 @@ class Settings:
     home: str | None = None  # the source of the program's root, which kernel names leave out
     plan_memory: bool = True  # the memory steps (short-circuit, in-place, blocks); off:
     # every array its own buffer (`--no-short-circuit`, `%config short_circuit=off`)
+    share_blocks: bool = True  # the `blocks` step (off under Oclgrind: see pipeline)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,11 @@ def _memory(fn: Callable[[list[ir.Stmt]], list[ir.Stmt]]
     return lambda program, settings: fn(program) if settings.plan_memory else program  # type: ignore[arg-type]
 
 
+def _blocks(program: Program, settings: Settings) -> Program:
+    assert isinstance(program, list)
+    return share_blocks(program) if settings.plan_memory and settings.share_blocks else program
+
+
 def _kernelize(il: Program, settings: Settings) -> Program:
     assert isinstance(il, list)
     host, kernels = kernelize(il, settings.block_size, settings.serial, settings.home)
@@ -110,7 +116,7 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
     Step("in-place", "a kernel that only maps an array writes over it when nothing reads it "
          "after", _memory(in_place)),
     Step("blocks", "arrays never live at once share a global block; an array a loop makes "
-         "afresh each iteration is made once", _memory(share_blocks)),
+         "afresh each iteration is made once", _blocks),
     Step("kernelize", "grid-level loops become kernels; block-level loops are spread over a "
          "work-group's work-items", _kernelize),
     Step("interchange", "in a serial kernel, a work-item's reduction runs outside the loop "

@@ -258,3 +258,53 @@ val main = do<grid> {
 }
 """, "[16,48,80,112]\n"),
 }
+
+
+# ---- programs for the memory planner: forced parts, concatenations, slices, loop updates ------
+
+@dataclass
+class Part:
+    """A forced grid array: its FCL (a `name <- ...` line) and its values."""
+    text: str
+    values: list[int]
+
+
+@st.composite
+def memory_programs(draw) -> Program:
+    """Forced parts concatenated (in either order, a part maybe reversed), a slice of the
+    result, updated a few elements at a time in a `power` loop, and printed; a part may be used
+    again after the concatenation (which keeps it out of the result's memory)."""
+    sizes = [draw(st.integers(1, 40)) for _ in range(2)]
+    exprs = [draw(int_exprs) for _ in range(2)]
+    parts = [[e.model(x) for x in range(n)] for e, n in zip(exprs, sizes)]
+    lines = [f"  p{k} <- forcePull<grid> (generate {n} (fn x => {e.text})) ;"
+             for k, (e, n) in enumerate(zip(exprs, sizes))]
+    first, second = draw(st.permutations([0, 1]))
+    reverse_second = draw(st.booleans())
+    n1, n2 = sizes[first], sizes[second]
+    late = f"index p{second} ({n2 - 1} - (i - {n1}))" if reverse_second \
+        else f"index p{second} (i - {n1})"
+    lines.append(f"  c <- forcePull<grid> (generate {n1 + n2} (fn i => if i < {n1} then "
+                 f"index p{first} i else {late})) ;")
+    joined = parts[first] + (parts[second][::-1] if reverse_second else parts[second])
+    start = draw(st.integers(0, len(joined) - 1))
+    length = draw(st.integers(1, len(joined) - start))
+    lines.append(f"  s <- forcePull<grid> (generate {length} (fn i => index c (i + {start}))) ;")
+    sliced = joined[start:start + length]
+    rounds = draw(st.integers(0, 3))
+    upto = draw(st.integers(0, length))
+    lines.append(f"  u <- power<grid> {rounds} (fn k => fn xs => return<grid> (push<grid> "
+                 f"(generate {length} (fn i => if i < {upto} then index xs i + k + 1 "
+                 f"else index xs i)))) (return<grid> (push<grid> s)) ;")
+    updated = list(sliced)
+    for k in range(rounds):
+        updated = [wrap(v + k + 1) if i < upto else v for i, v in enumerate(updated)]
+    lines.append(f"  forceAndPrint {length} (push<grid> u)")
+    expected = [updated]
+    if draw(st.booleans()):  # a part used again: it cannot live inside c
+        lines[-1] += " ;"
+        lines.append(f"  forceAndPrint {sizes[0]} (push<grid> p0)")
+        expected.append(parts[0])
+    text = "val main = do<grid> {\n" + "\n".join(lines) + "\n}\n"
+    shown = "".join("[" + ",".join(map(str, values)) + "]\n" for values in expected)
+    return Program(text, shown)

@@ -156,6 +156,7 @@ class Compiled:
     reshaped: Compiled | None = field(default=None, repr=False)  # ... for the other kind, once
     home: str | None = None  # the source of the program's root (see kernelize's kernel names)
     plan_memory: bool = True  # whether the memory steps ran (fcl.memory)
+    share_blocks: bool = True  # ... and the one giving arrays shared blocks
 
 
 def nearest_span(line_table: list[tuple[int, Span]], cl_line: int | None) -> Span | None:

@@ -15,7 +15,9 @@ to make it cheaper:
   element and nowhere after the copy.
 * **alias**: a copy of a whole array (`out[e] = src[e]`) that nothing writes afterwards leaves
   `out` the same as `src`: later uses of `out` read `src`, and the copy goes (the print of a
-  loop's result, which the loop left in one of its two buffers).
+  loop's result, which the loop left in one of its two buffers). A copy of a slice
+  (`out[e] = src[e + c]`) read only element by element afterwards is a view of `src`: its
+  reads `out[x]` become `src[x + c]`, an index function instead of data moved.
 
 Either way each element holds what it held before in every run, so the program prints the
 same; `fcl.memory.plan` shows what was done and what was not, and why.
@@ -326,33 +328,46 @@ def _alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
     assert found is not None
     kernel, store = found
     value, out = store.value, store.array
-    if not (isinstance(value, ir.Index) and isinstance(value.index, ir.Var)
-            and value.index.name == kernel.var.name and value.array.name != out.name):
+    shift = _shift(value.index, kernel.var.name) if isinstance(value, ir.Index) else None
+    if not (isinstance(value, ir.Index) and shift is not None and shift[0] == 1
+            and value.array.name != out.name):
         return None
-    src = value.array
+    src, offset = value.array, shift[1]
     allocs = _allocs(stmts[:p])
     out_at = allocs.get(out.name)
     if out_at is None or src.type != out.type:
         return None
+    rest = stmts[p + 1:]
     why = None
-    made_after = set(_allocs(stmts[p + 1:]))
-    later_store = next((s for s in ir.walk(stmts[p + 1:]) if isinstance(s, ir.Store)
+    made_after = set(_allocs(rest))
+    later_store = next((s for s in ir.walk(rest) if isinstance(s, ir.Store)
                         and s.array.name not in made_after), None)
     if _first_use(stmts[out_at + 1:p], out.name) is not None:
         why = f"{out.name} is used before the copy"
     elif later_store is not None:
         why = (f"{later_store.array.name} is written after the copy{_at_line(later_store)}, "
                f"which may be {src.name}'s memory")
-    elif _other_use(stmts[p + 1:], out.name, allowed=(ir.Print,)) is not None:
+    elif offset == 0 and _other_use(rest, out.name, allowed=(ir.Print,)) is not None:
         why = f"{out.name} is named by another variable or returned"
+    elif offset != 0 and _first_use(rest, out.name) is None:
+        return None  # a slice nothing reads: the program's own (dead) kernel, left as written
+    elif offset != 0 and _other_use(rest, out.name) is not None:
+        why = f"{out.name} is printed, returned or named by another variable, not only read " \
+              f"element by element"
+    assert isinstance(kernel.bound, ir.Const)
+    place = LMAD(offset, ((int(kernel.bound.value), 1),))
     if why is not None:
-        note(notes, "alias", False, out.name, src.name, None, why, stmts[out_at].span)
+        note(notes, "alias", False, out.name, src.name, place, why, stmts[out_at].span)
         return None
-    note(notes, "alias", True, out.name, src.name, None,
-         f"{out.name} copies {src.name} whole, and nothing writes after the copy",
+    whole = "whole" if offset == 0 else f"from element {offset} on"
+    note(notes, "alias", True, out.name, src.name, place,
+         f"{out.name} copies {src.name} {whole}, and nothing writes after the copy",
          stmts[out_at].span)
-    rest = [rebuild_stmt(s, {out.name: src}) for s in stmts[p + 1:]]
-    return stmts[:out_at] + stmts[out_at + 1:p] + rest
+    if offset == 0:
+        later = [rebuild_stmt(s, {out.name: src}) for s in rest]
+    else:
+        later = [_relocate(s, {out.name: place}, src) for s in rest]
+    return stmts[:out_at] + stmts[out_at + 1:p] + later
 
 
 def rebuild_stmt(s: ir.Stmt, substitute: dict[str, ir.Expr]) -> ir.Stmt:

@@ -21,7 +21,8 @@ class Decision:
 
 KINDS = {
     "short-circuit": "a part copied into a larger array is built in its place",
-    "alias": "a whole copy of an array nothing changes afterwards is that array",
+    "alias": "a copy of an array, or of a slice of it, that nothing changes afterwards is a "
+             "view of it",
     "in-place": "a kernel that maps an array writes over it when nothing reads it after",
     "merge": "an array made after another's last use takes its block",
     "hoist": "an array a loop makes afresh in every iteration is made once, before it",

@@ -1,0 +1,211 @@
+"""The memory planner (fcl/memory): copies short-circuited or aliased, arrays sharing blocks,
+each decision explained, and every program printing the same with planning on and off."""
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from fcl import pipeline
+from fcl.lmad.core import LMAD
+from fcl.memory.plan import memory_plan
+from fclgen import memory_programs
+from runs import run_cl, run_interp, session_for
+
+# Two parts computed by their own kernels, concatenated, then sampled.
+CONCAT = """\
+val main = do<grid> {
+  a <- forcePull<grid> (generate 1000 (fn i => i * i)) ;
+  b <- forcePull<grid> (generate 500 (fn i => 3 * i + 1)) ;
+  c <- forcePull<grid> (generate 1500 (fn i => if i < 1000 then index a i else index b (i - 1000))) ;
+  forceAndPrint 8 (push<grid> (generate 8 (fn i => index c (i * 187))))
+}
+"""
+
+# A grid loop with a temporary array in its body; its result printed from one of its buffers.
+LOOP = """\
+val main = do<grid> {
+  r <- while<grid> (fn xs => index xs 0 < 1000)
+         (fn xs => do<grid> { ys <- forcePull<grid> (map (fn x => 2 * x) xs) ;
+                              return<grid> (push<grid> (map (fn y => y + 1) ys)) })
+         (return<grid> (push<grid> (generate 4096 (fn i => i + 1)))) ;
+  forceAndPrint 8 (push<grid> r)
+}
+"""
+
+# a is dead once b is made, so c can take a's block.
+CHAIN = """\
+val main = do<grid> {
+  a <- forcePull<grid> (generate 64 (fn i => i * 3)) ;
+  b <- forcePull<grid> (generate 64 (fn i => index a (63 - i) + index a i)) ;
+  c <- forcePull<grid> (generate 48 (fn i => index b ((i * 7) % 64))) ;
+  forceAndPrint 48 (push<grid> c)
+}
+"""
+
+
+def plan_of(text: str, checks: bool = True):
+    session = session_for(text)
+    options = pipeline.CompileOptions(checks=checks)
+    return memory_plan(pipeline.lower(session, pipeline.main_root(session), options))
+
+
+def kernels_of(text: str, **options) -> int:
+    session = session_for(text)
+    compiled = pipeline.compile_program(session, pipeline.main_root(session),
+                                        pipeline.CompileOptions(**options))
+    return len(compiled.kernels)
+
+
+def decisions(plan, kind: str) -> list:
+    return [d for d in plan.decisions if d.kind == kind]
+
+
+def same_everywhere(text: str, target: str = "auto", block_size: int = 256) -> str:
+    """The program's output, the same on the interpreter and on OpenCL with planning on and
+    off (asserted)."""
+    expected = run_interp(text)
+    for short_circuit in (True, False):
+        out, _ = run_cl(text, short_circuit=short_circuit, target=target, block_size=block_size)
+        assert out == expected, (short_circuit, text)
+    return expected
+
+
+def test_the_parts_of_a_concatenation_are_built_in_its_place():
+    plan = plan_of(CONCAT)
+    placed = {d.array: d for d in decisions(plan, "short-circuit")}
+    assert {name: (d.done, d.place) for name, d in placed.items()} == {
+        "arr_1": (True, LMAD(0, ((1000, 1),))), "arr_3": (True, LMAD(1000, ((500, 1),)))}
+    assert "overlaps no other part's" in placed["arr_3"].why
+    assert placed["arr_1"].span.line == 2 and placed["arr_3"].span.line == 3
+    # The copy kernel is gone: each part's kernel writes into the concatenation.
+    assert (kernels_of(CONCAT), kernels_of(CONCAT, short_circuit=False)) == (3, 4)
+    (block,) = [b for b in plan.blocks if b.name == "arr_5"]
+    assert [(p.array, p.place) for p in block.arrays] == [
+        ("arr_1", LMAD(0, ((1000, 1),))), ("arr_3", LMAD(1000, ((500, 1),))),
+        ("arr_5", LMAD(0, ((1500, 1),)))]
+    assert (plan.planned.bytes, plan.unplanned.bytes) == (6032, 12032)
+    assert plan.copy_bytes_saved == 2 * 1500 * 4
+    assert same_everywhere(CONCAT) == "[0,34969,139876,314721,559504,874225,367,928]\n"
+
+
+def test_a_part_placed_backwards_gets_a_negative_stride():
+    text = CONCAT.replace("index b (i - 1000)", "index b (1499 - i)")
+    (second,) = [d for d in decisions(plan_of(text), "short-circuit") if d.array == "arr_3"]
+    assert second.done and second.place == LMAD(1499, ((500, -1),))
+    same_everywhere(text, target="cpu")
+
+
+PRINT_C = "forceAndPrint 8 (push<grid> (generate 8 (fn i => index c (i * 187))))"
+
+
+@pytest.mark.parametrize("old, new, reason", [
+    # a part printed afterwards must keep its own memory
+    (PRINT_C, PRINT_C + " ;\n  forceAndPrint 2 (push<grid> a)",
+     "arr_1 is used after the copy (line 6)"),
+    # the same part read in two places of the concatenation
+    ("index b (i - 1000)", "index a (i - 500)", "the copy reads arr_1 in more than one place"),
+    # every other element: not a range of the copy's index (reading past the parts' ends, so
+    # without run-time checks, whose failures would make this no copy kernel)
+    ("if i < 1000 then", "if i % 2 == 0 then",
+     "the condition choosing arr_1 is not a range of the copy's index"),
+    # not the index plus a constant
+    ("index a i", "index a (mini i 998)", "the copy's index into arr_1 is not i_"),
+    # only some of the part's elements
+    ("index a i", "index a (i - 1)", "the copy reads elements -1..998 of arr_1, not all 1000"),
+])
+def test_a_copy_kept_says_why(old, new, reason):
+    text = CONCAT.replace(old, new)
+    valid = "-1" not in reason and "%" not in new  # the others read outside a part
+    kept = [d for d in decisions(plan_of(text, checks=valid), "short-circuit")
+            if d.array == "arr_1"]
+    assert kept and not kept[0].done and reason in kept[0].why, kept
+    if valid:
+        same_everywhere(text)
+
+
+def test_a_loops_result_is_printed_from_its_buffer_and_its_temporary_made_once():
+    plan = plan_of(LOOP)
+    (alias,) = decisions(plan, "alias")
+    assert alias.done and alias.block == "cur_4"
+    (hoist,) = decisions(plan, "hoist")
+    assert hoist.done and hoist.array == "arr_8"
+    # Unplanned, the loop allocates its temporary in every iteration: a size nobody knows.
+    assert plan.unplanned.unknown == 1 and plan.planned.unknown == 0
+    assert plan.planned.bytes == 3 * 4096 * 4
+    assert (kernels_of(LOOP), kernels_of(LOOP, short_circuit=False)) == (3, 4)
+    assert same_everywhere(LOOP) == "[1023,1535,2047,2559,3071,3583,4095,4607]\n"
+
+
+def test_an_array_made_after_anothers_last_use_takes_its_block():
+    plan = plan_of(CHAIN)
+    (merge,) = decisions(plan, "merge")
+    assert (merge.array, merge.block) == ("arr_5", "arr_1")
+    assert "arr_1 last used before arr_5 is allocated (line 3)" in merge.why
+    assert [b.name for b in plan.blocks] == ["arr_1", "arr_3"]
+    assert plan.planned.bytes == 2 * 64 * 4 and plan.unplanned.bytes == (64 + 64 + 48 + 48) * 4  # and the print's copy
+    same_everywhere(CHAIN, block_size=16)
+
+
+def test_a_slice_read_element_by_element_is_a_view():
+    text = """\
+val main = do<grid> {
+  a <- forcePull<grid> (generate 100 (fn i => 7 * i)) ;
+  s <- forcePull<grid> (generate 10 (fn i => index a (i + 40))) ;
+  forceAndPrint 10 (push<grid> (generate 10 (fn i => index s (9 - i) + 1)))
+}
+"""
+    (alias,) = decisions(plan_of(text), "alias")
+    assert alias.done and alias.place == LMAD(40, ((10, 1),)) and alias.block == "arr_1"
+    assert kernels_of(text) == 2
+    assert same_everywhere(text) == "[" + ",".join(str(7 * (49 - i) + 1) for i in range(10)) + "]\n"
+
+
+def test_a_whole_reversal_is_the_programs_own_kernel():
+    # The layout the program forced (and the lessons draw) stays: its kernel is not removed.
+    text = ("val main = do<grid> {\n  xs <- forcePull<grid> (iota 64) ;\n"
+            "  ys <- forcePull<grid> (reverse xs) ;\n  forceAndPrint 4 (push<grid> ys)\n}\n")
+    (kept,) = decisions(plan_of(text), "short-circuit")
+    assert not kept.done and "reorders all of arr_1" in kept.why
+    assert kernels_of(text) == 2
+
+
+def test_planning_changes_no_program_of_the_suite(program_texts):
+    for name, text in program_texts:
+        session = session_for(text)
+        il = pipeline.lower(session, pipeline.main_root(session))
+        memory_plan(il)  # never fails, whatever the program
+
+
+@pytest.fixture(scope="module")
+def program_texts():
+    from pathlib import Path
+    here = Path(__file__).parent
+    files = sorted((here / "programs").glob("*.fcl")) + sorted((here / "thesis").glob("*.fcl"))
+    return [(f.name, f.read_text()) for f in files if f.name != "readIntCSV.fcl"]
+
+
+@pytest.mark.slow  # about 1 s per example (four OpenCL builds)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(memory_programs(), st.sampled_from(["gpu", "cpu"]), st.sampled_from([1, 32, 256]))
+def test_generated_programs_print_the_same_planned_and_not(program, target, block_size):
+    assert same_everywhere(program.text, target, block_size) == program.expected, program.text
+
+
+def test_the_cli_shows_the_plan_and_turns_planning_off(tmp_path):
+    src = tmp_path / "concat.fcl"
+    src.write_text(CONCAT)
+    shown = subprocess.run([sys.executable, "-m", "fcl", "memory", "--blocks", str(src)],
+                           capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == ("global memory: 6,032 bytes in 2 blocks (without planning: 12,032 "
+                        "bytes); copies removed: 2, 12,000 bytes not moved")
+    assert "  arr_3      at 1000 + {(500:1)} (line 3)" in lines
+    assert any(line.startswith("  short-circuit arr_1 into arr_5 at 0 + {(1000:1)} (line 2): "
+                               "done: ") for line in lines)
+    off = subprocess.run([sys.executable, "-m", "fcl", "compile", "--no-short-circuit",
+                          str(src)], capture_output=True, text=True, timeout=300)
+    on = subprocess.run([sys.executable, "-m", "fcl", "compile", str(src)],
+                        capture_output=True, text=True, timeout=300)
+    assert on.stdout.count("__kernel") == 3 and off.stdout.count("__kernel") == 4

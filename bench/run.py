@@ -22,7 +22,8 @@ the same work (see "the original repository's benchmark programs" below).
 Without `--device`, the tasks and the original programs are measured on every device that works
 (`fcl devices`), one after the other: on a CPU machine, pip's PoCL and the distribution's.
 
-`--only` (repeatable) names a task, or originals, compile, startup, interrupt, cell, memory (the
+`--only` (repeatable) names a task, or originals, planning (the memory planner on and off,
+bench/planning.py), compile, startup, interrupt, cell, memory (the
 kernel's memory after each course notebook, bench/memory.py), or jupyter (startup, interrupt and
 cell): `make bench BENCH_ARGS="--only jupyter"` measures only the kernel.
 """
@@ -62,6 +63,7 @@ from bench.originals import (
     TINY_REPETITIONS,
     measure_originals,
 )
+from bench.planning import measure_planning, planning_table
 from bench.report import table
 from bench.sizes import FULL, HERE, TINY, Sizes
 from bench.tasks import tasks
@@ -76,7 +78,7 @@ def kernel_memory():
     return memory
 
 
-SECTIONS = ("originals", "compile", "startup", "interrupt", "cell", "memory")
+SECTIONS = ("originals", "planning", "compile", "startup", "interrupt", "cell", "memory")
 JUPYTER = ("startup", "interrupt", "cell")
 
 
@@ -145,6 +147,8 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
         else:
             print(f"note: no copy of the original FCL repository at {args.original} (set "
                   "FCL_ORIGINAL_REPO or --original): its benchmark programs are left out\n")
+    planning_rows = measure_planning(args.tiny, args.runs, device_id, sizes.block) \
+        if wanted("planning") else None
     compile_ms = compile_speed(sizes) if first and wanted("compile") else None
     deep = deep_compile_speed((50, 100) if args.tiny else DEEP_DEPTHS) \
         if first and wanted("compile") else None
@@ -160,6 +164,10 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
                   "kernel's memory after the course notebooks is left out\n")
     report = table(rows, compile_ms, kernel, original_rows, is_gpu(device),
                    memory.table(memory_rows) if memory_rows else None)
+    if planning_rows:
+        report += "\n\nMemory planning (fcl/memory), planned against unplanned " \
+            f"(`--no-short-circuit`), {args.runs} runs each, taking turns:\n\n" \
+            + planning_table(planning_rows)
     if deep:
         report += "\n\n" + deep_table(deep)
     kernels = [f"{r['task']}: {r['reference_kernel']}" for r in rows if r.get("reference_kernel")]
@@ -200,6 +208,8 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
             entry["tasks"] = [r for r in entry.get("tasks", []) if r["task"] not in measured] + rows
         if original_rows:
             entry["originals"] = original_rows
+        if planning_rows:
+            entry["planning"] = planning_rows
         if compile_ms is not None:
             entry["compile_ms"] = compile_ms
         if deep:

@@ -107,3 +107,18 @@ def test_chunked_scan_is_the_originals_scan():
     # chunk 4, the first of the second chunk of totals.
     assert np.array_equal(scanned[:20], np.cumsum(values[:20]))
     assert np.array_equal(scanned[20:24], np.cumsum(values[16:24])[4:])
+
+
+def test_planning_is_measured_planned_and_not(capsys):
+    # --tiny: each program's result matches numpy planned and unplanned (measure_planning raises
+    # otherwise); planning removes a kernel and lowers the memory allocated.
+    first = usable_device_ids()[0]
+    assert main(["--tiny", "--only", "planning", "--no-record", "--runs", "1"]
+                + (["--device", first] if first else [])) == 0
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
+            if line.startswith(("| concatenation", "| hotspot"))]
+    assert [(r[0], r[1]) for r in rows] == [("| concatenation of 3 parts", "3 / 4"),
+                                            ("| hotspot (power)", "4 / 5")]
+    for r in rows:
+        planned, unplanned = (int(r[k].replace(",", "")) for k in (5, 6))
+        assert planned < unplanned

@@ -347,8 +347,13 @@ def _alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
     elif later_store is not None:
         why = (f"{later_store.array.name} is written after the copy{_at_line(later_store)}, "
                f"which may be {src.name}'s memory")
-    elif offset == 0 and _other_use(rest, out.name, allowed=(ir.Print,)) is not None:
-        why = f"{out.name} is named by another variable or returned"
+    elif offset == 0 and _other_use(rest, out.name, allowed=_whole_uses(src, allocs)) \
+            is not None:
+        why = f"{out.name} is named by another variable, or returned, and {src.name} is " \
+              f"not an array this program allocates"
+    elif any(isinstance(s, ir.Result) and src.name in names(x)
+             for s in ir.walk(rest) for x in stmt_exprs(s)):
+        why = f"{src.name} is returned too: the two results must not share memory"
     elif offset != 0 and _first_use(rest, out.name) is None:
         return None  # a slice nothing reads: the program's own (dead) kernel, left as written
     elif offset != 0 and _other_use(rest, out.name) is not None:
@@ -368,6 +373,12 @@ def _alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
     else:
         later = [_relocate(s, {out.name: place}, src) for s in rest]
     return stmts[:out_at] + stmts[out_at + 1:p] + later
+
+
+def _whole_uses(src: ir.Var, allocs: dict[str, int]) -> tuple[type, ...]:
+    """The statements that may use a whole alias of src: a print; and the program's result when
+    src is an array of the program's own (never an argument's memory, which the caller owns)."""
+    return (ir.Print, ir.Result) if src.name in allocs else (ir.Print,)
 
 
 def rebuild_stmt(s: ir.Stmt, substitute: dict[str, ir.Expr]) -> ir.Stmt:

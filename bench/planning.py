@@ -1,0 +1,117 @@
+"""Memory planning measured (`--only planning`): programs whose copies and buffers the planner
+changes (fcl/memory), each run planned and unplanned on one device, taking turns run by run:
+kernel time (profiling events, the median of the runs), the device memory the run allocated
+(its peak) and the bytes the copy kernels planning removes read and write. Each result is
+checked against numpy, planned and unplanned alike."""
+from __future__ import annotations
+
+import io
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.sizes import HERE
+from fcl.codegen.kernel import Compiled
+from fcl.errors import FCLError, Source
+from fcl.memory.plan import memory_plan
+from fcl.pipeline import CompileOptions, compile_program, main_root
+from fcl.runtime.host import prepare_run
+from fcl.session import Session
+from fcl.timing import measuring
+
+
+@dataclass(frozen=True)
+class Planned:
+    name: str
+    fcl: str                       # file in bench/
+    entry: str
+    sizes: dict[str, int]
+    expected: Callable[[dict[str, int]], np.ndarray]
+
+
+def _concat(s: dict[str, int]) -> np.ndarray:
+    parts = [(np.arange(n, dtype=np.int64) * (2 * k + 1) + k) % 1000
+             for k, n in enumerate((s["n1"], s["n2"], s["n3"]))]
+    return np.concatenate(parts).astype(np.int32)
+
+
+def _hotspot(s: dict[str, int]) -> np.ndarray:
+    side = s["side"]
+    t = (np.arange(side * side, dtype=np.int64) * 37 % 1000).reshape(side, side)
+    r, c = np.indices((side, side))
+    power = (r * 7 + c * 13) % 5
+    for _ in range(s["iterations"]):
+        p = np.pad(t, 1, mode="edge")
+        around = 4 * t + p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:]
+        t = around // 8 + power  # every sum is non-negative: C's division truncates alike
+    return t.flatten().astype(np.int32)
+
+
+def programs(tiny: bool) -> list[Planned]:
+    concat = {"n1": 1000, "n2": 3000, "n3": 500} if tiny else \
+        {"n1": 1 << 22, "n2": 3 << 21, "n3": 1 << 20}
+    hotspot = {"side": 32, "iterations": 3} if tiny else {"side": 1024, "iterations": 8}
+    return [Planned("concatenation of 3 parts", "concat.fcl", "joined", concat, _concat),
+            Planned("hotspot (power)", "hotspot.fcl", "heat", hotspot, _hotspot)]
+
+
+def _compiled(program: Planned, block: int, planned: bool) -> Compiled:
+    session = Session.new()
+    sizes = "".join(f"val {name} = {value}\n" for name, value in program.sizes.items())
+    text = sizes + (HERE / program.fcl).read_text() + f"\nval main = {program.entry}\n"
+    session.add_file(Source(program.fcl, text))
+    options = CompileOptions(block, keep_result=True, short_circuit=planned)
+    return compile_program(session, main_root(session), options)
+
+
+def measure_planning(tiny: bool, runs: int, device_id: str | None, block: int = 256
+                     ) -> list[dict]:
+    rows = []
+    for program in programs(tiny):
+        expected = program.expected(program.sizes)
+        sides = {}
+        for planned in (True, False):
+            compiled = _compiled(program, block, planned)
+            run = prepare_run(compiled, device_id, block, io.StringIO(), io.StringIO())
+            sides[planned] = (run, compiled, [])
+        plan = memory_plan(sides[True][1].il)
+        peaks = {}
+        for round_ in range(runs + 1):  # the first round warms up
+            for planned, (run, _, times) in sides.items():
+                with measuring() as clock:
+                    run.run_program()
+                    run.device.queue.finish()
+                run.check_failures()
+                if round_ == 0:
+                    if not np.array_equal(run.result, expected):
+                        raise FCLError(f"{program.name}: the result planned={planned} does "
+                                       f"not match numpy")
+                    peaks[planned] = run.memory.peak
+                else:
+                    times.append(clock.total())
+                run.memory.release_arrays_since(0)
+        for run, _, _ in sides.values():
+            run.release()
+        on, off = (statistics.median(sides[p][2]) for p in (True, False))
+        rows.append({"program": program.name, "planned_ms": on, "unplanned_ms": off,
+                     "speedup": off / on, "planned_bytes": peaks[True],
+                     "unplanned_bytes": peaks[False], "copy_bytes_removed": plan.copy_bytes_saved,
+                     "kernels": (len(sides[True][1].kernels), len(sides[False][1].kernels)),
+                     "runs": runs})
+    return rows
+
+
+def planning_table(rows: list[dict]) -> str:
+    lines = ["| program | kernels planned / unplanned | planned ms | unplanned ms | unplanned / "
+             "planned time | device memory planned | unplanned | bytes the removed copies "
+             "move |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        planned_kernels, unplanned_kernels = r["kernels"]
+        lines.append(f"| {r['program']} | {planned_kernels} / {unplanned_kernels} | "
+                     f"{r['planned_ms']:.3f} | {r['unplanned_ms']:.3f} | {r['speedup']:.2f} | "
+                     f"{r['planned_bytes']:,} | {r['unplanned_bytes']:,} | "
+                     f"{r['copy_bytes_removed']:,} |")
+    return "\n".join(lines)

@@ -31,8 +31,8 @@ from fcl.il.traverse import map_bodies
 from fcl.il.unnest import unnest
 from fcl.il.verify import verify
 from fcl.memory.blocks import share_blocks
-from fcl.memory.copies import remove_copies
 from fcl.memory.inplace import in_place
+from fcl.memory.shortcircuit import remove_copies
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,9 @@ IL_STEPS: tuple[Step | Fixpoint, ...] = (
 )
 
 BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
-    Step("short-circuit", "a part copied into a larger array is built in its place; a whole "
-         "copy of an array nothing changes afterwards is that array", _memory(remove_copies)),
+    Step("short-circuit", "a part copied into a larger array is built in its place; a copy "
+         "nothing changes afterwards is a view of its source; a loop step changing a few "
+         "elements writes them in place", _memory(remove_copies)),
     Step("in-place", "a kernel that only maps an array writes over it when nothing reads it "
          "after", _memory(in_place)),
     Step("blocks", "arrays never live at once share a global block; an array a loop makes "

@@ -105,7 +105,7 @@ PRINT_C = "forceAndPrint 8 (push<grid> (generate 8 (fn i => index c (i * 187))))
 @pytest.mark.parametrize("old, new, reason", [
     # a part printed afterwards must keep its own memory
     (PRINT_C, PRINT_C + " ;\n  forceAndPrint 2 (push<grid> a)",
-     "arr_1 is used after the copy (line 6)"),
+     "arr_1 is used after the copy (line 7)"),
     # the same part read in two places of the concatenation
     ("index b (i - 1000)", "index a (i - 500)", "the copy reads arr_1 in more than one place"),
     # every other element: not a range of the copy's index (reading past the parts' ends, so
@@ -223,3 +223,51 @@ def test_the_cli_shows_the_plan_and_turns_planning_off(tmp_path):
     on = subprocess.run([sys.executable, "-m", "fcl", "compile", str(src)],
                         capture_output=True, text=True, timeout=300)
     assert on.stdout.count("__kernel") == 3 and off.stdout.count("__kernel") == 4
+
+
+# Each step of the loop changes one block of 4 elements from the last element of the block
+# before: a running sum over blocks, updated in place.
+BLOCKED = """\
+val main = do<grid> {
+  r <- power<grid> 3 (fn k => fn xs => return<grid> (push<grid> (generate 16 (fn i =>
+         if i >= 4 * (k + 1) && i < 4 * (k + 2) then index xs i + index xs (4 * (k + 1) - 1)
+         else index xs i))))
+       (return<grid> (push<grid> (generate 16 (fn i => i % 4 + 1)))) ;
+  forceAndPrint 16 (push<grid> r)
+}
+"""
+
+
+def test_a_loop_step_that_changes_a_block_writes_only_that_block_in_place():
+    plan = plan_of(BLOCKED)
+    updates = decisions(plan, "update")
+    assert [(d.done, d.array, d.block) for d in updates] == [(True, "buf_2", "buf_1")] * 3
+    assert [d.why.split(",")[0] for d in updates] == [
+        f"only elements {lo}..{lo + 3} change" for lo in (4, 8, 12)]
+    # The loop's other buffer is no longer needed; only the first step allocates.
+    assert [b.name for b in plan.blocks] == ["buf_1"]
+    assert [d.array for d in decisions(plan, "unused")] == ["buf_2"]
+    session = session_for(BLOCKED)
+    steps = dict(pipeline.compile_steps(session, pipeline.main_root(session)))
+    # Each update runs over the 4 elements it changes, writing into the first buffer.
+    assert steps["short-circuit"].count("parfor<grid> (i_") == 4
+    for k, lo in ((4, 4), (5, 8), (6, 12)):
+        assert f"parfor<grid> (i_{k} < 4) {{\n  buf_1[(i_{k} + {lo})] = " \
+            f"(buf_1[(i_{k} + {lo})] + buf_1[{lo - 1}]);" in steps["short-circuit"]
+    assert same_everywhere(BLOCKED) == "[" + ",".join(str(v) for v in range(1, 17)) + "]\n"
+
+
+@pytest.mark.parametrize("old, new, reason", [
+    # the update reads an element another work-item changes: a race, written in place
+    ("index xs (4 * (k + 1) - 1)", "index xs (i + 1)", "may overlap the elements changed"),
+    # which elements change depends on the data
+    ("if i >= 4 * (k + 1) && i < 4 * (k + 2)", "if index xs 0 > i",
+     "the elements changed are not a range"),
+])
+def test_an_update_kept_says_why(old, new, reason):
+    text = BLOCKED.replace(old, new)
+    if "i + 1" in new:  # keep the read inside the array
+        text = text.replace("i < 4 * (k + 2)", "i < 4 * (k + 2) && i < 15")
+    kept = [d for d in decisions(plan_of(text), "update") if not d.done]
+    assert kept and reason in kept[0].why, (kept, text)
+    same_everywhere(text)

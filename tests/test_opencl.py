@@ -380,8 +380,8 @@ def test_a_copy_of_an_array_nothing_reads_afterwards_is_left_out():
 
 
 def test_writes_in_place_need_every_iteration_to_write_its_own_element():
-    from fcl.memory.inplace import in_place
     from fcl.il import ir
+    from fcl.memory.inplace import in_place
     INT, arrays = ir.INT, ir.ArrayType(ir.INT)
     inp, out = ir.Var("inp", arrays), ir.Var("out", arrays)
     b, i = ir.Var("b", INT), ir.Var("i", INT)

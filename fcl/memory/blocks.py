@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from fcl.il import ir
 from fcl.il.traverse import map_bodies, names, stmt_exprs
-from fcl.memory.copies import rebuild_stmt
+from fcl.memory.copies import is_kernel, rebuild_stmt
 from fcl.memory.decisions import Notes, note
 
 LOOPS = (ir.SeqFor, ir.While)
@@ -37,7 +37,7 @@ def share_blocks(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
 def _hoist(stmts: list[ir.Stmt], notes: Notes) -> list[ir.Stmt]:
     out: list[ir.Stmt] = []
     for s in stmts:
-        if _is_kernel(s):
+        if is_kernel(s):
             out.append(s)
             continue
         s = map_bodies(s, lambda body: _hoist(body, notes))
@@ -75,7 +75,7 @@ class Block:
 
 
 def _merge(stmts: list[ir.Stmt], notes: Notes) -> list[ir.Stmt]:
-    stmts = [s if _is_kernel(s) else map_bodies(s, lambda body: _merge(body, notes))
+    stmts = [s if is_kernel(s) else map_bodies(s, lambda body: _merge(body, notes))
              for s in stmts]
     end = len(stmts)
     last_uses = _last_uses(stmts)
@@ -85,7 +85,12 @@ def _merge(stmts: list[ir.Stmt], notes: Notes) -> list[ir.Stmt]:
     for at, s in enumerate(stmts):
         if not (isinstance(s, ir.Alloc) and s.level == "grid" and isinstance(s.size, ir.Const)):
             continue
-        last = end if _named_whole(stmts, s.var.name) else last_uses.get(s.var.name, at)
+        if s.var.name not in last_uses:  # nothing uses it (its kernels now write elsewhere)
+            note(notes, "unused", True, s.var.name, s.var.name, None,
+                 "nothing uses it, so it is not allocated", s.span)
+            removed.add(at)
+            continue
+        last = end if _named_whole(stmts, s.var.name) else last_uses[s.var.name]
         free = [b for b in blocks if b.last_use < at and b.alloc.var.type == s.var.type]
         if not free:
             blocks.append(Block(s, int(s.size.value), last, [s.var.name]))
@@ -102,7 +107,7 @@ def _merge(stmts: list[ir.Stmt], notes: Notes) -> list[ir.Stmt]:
         block.last_use = last
         renamed[s.var.name] = block.alloc.var
         removed.add(at)
-    if not renamed:
+    if not removed:
         return stmts
     grown = {b.alloc.var.name: b.alloc for b in blocks}
     out = []
@@ -136,10 +141,6 @@ def _named_whole(stmts: list[ir.Stmt], name: str) -> bool:
         elif isinstance(s, ir.Result) and any(name in names(x) for x in stmt_exprs(s)):
             return True
     return False
-
-
-def _is_kernel(s: ir.Stmt) -> bool:
-    return isinstance(s, (ir.ParFor, ir.Distribute)) and s.level == "grid"
 
 
 def _at_line(s: ir.Stmt) -> str:

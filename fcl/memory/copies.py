@@ -43,21 +43,6 @@ from fcl.memory.decisions import Notes, note
 INT = ir.INT
 
 
-def remove_copies(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
-    """The statements with the copies that can go removed (see above)."""
-    stmts = [s if _is_kernel(s) else map_bodies(s, lambda body: remove_copies(body, notes))
-             for s in stmts]
-    p = 0
-    while p < len(stmts):
-        if _copy_kernel(stmts[p]) is not None:
-            changed = _alias(stmts, p, notes) or _short_circuit(stmts, p, notes)
-            if changed is not None:
-                stmts = changed
-                continue  # the same position holds the next statement
-        p += 1
-    return stmts
-
-
 # ---- the copy kernel and its cases ---------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -66,11 +51,11 @@ class Case:
     interval: tuple[int, int] | None  # the indices e where it does, if a range [lo, hi)
 
 
-def _is_kernel(s: ir.Stmt) -> bool:
+def is_kernel(s: ir.Stmt) -> bool:
     return isinstance(s, (ir.ParFor, ir.Distribute)) and s.level == "grid"
 
 
-def _copy_kernel(s: ir.Stmt) -> tuple[ir.ParFor, ir.Store] | None:
+def copy_kernel(s: ir.Stmt) -> tuple[ir.ParFor, ir.Store] | None:
     """(kernel, its one store `out[e] = v`) if s is a one-dimensional kernel that stores each
     element at its own index and does nothing else."""
     if not (isinstance(s, ir.ParFor) and s.level == "grid" and len(s.body) == 1):
@@ -82,7 +67,7 @@ def _copy_kernel(s: ir.Stmt) -> tuple[ir.ParFor, ir.Store] | None:
     return s, store
 
 
-def _cases(value: ir.Expr, e: str, bound: int) -> list[Case]:
+def cases(value: ir.Expr, e: str, bound: int) -> list[Case]:
     """The leaves of value's choices by condition, each with the range of e it holds in."""
     found: list[Case] = []
 
@@ -105,6 +90,16 @@ def _narrow(interval: tuple[int, int] | None, cond: ir.Expr, holds: bool, e: str
         return _narrow(interval, cond.arg, not holds, e)
     if isinstance(cond, ir.Bin) and cond.op == ("&&" if holds else "||"):
         return _narrow(_narrow(interval, cond.left, holds, e), cond.right, holds, e)
+    if isinstance(cond, ir.Select) and isinstance(cond.then, ir.Const) \
+            and isinstance(cond.else_, ir.Const):  # cond ? true : false, or its negation
+        return _narrow(interval, cond.cond, holds == bool(cond.then.value), e) \
+            if cond.then.value != cond.else_.value else None
+    if isinstance(cond, ir.Select) and isinstance(cond.else_, ir.Const) and holds \
+            and not cond.else_.value:  # a ? b : false, as `&&` is lowered
+        return _narrow(_narrow(interval, cond.cond, True, e), cond.then, True, e)
+    if isinstance(cond, ir.Select) and isinstance(cond.then, ir.Const) and not holds \
+            and cond.then.value:  # a ? true : b, as `||` is lowered
+        return _narrow(_narrow(interval, cond.cond, False, e), cond.else_, False, e)
     if not (isinstance(cond, ir.Bin) and cond.op in ir.COMPARISONS and cond.op not in ("==", "!=")):
         return None
     op, left, right = cond.op, cond.left, cond.right
@@ -127,7 +122,7 @@ def _narrow(interval: tuple[int, int] | None, cond: ir.Expr, holds: bool, e: str
     return (lo, max(lo, hi))
 
 
-def _shift(index: ir.Expr, e: str) -> tuple[int, int] | None:
+def shift(index: ir.Expr, e: str) -> tuple[int, int] | None:
     """(a, c) when index is a * e + c with a = 1 or -1."""
     terms, const = linear(index)
     if len(terms) != 1:
@@ -140,13 +135,13 @@ def _shift(index: ir.Expr, e: str) -> tuple[int, int] | None:
 
 # ---- short-circuiting ------------------------------------------------------------------------
 
-def _short_circuit(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
-    found = _copy_kernel(stmts[p])
+def short_circuit(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
+    found = copy_kernel(stmts[p])
     assert found is not None
     kernel, store = found
     out, e = store.array, kernel.var.name
-    allocs = _allocs(stmts[:p])
-    out_at = allocs.get(out.name)
+    known = allocs(stmts[:p])
+    out_at = known.get(out.name)
     if out_at is None:
         return None
     out_alloc = stmts[out_at]
@@ -154,16 +149,16 @@ def _short_circuit(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] 
     if not isinstance(out_alloc.size, ir.Const):
         return None
     assert isinstance(kernel.bound, ir.Const)
-    cases = _cases(store.value, e, int(kernel.bound.value))
+    every = cases(store.value, e, int(kernel.bound.value))
     read_by_case = [names(_without_parts(store.value, case.value, ir.Const(0, INT)))
-                    for case in cases]  # what the copy reads outside each case
+                    for case in every]  # what the copy reads outside each case
     placed: dict[str, tuple[LMAD, int]] = {}  # src -> (its place in out, its allocation)
-    for number, case in enumerate(cases):
-        if not (isinstance(case.value, ir.Index) and case.value.array.name in allocs
+    for number, case in enumerate(every):
+        if not (isinstance(case.value, ir.Index) and case.value.array.name in known
                 and case.value.array.name != out.name):
             continue
         src = case.value.array.name
-        at = allocs[src]
+        at = known[src]
         src_alloc = stmts[at]
         assert isinstance(src_alloc, ir.Alloc)
         why = _cannot_place(stmts, p, at, out_at, case, e, number, read_by_case, src_alloc,
@@ -193,10 +188,10 @@ def _short_circuit(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] 
         note(notes, "short-circuit", True, src, out.name, place, proof, src_alloc.span)
     if not placed:
         return None
-    return _build_in_place(stmts, p, out_at, placed, cases, kernel, store)
+    return _build_in_place(stmts, p, out_at, placed, every, kernel, store)
 
 
-def _allocs(stmts: list[ir.Stmt]) -> dict[str, int]:
+def allocs(stmts: list[ir.Stmt]) -> dict[str, int]:
     """The global arrays allocated in stmts, with their positions."""
     return {s.var.name: at for at, s in enumerate(stmts)
             if isinstance(s, ir.Alloc) and s.level == "grid"}
@@ -231,12 +226,12 @@ def _place(case: Case, e: str, src_alloc: ir.Alloc) -> LMAD | str:
     """The LMAD of src's elements in out, or why there is none."""
     src = src_alloc.var.name
     assert isinstance(case.value, ir.Index) and case.interval is not None
-    shift = _shift(case.value.index, e)
-    if shift is None:
+    moved = shift(case.value.index, e)
+    if moved is None:
         return f"the copy's index into {src} is not {e} plus a constant, nor a constant minus {e}"
     if not isinstance(src_alloc.size, ir.Const):
         return f"the length of {src} is not known when compiling"
-    a, c = shift
+    a, c = moved
     lo, hi = case.interval
     first, last = sorted((a * lo + c, a * (hi - 1) + c))
     size = int(src_alloc.size.value)
@@ -253,7 +248,7 @@ def _whole_permutation(place: LMAD, out_alloc: ir.Alloc) -> bool:
 
 
 def _build_in_place(stmts: list[ir.Stmt], p: int, out_at: int,
-                    placed: dict[str, tuple[LMAD, int]], cases: list[Case],
+                    placed: dict[str, tuple[LMAD, int]], every: list[Case],
                     kernel: ir.ParFor, store: ir.Store) -> list[ir.Stmt]:
     out = store.array
     first = min(min(at for _, at in placed.values()), out_at)
@@ -266,11 +261,11 @@ def _build_in_place(stmts: list[ir.Stmt], p: int, out_at: int,
         moved.append(_relocate(s, {src: place for src, (place, _) in placed.items()}, out))
     e = kernel.var
     self_read = ir.Index(out, e)
-    left = [case for case in cases if not (isinstance(case.value, ir.Index)
+    left = [case for case in every if not (isinstance(case.value, ir.Index)
                                            and case.value.array.name in placed)]
     if left:
         value = store.value
-        for case in cases:
+        for case in every:
             if isinstance(case.value, ir.Index) and case.value.array.name in placed:
                 value = _without_parts(value, case.value, self_read)
         copy: ir.Stmt = replace(kernel, body=[replace(store, value=value)])
@@ -323,23 +318,23 @@ def _relocate(s: ir.Stmt, places: dict[str, LMAD], out: ir.Var) -> ir.Stmt:
 
 # ---- aliasing a whole copy -------------------------------------------------------------------
 
-def _alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
-    found = _copy_kernel(stmts[p])
+def alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
+    found = copy_kernel(stmts[p])
     assert found is not None
     kernel, store = found
     value, out = store.value, store.array
-    shift = _shift(value.index, kernel.var.name) if isinstance(value, ir.Index) else None
-    if not (isinstance(value, ir.Index) and shift is not None and shift[0] == 1
+    moved = shift(value.index, kernel.var.name) if isinstance(value, ir.Index) else None
+    if not (isinstance(value, ir.Index) and moved is not None and moved[0] == 1
             and value.array.name != out.name):
         return None
-    src, offset = value.array, shift[1]
-    allocs = _allocs(stmts[:p])
-    out_at = allocs.get(out.name)
+    src, offset = value.array, moved[1]
+    known = allocs(stmts[:p])
+    out_at = known.get(out.name)
     if out_at is None or src.type != out.type:
         return None
     rest = stmts[p + 1:]
     why = None
-    made_after = set(_allocs(rest))
+    made_after = set(allocs(rest))
     later_store = next((s for s in ir.walk(rest) if isinstance(s, ir.Store)
                         and s.array.name not in made_after), None)
     if _first_use(stmts[out_at + 1:p], out.name) is not None:
@@ -347,7 +342,7 @@ def _alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
     elif later_store is not None:
         why = (f"{later_store.array.name} is written after the copy{_at_line(later_store)}, "
                f"which may be {src.name}'s memory")
-    elif offset == 0 and _other_use(rest, out.name, allowed=_whole_uses(src, allocs)) \
+    elif offset == 0 and _other_use(rest, out.name, allowed=_whole_uses(src, known)) \
             is not None:
         why = f"{out.name} is named by another variable, or returned, and {src.name} is " \
               f"not an array this program allocates"
@@ -375,10 +370,10 @@ def _alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
     return stmts[:out_at] + stmts[out_at + 1:p] + later
 
 
-def _whole_uses(src: ir.Var, allocs: dict[str, int]) -> tuple[type, ...]:
+def _whole_uses(src: ir.Var, known: dict[str, int]) -> tuple[type, ...]:
     """The statements that may use a whole alias of src: a print; and the program's result when
     src is an array of the program's own (never an argument's memory, which the caller owns)."""
-    return (ir.Print, ir.Result) if src.name in allocs else (ir.Print,)
+    return (ir.Print, ir.Result) if src.name in known else (ir.Print,)
 
 
 def rebuild_stmt(s: ir.Stmt, substitute: dict[str, ir.Expr]) -> ir.Stmt:

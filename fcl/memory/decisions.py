@@ -23,8 +23,10 @@ KINDS = {
     "short-circuit": "a part copied into a larger array is built in its place",
     "alias": "a copy of an array, or of a slice of it, that nothing changes afterwards is a "
              "view of it",
+    "update": "a loop step that changes a few elements of an array writes them in place",
     "in-place": "a kernel that maps an array writes over it when nothing reads it after",
     "merge": "an array made after another's last use takes its block",
+    "unused": "an array nothing uses is not allocated",
     "hoist": "an array a loop makes afresh in every iteration is made once, before it",
 }
 

@@ -28,7 +28,7 @@ from typing import TypeAlias
 from fcl.il import ir
 from fcl.il.simplify import linear
 from fcl.il.traverse import assigned, map_bodies, names, stmt_exprs
-from fcl.memory.copies import rebuild_stmt
+from fcl.memory.copies import is_kernel, rebuild_stmt
 from fcl.memory.decisions import Notes, note
 
 LOOPS = (ir.SeqFor, ir.ParFor, ir.Distribute)
@@ -41,11 +41,11 @@ def in_place(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
 
 def _block(stmts: list[ir.Stmt], changed: set[str], notes: Notes) -> list[ir.Stmt]:
     # New statements throughout: the IL given is also drawn as the program's structure.
-    stmts = [s if _is_kernel(s) else map_bodies(s, lambda body: _block(body, changed, notes))
+    stmts = [s if is_kernel(s) else map_bodies(s, lambda body: _block(body, changed, notes))
              for s in stmts]
     p = 0
     while p < len(stmts):
-        found = _candidate(stmts, p, changed) if _is_kernel(stmts[p]) else None
+        found = _candidate(stmts, p, changed) if is_kernel(stmts[p]) else None
         if found is not None:
             out_alloc, inp = found
             note(notes, "in-place", True, out_alloc.var.name, inp.name, None,
@@ -74,10 +74,6 @@ def _copies_onto_itself(kernel: ir.Stmt) -> bool:
         elif not isinstance(s, quiet):
             return False
     return True
-
-
-def _is_kernel(s: ir.Stmt) -> bool:
-    return isinstance(s, (ir.ParFor, ir.Distribute)) and s.level == "grid"
 
 
 def _candidate(stmts: list[ir.Stmt], p: int, changed: set[str]):

@@ -9,12 +9,13 @@ from fcl.errors import Span
 from fcl.il import ir
 from fcl.lmad.core import LMAD
 from fcl.memory.blocks import share_blocks
-from fcl.memory.copies import remove_copies
 from fcl.memory.decisions import Decision
 from fcl.memory.inplace import in_place
+from fcl.memory.shortcircuit import remove_copies
 
 ELEMENT_BYTES = {ir.INT: 4, ir.DOUBLE: 8, ir.BOOL: 4}
-COPIES = ("short-circuit", "alias")  # the decisions that remove a copy kernel
+COPIES = ("short-circuit", "alias", "update")  # the decisions that remove a copy kernel
+ALONE = ("hoist", "unused")  # the decisions about an array alone, placing it nowhere else
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def _blocks(planned: list[ir.Stmt], allocs: dict[str, ir.Alloc],
             notes: list[Decision]) -> list[Block]:
     home: dict[str, tuple[str, LMAD | None]] = {}  # array -> (where it went, its place there)
     for d in notes:
-        if d.done and d.kind != "hoist":
+        if d.done and d.kind not in ALONE:
             home[d.array] = (d.block, d.place)
     counts = _allocation_counts(planned)
     blocks = []
@@ -179,7 +180,7 @@ def plan_text(plan: MemoryPlan) -> str:
     for d in plan.decisions:
         mark = "done" if d.done else "not done"
         where = f" at {d.place}" if d.place is not None else ""
-        target = "" if d.kind == "hoist" else f" into {d.block}{where}"
+        target = "" if d.kind in ALONE else f" into {d.block}{where}"
         lines.append(f"  {d.kind} {d.array}{target}{_line(d.span)}: {mark}: {d.why}")
     return "\n".join(lines)
 

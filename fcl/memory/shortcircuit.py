@@ -1,0 +1,38 @@
+"""The `short-circuit` step: each copy kernel of the host program, in order, is made an alias
+or a view of its source, has its parts built in its place (copies.py), or, a loop step changing
+a few elements, writes them in place (updates.py); where none applies, it stays as it is."""
+from __future__ import annotations
+
+from fcl.il import ir
+from fcl.il.traverse import map_bodies
+from fcl.memory.copies import alias, copy_kernel, is_kernel, short_circuit
+from fcl.memory.decisions import Decision, Notes
+from fcl.memory.updates import update_in_place
+
+
+def remove_copies(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
+    """The statements with the copies that can go removed."""
+    stmts = [s if is_kernel(s) else map_bodies(s, lambda body: remove_copies(body, notes))
+             for s in stmts]
+    p = 0
+    while p < len(stmts):
+        if copy_kernel(stmts[p]) is not None:
+            tried: list[Decision] = []
+            changed = alias(stmts, p, tried) or short_circuit(stmts, p, tried)
+            if changed is not None:
+                _keep(notes, tried)
+                stmts = changed
+                continue  # the same position holds the next statement
+            updated = update_in_place(stmts, p, tried)
+            # A step updated in place was no copy to short-circuit: only the update is noted.
+            _keep(notes, [d for d in tried if d.done or updated is None or d.kind == "update"])
+            if updated is not None:
+                p += len(updated) - len(stmts)  # past the kernels writing in place
+                stmts = updated
+        p += 1
+    return stmts
+
+
+def _keep(notes: Notes, decisions: list[Decision]) -> None:
+    if notes is not None:
+        notes.extend(decisions)

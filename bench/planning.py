@@ -49,12 +49,23 @@ def _hotspot(s: dict[str, int]) -> np.ndarray:
     return t.flatten().astype(np.int32)
 
 
+def _blocked(s: dict[str, int]) -> np.ndarray:
+    width = s["width"]
+    x = np.arange(s["blocks"] * width, dtype=np.int64) % 7
+    for k in range(s["blocks"] - 1):
+        x[width * (k + 1):width * (k + 2)] += x[width * (k + 1) - 1]
+    return x.astype(np.int32)
+
+
 def programs(tiny: bool) -> list[Planned]:
     concat = {"n1": 1000, "n2": 3000, "n3": 500} if tiny else \
         {"n1": 1 << 22, "n2": 3 << 21, "n3": 1 << 20}
     hotspot = {"side": 32, "iterations": 3} if tiny else {"side": 1024, "iterations": 8}
+    blocked = {"blocks": 8, "width": 64} if tiny else {"blocks": 64, "width": 1 << 16}
     return [Planned("concatenation of 3 parts", "concat.fcl", "joined", concat, _concat),
-            Planned("hotspot (power)", "hotspot.fcl", "heat", hotspot, _hotspot)]
+            Planned("hotspot (power)", "hotspot.fcl", "heat", hotspot, _hotspot),
+            Planned("blocked running sum (power)", "blocked.fcl", "blocked", blocked,
+                    _blocked)]
 
 
 def _compiled(program: Planned, block: int, planned: bool) -> Compiled:

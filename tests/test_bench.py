@@ -116,9 +116,10 @@ def test_planning_is_measured_planned_and_not(capsys):
     assert main(["--tiny", "--only", "planning", "--no-record", "--runs", "1"]
                 + (["--device", first] if first else [])) == 0
     rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
-            if line.startswith(("| concatenation", "| hotspot"))]
+            if line.startswith(("| concatenation", "| hotspot", "| blocked"))]
     assert [(r[0], r[1]) for r in rows] == [("| concatenation of 3 parts", "3 / 4"),
-                                            ("| hotspot (power)", "4 / 5")]
+                                            ("| hotspot (power)", "4 / 5"),
+                                            ("| blocked running sum (power)", "8 / 9")]
     for r in rows:
         planned, unplanned = (int(r[k].replace(",", "")) for k in (5, 6))
         assert planned < unplanned

@@ -271,3 +271,26 @@ def test_an_update_kept_says_why(old, new, reason):
     kept = [d for d in decisions(plan_of(text), "update") if not d.done]
     assert kept and reason in kept[0].why, (kept, text)
     same_everywhere(text)
+
+
+def test_a_loop_over_two_buffers_updates_one_in_place_and_stops_swapping():
+    # 19 steps: more than are unrolled, so a loop whose two buffers take turns.
+    text = BLOCKED.replace("power<grid> 3", "power<grid> 19").replace("16", "80")
+    plan = plan_of(text)
+    (update,) = decisions(plan, "update")
+    assert update.done and (update.array, update.block) == ("next_5", "cur_4")
+    assert "each step changes only elements (4 * (iter_6 + 1))..(4 * (iter_6 + 2)) - 1" \
+        in update.why
+    assert [d.array for d in decisions(plan, "unused")] == ["buf_2"]
+    session = session_for(text)
+    steps = dict(pipeline.compile_steps(session, pipeline.main_root(session)))
+    loop = steps["short-circuit"].split("seqfor")[1]
+    # One kernel of 4 work-items per step, and no swap: the counter's range proves the
+    # block lies inside the array.
+    assert "parfor<grid> (i_8 < 4) {" in loop and "swap" not in loop
+    assert same_everywhere(text) == "[" + ",".join(str(v) for v in range(1, 81)) + "]\n"
+    # An update reading the next block's first element races with its writer: not in place.
+    racy = text.replace("index xs (4 * (k + 1) - 1)", "index xs (4 * (k + 2) - 4 + (i % 1))")
+    kept = [d for d in decisions(plan_of(racy), "update") if not d.done]
+    assert kept and "may be among the elements changed" in kept[0].why
+    same_everywhere(racy)

@@ -333,6 +333,8 @@ def alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
     if out_at is None or src.type != out.type:
         return None
     rest = stmts[p + 1:]
+    if _first_use(rest, out.name) is None:
+        return None  # a copy nothing reads: the program's own kernel (a lesson's), as written
     why = None
     made_after = set(allocs(rest))
     later_store = next((s for s in ir.walk(rest) if isinstance(s, ir.Store)
@@ -349,8 +351,7 @@ def alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
     elif any(isinstance(s, ir.Result) and src.name in names(x)
              for s in ir.walk(rest) for x in stmt_exprs(s)):
         why = f"{src.name} is returned too: the two results must not share memory"
-    elif offset != 0 and _first_use(rest, out.name) is None:
-        return None  # a slice nothing reads: the program's own (dead) kernel, left as written
+
     elif offset != 0 and _other_use(rest, out.name) is not None:
         why = f"{out.name} is printed, returned or named by another variable, not only read " \
               f"element by element"

@@ -7,7 +7,7 @@ from fcl.il import ir
 from fcl.il.traverse import map_bodies
 from fcl.memory.copies import alias, copy_kernel, is_kernel, short_circuit
 from fcl.memory.decisions import Decision, Notes
-from fcl.memory.updates import update_in_place
+from fcl.memory.updates import update_in_place, update_loop_in_place
 
 
 def remove_copies(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
@@ -29,6 +29,11 @@ def remove_copies(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
             if updated is not None:
                 p += len(updated) - len(stmts)  # past the kernels writing in place
                 stmts = updated
+        else:
+            looped = update_loop_in_place(stmts, p, notes)
+            if looped is not None:
+                p += len(looped) - len(stmts)  # a declaration before the loop may have gone
+                stmts = looped
         p += 1
     return stmts
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fcl.il import ir
-from fcl.il.simplify import mk_bin, rebuild
+from fcl.il.ranges import interval
+from fcl.il.simplify import linear, mk_bin, rebuild
 from fcl.il.traverse import names, stmt_exprs
 from fcl.lmad.core import LMAD
 from fcl.lmad.overlap import disjoint
@@ -151,3 +152,148 @@ def _write_range(kernel: ir.ParFor, store: ir.Store, inp: ir.Var, case: Case) ->
 
 def _at_line(s: ir.Stmt) -> str:
     return f" (line {s.span.line})" if s.span is not None else ""
+
+
+# ---- a loop whose two buffers take turns ------------------------------------------------------
+# A `power` or `while` whose count is not known when compiling is a loop over two variables:
+# `next[e] = e in W ? g(cur, e) : cur[e]; swap = cur; cur = next; next = swap`. Writing W's
+# elements into `cur` makes the swap unneeded: cur holds the new array, as it did after it.
+
+def update_loop_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
+    loop = stmts[p]
+    if not isinstance(loop, (ir.SeqFor, ir.While)) or len(loop.body) < 4:
+        return None
+    *before, step, swap, to_cur, to_next = loop.body
+    found = copy_kernel(step)
+    if found is None or not _swaps(swap, to_cur, to_next, found[1].array):
+        return None
+    kernel, store = found
+    assert isinstance(swap, ir.Declare) and isinstance(swap.init, ir.Var)
+    cur, nxt, e = swap.init, store.array, kernel.var.name
+    paths = _paths(store.value)
+    changed = [(leaf, conds) for leaf, conds in paths
+               if not (isinstance(leaf, ir.Index) and leaf.array.name == cur.name
+                       and isinstance(leaf.index, ir.Var) and leaf.index.name == e)]
+    if len(changed) != 1 or len(changed) == len(paths):
+        return None
+    leaf, conds = changed[0]
+    bounds = _bounds(conds, e)
+    why = None
+    if any(cur.name in names(x) or nxt.name in names(x) for s in before
+           for t in ir.walk([s]) for x in stmt_exprs(t, targets=True)):
+        why = f"the loop's body uses {cur.name} or {nxt.name} before its step"
+    elif bounds is None:
+        why = f"the elements changed are not a range of the step's index {e}"
+    elif _condition_reads(store.value, cur.name):
+        why = f"which elements change depends on {cur.name}"
+    elif _first_use(stmts[p + 1:], nxt.name) is not None:
+        why = f"{nxt.name} is used after the loop"
+    else:
+        why = _clash(leaf, cur.name, e, bounds)
+    if why is not None:
+        note(notes, "update", False, nxt.name, cur.name, None, why, kernel.span)
+        return None
+    assert bounds is not None
+    lo, hi = bounds
+    note(notes, "update", True, nxt.name, cur.name, None,
+         f"each step changes only elements {ir.show_expr(lo)}..{ir.show_expr(hi)} - 1, each "
+         f"reading {cur.name} only at its own element or outside them; the buffers no longer "
+         f"swap", kernel.span)
+    assert isinstance(kernel.bound, ir.Const)
+    # [lo, hi) within [0, N): clamped, unless the loop counter's range proves it is
+    known = {loop.var.name: (0, int(loop.bound.value) - 1)} \
+        if isinstance(loop, ir.SeqFor) and isinstance(loop.bound, ir.Const) else {}
+    low, high = interval(lo, known), interval(hi, known)
+    first = lo if low is not None and low[0] >= 0 else mk_bin("max", lo, ir.Const(0, INT), INT)
+    last = hi if high is not None and high[1] <= kernel.bound.value \
+        else mk_bin("min", hi, kernel.bound, INT)
+    count = mk_bin("-", last, first, INT)
+    width = interval(count, known)
+    if width is None or width[0] < 0:
+        count = mk_bin("max", count, ir.Const(0, INT), INT)
+    moved = mk_bin("+", kernel.var, first, INT)
+    write = replace(kernel, bound=count, body=[replace(store, array=cur, index=moved,
+                                                        value=rebuild(leaf, {e: moved}))])
+    new_loop = replace(loop, body=[*before, write])
+    rest = stmts[p + 1:]
+    earlier = [s for s in stmts[:p] if not (isinstance(s, ir.Declare) and s.var.name == nxt.name
+                                            and _first_use(stmts[p + 1:], nxt.name) is None)]
+    return earlier + [new_loop] + rest
+
+
+def _swaps(swap: ir.Stmt, to_cur: ir.Stmt, to_next: ir.Stmt, nxt: ir.Var) -> bool:
+    """Whether the three statements are `swap = cur; cur = next; next = swap`."""
+    return (isinstance(swap, ir.Declare) and isinstance(swap.init, ir.Var)
+            and isinstance(to_cur, ir.Assign) and to_cur.var.name == swap.init.name
+            and isinstance(to_cur.value, ir.Var) and to_cur.value.name == nxt.name
+            and isinstance(to_next, ir.Assign) and to_next.var.name == nxt.name
+            and isinstance(to_next.value, ir.Var) and to_next.value.name == swap.var.name)
+
+
+def _paths(value: ir.Expr) -> list[tuple[ir.Expr, list[tuple[ir.Expr, bool]]]]:
+    """Each leaf of value's choices by condition, with the conditions (and whether each holds)
+    on the way to it."""
+    if isinstance(value, ir.Select):
+        return [(leaf, [(value.cond, True), *conds]) for leaf, conds in _paths(value.then)] + \
+            [(leaf, [(value.cond, False), *conds]) for leaf, conds in _paths(value.else_)]
+    return [(value, [])]
+
+
+def _bounds(conds: list[tuple[ir.Expr, bool]], e: str) -> tuple[ir.Expr, ir.Expr] | None:
+    """(lo, hi) when the conditions hold exactly for lo <= e < hi (one bound of each kind, over
+    values other than e)."""
+    lows: list[ir.Expr] = []
+    highs: list[ir.Expr] = []
+
+    def visit(cond: ir.Expr, holds: bool) -> bool:
+        if isinstance(cond, ir.Select) and isinstance(cond.else_, ir.Const) and holds \
+                and not cond.else_.value:  # a && b
+            return visit(cond.cond, True) and visit(cond.then, True)
+        if isinstance(cond, ir.Bin) and cond.op == "&&" and holds:
+            return visit(cond.left, True) and visit(cond.right, True)
+        if not (isinstance(cond, ir.Bin) and cond.op in ("<", "<=", ">", ">=")):
+            return False
+        op, left, right = cond.op, cond.left, cond.right
+        if not (isinstance(left, ir.Var) and left.name == e):
+            op, left, right = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op], right, left
+        if not (isinstance(left, ir.Var) and left.name == e) or e in names(right):
+            return False
+        if not holds:
+            op = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}[op]
+        one = ir.Const(1, INT)
+        if op in ("<", "<="):
+            highs.append(right if op == "<" else mk_bin("+", right, one, INT))
+        else:
+            lows.append(right if op == ">=" else mk_bin("+", right, one, INT))
+        return True
+
+    if not all(visit(cond, holds) for cond, holds in conds) or len(lows) != 1 \
+            or len(highs) != 1:
+        return None
+    return lows[0], highs[0]
+
+
+def _difference(a: ir.Expr, b: ir.Expr) -> int | None:
+    """a - b, when it is the same number whatever the variables are."""
+    terms, const = linear(mk_bin("-", a, b, INT))
+    return const if all(coef == 0 for _, coef in terms.values()) else None
+
+
+def _clash(leaf: ir.Expr, cur: str, e: str, bounds: tuple[ir.Expr, ir.Expr]) -> str | None:
+    """Why a read of cur in the update may see an element another work-item changes."""
+    lo, hi = bounds
+    width = _difference(hi, lo)
+    for read in _reads(leaf, cur):
+        if e not in names(read.index):  # one element: it must lie outside [lo, hi)
+            below, above = _difference(read.index, lo), _difference(read.index, hi)
+            if not ((below is not None and below < 0) or (above is not None and above >= 0)):
+                return f"an update reads {cur}[{ir.show_expr(read.index)}], which may be " \
+                       f"among the elements changed"
+            continue
+        moved = shift(read.index, e)
+        if moved == (1, 0):
+            continue  # its own element
+        if moved is None or moved[0] != 1 or width is None or abs(moved[1]) < width:
+            return f"an update reads {cur}[{ir.show_expr(read.index)}], which may be among " \
+                   f"the elements changed"
+    return None

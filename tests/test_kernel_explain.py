@@ -301,3 +301,36 @@ def test_memory_explorer_of_one_array_offers_the_kernels_touching_it(kc):
     reply, _ = execute(kc, NAIVE.format(magic="memory --explore --array nowhere"))
     assert (reply["ename"] == "FCLError"
             and "no kernel shown accesses array nowhere" in reply["evalue"])
+
+
+CONCAT_CELL = ("%%{magic}\ndo<grid> {{\n  a <- forcePull<grid> (generate 100 (fn i => i * i)) ;\n"
+               "  b <- forcePull<grid> (generate 50 (fn i => 3 * i)) ;\n"
+               "  c <- forcePull<grid> (generate 150 (fn i => if i < 100 then index a i "
+               "else index b (i - 100))) ;\n"
+               "  forcePull<grid> (generate 8 (fn i => index c (i * 18)))\n}}")
+
+
+def test_memory_blocks_show_the_plan_and_config_turns_planning_off(kc):
+    reply, messages = execute(kc, CONCAT_CELL.format(magic="memory --blocks"))
+    assert reply["status"] == "ok"
+    [plan] = bundles(messages)
+    lines = plan["text/plain"].splitlines()
+    assert lines[0].startswith("global memory: 632 bytes in 2 blocks (without planning: "
+                               "1,232 bytes); copies removed: 2")
+    assert "  arr_3      at 100 + {(50:1)} (line 3)" in lines
+    # Drawn: a bar per block, each part at its place.
+    assert plan["text/html"].count("<rect") >= 6 and "arr_3: 100 + {(50:1)}" in plan["text/html"]
+    costs = bundles(execute(kc, CONCAT_CELL.format(magic="costs"))[1])[0]["text/plain"]
+    assert "kernel2_line" in costs and "kernel3_line" not in costs  # the copy is gone
+    assert "Global memory, planned runs: planned 632 bytes, unplanned 1,232 bytes; the 2 " \
+           "copies removed by planning move 1,200 bytes" in costs
+    try:
+        shown = stdout(execute(kc, "%config short_circuit=off")[1])
+        assert "short_circuit=off" in shown
+        off = bundles(execute(kc, CONCAT_CELL.format(magic="memory --blocks"))[1])[0]
+        assert off["text/plain"].startswith("memory planning is off (short_circuit=off)")
+        costs = bundles(execute(kc, CONCAT_CELL.format(magic="costs"))[1])[0]["text/plain"]
+        assert "Global memory, unplanned (short_circuit=off) runs" in costs
+        assert "kernel3_line" in costs  # the copy kernel runs
+    finally:
+        execute(kc, "%config short_circuit=on")

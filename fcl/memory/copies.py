@@ -38,7 +38,7 @@ from fcl.il.traverse import (
 )
 from fcl.lmad.core import LMAD
 from fcl.lmad.overlap import disjoint
-from fcl.memory.decisions import Notes, note
+from fcl.memory.decisions import Notes, copied_bytes, note
 
 INT = ir.INT
 
@@ -185,7 +185,8 @@ def short_circuit(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] |
         placed[src] = (place, at)
         proof = (f"elements {case.interval[0]}..{case.interval[1] - 1} of {out.name} "  # type: ignore[index]
                  f"copy all of {src}, each once; its place {place} overlaps no other part's")
-        note(notes, "short-circuit", True, src, out.name, place, proof, src_alloc.span)
+        note(notes, "short-circuit", True, src, out.name, place, proof, src_alloc.span,
+             copied_bytes(place.shape[0], out))
     if not placed:
         return None
     return _build_in_place(stmts, p, out_at, placed, every, kernel, store)
@@ -363,7 +364,7 @@ def alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
     whole = "whole" if offset == 0 else f"from element {offset} on"
     note(notes, "alias", True, out.name, src.name, place,
          f"{out.name} copies {src.name} {whole}, and nothing writes after the copy",
-         stmts[out_at].span)
+         stmts[out_at].span, copied_bytes(place.shape[0], out))
     if offset == 0:
         later = [rebuild_stmt(s, {out.name: src}) for s in rest]
     else:

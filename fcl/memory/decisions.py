@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fcl.errors import Span
+from fcl.il import ir
 from fcl.lmad.core import LMAD
 
 
@@ -17,6 +18,7 @@ class Decision:
     place: LMAD | None  # where its elements lie in `block`, in elements
     why: str           # the proof, or the first reason it failed
     span: Span | None  # the FCL that made `array`
+    saved: int | None = None  # bytes a removed copy would have read and written (None: unknown)
 
 
 KINDS = {
@@ -31,6 +33,13 @@ KINDS = {
 }
 
 Notes = list[Decision] | None
+
+ELEMENT_BYTES = {ir.INT: 4, ir.DOUBLE: 8, ir.BOOL: 4}
+
+
+def copied_bytes(elements: int, array: ir.Var) -> int:
+    """The bytes a copy of `elements` elements of the array's type reads and writes."""
+    return 2 * elements * ELEMENT_BYTES[ir.elem_of(array)]
 
 
 def note(notes: Notes, *args, **kwargs) -> None:

@@ -9,11 +9,10 @@ from fcl.errors import Span
 from fcl.il import ir
 from fcl.lmad.core import LMAD
 from fcl.memory.blocks import share_blocks
-from fcl.memory.decisions import Decision
+from fcl.memory.decisions import ELEMENT_BYTES, Decision
 from fcl.memory.inplace import in_place
 from fcl.memory.shortcircuit import remove_copies
 
-ELEMENT_BYTES = {ir.INT: 4, ir.DOUBLE: 8, ir.BOOL: 4}
 COPIES = ("short-circuit", "alias", "update")  # the decisions that remove a copy kernel
 ALONE = ("hoist", "unused")  # the decisions about an array alone, placing it nowhere else
 
@@ -72,7 +71,7 @@ def memory_plan(il: list[ir.Stmt]) -> MemoryPlan:
         planned = share_blocks(in_place(remove_copies(il, notes), notes), notes)
     sizes = {s.var.name: s for s in ir.walk(il) if isinstance(s, ir.Alloc) and s.level == "grid"}
     return MemoryPlan(_blocks(planned, sizes, notes), notes, _footprint(planned),
-                      _footprint(il), _copy_bytes(notes, sizes))
+                      _footprint(il), _copy_bytes(notes))
 
 
 def _blocks(planned: list[ir.Stmt], allocs: dict[str, ir.Alloc],
@@ -148,14 +147,8 @@ def _footprint(stmts: list[ir.Stmt]) -> Footprint:
     return Footprint(known, unknown)
 
 
-def _copy_bytes(notes: list[Decision], allocs: dict[str, ir.Alloc]) -> int:
-    saved = 0
-    for d in notes:
-        if d.done and d.kind in COPIES:
-            alloc = allocs.get(d.array)
-            if alloc is not None and isinstance(alloc.size, ir.Const):
-                saved += 2 * int(alloc.size.value) * ELEMENT_BYTES[ir.elem_of(alloc.var)]
-    return saved
+def _copy_bytes(notes: list[Decision]) -> int:
+    return sum(d.saved or 0 for d in notes if d.done and d.kind in COPIES)
 
 
 # ---- text ------------------------------------------------------------------------------------

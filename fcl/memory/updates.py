@@ -25,7 +25,7 @@ from fcl.il.traverse import names, stmt_exprs
 from fcl.lmad.core import LMAD
 from fcl.lmad.overlap import disjoint
 from fcl.memory.copies import Case, allocs, cases, copy_kernel, rebuild_stmt, shift
-from fcl.memory.decisions import Notes, note
+from fcl.memory.decisions import Notes, copied_bytes, note
 
 INT = ir.INT
 
@@ -59,7 +59,7 @@ def update_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt]
     note(notes, "update", True, out.name, inp.name, LMAD(0, ((bound, 1),)),
          f"only elements {shown} change, and each reads {inp.name} only at its own element "
          f"or where nothing changes; {inp.name}'s old elements are not read afterwards",
-         kernel.span)
+         kernel.span, copied_bytes(bound - sum(hi - lo for lo, hi in ranges), out))  # type: ignore[misc]
     steps = [_write_range(kernel, store, inp, case) for case in changed]
     rest = [rebuild_stmt(s, {out.name: inp, inp.name: out}) for s in stmts[p + 1:]]
     return stmts[:p] + steps + rest
@@ -198,7 +198,7 @@ def update_loop_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.
     note(notes, "update", True, nxt.name, cur.name, None,
          f"each step changes only elements {ir.show_expr(lo)}..{ir.show_expr(hi)} - 1, each "
          f"reading {cur.name} only at its own element or outside them; the buffers no longer "
-         f"swap", kernel.span)
+         f"swap", kernel.span, _loop_saving(loop, kernel, _difference(hi, lo), nxt))
     assert isinstance(kernel.bound, ir.Const)
     # [lo, hi) within [0, N): clamped, unless the loop counter's range proves it is
     known = {loop.var.name: (0, int(loop.bound.value) - 1)} \
@@ -219,6 +219,15 @@ def update_loop_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.
     earlier = [s for s in stmts[:p] if not (isinstance(s, ir.Declare) and s.var.name == nxt.name
                                             and _first_use(stmts[p + 1:], nxt.name) is None)]
     return earlier + [new_loop] + rest
+
+
+def _loop_saving(loop: ir.SeqFor | ir.While, kernel: ir.ParFor, width: int | None,
+                 array: ir.Var) -> int | None:
+    """The bytes the loop's copies of unchanged elements moved in all, if known."""
+    if not (isinstance(loop, ir.SeqFor) and isinstance(loop.bound, ir.Const)
+            and isinstance(kernel.bound, ir.Const) and width is not None):
+        return None
+    return int(loop.bound.value) * copied_bytes(int(kernel.bound.value) - width, array)
 
 
 def _swaps(swap: ir.Stmt, to_cur: ir.Stmt, to_next: ir.Stmt, nxt: ir.Var) -> bool:

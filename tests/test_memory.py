@@ -294,3 +294,18 @@ def test_a_loop_over_two_buffers_updates_one_in_place_and_stops_swapping():
     kept = [d for d in decisions(plan_of(racy), "update") if not d.done]
     assert kept and "may be among the elements changed" in kept[0].why
     same_everywhere(racy)
+
+
+@pytest.mark.slow  # 2-5 s each on Oclgrind
+@pytest.mark.parametrize("name", ["concat", "blocked", "loop", "view", "chain"])
+def test_planned_programs_are_clean_under_oclgrind(name, capfd):
+    from test_oclgrind import oclgrind_findings
+    text = {"concat": CONCAT.replace("1000", "100").replace("1500", "150")
+            .replace("500", "50").replace("i * 187", "i * 18"),
+            "blocked": BLOCKED,
+            "loop": BLOCKED.replace("power<grid> 3", "power<grid> 19").replace("16", "80"),
+            "view": "val main = do<grid> {\n  a <- forcePull<grid> (generate 100 (fn i => 7 * i)) ;"
+                    "\n  s <- forcePull<grid> (generate 10 (fn i => index a (i + 40))) ;\n"
+                    "  forceAndPrint 10 (push<grid> (generate 10 (fn i => index s (9 - i))))\n}\n",
+            "chain": CHAIN}[name]
+    assert oclgrind_findings(text, f"{name}.fcl", capfd) == ""

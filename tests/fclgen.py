@@ -291,7 +291,7 @@ def memory_programs(draw) -> Program:
     length = draw(st.integers(1, len(joined) - start))
     lines.append(f"  s <- forcePull<grid> (generate {length} (fn i => index c (i + {start}))) ;")
     sliced = joined[start:start + length]
-    rounds = draw(st.integers(0, 3))
+    rounds = draw(st.sampled_from([0, 1, 2, 3, 17, 20]))  # more than 16: a loop, not unrolled
     upto = draw(st.integers(0, length))
     lines.append(f"  u <- power<grid> {rounds} (fn k => fn xs => return<grid> (push<grid> "
                  f"(generate {length} (fn i => if i < {upto} then index xs i + k + 1 "

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from fcl.il import ir
 from fcl.il.traverse import map_bodies, names, stmt_exprs
 from fcl.memory.copies import is_kernel, rebuild_stmt
-from fcl.memory.decisions import Notes, note
+from fcl.memory.decisions import Notes, at_line, note
 
 LOOPS = (ir.SeqFor, ir.While)
 
@@ -100,7 +100,7 @@ def _merge(stmts: list[ir.Stmt], notes: Notes) -> list[ir.Stmt]:
         block = min(fitting, key=lambda b: b.size) if fitting else max(free, key=lambda b: b.size)
         note(notes, "merge", True, s.var.name, block.alloc.var.name, None,
              f"{', '.join(block.members)} last used before {s.var.name} is allocated"
-             + _at_line(stmts[block.last_use]), s.span)
+             + at_line(stmts[block.last_use]), s.span)
         if block.size < size:
             block.alloc, block.size = replace(block.alloc, size=ir.Const(size, ir.INT)), size
         block.members.append(s.var.name)
@@ -142,7 +142,4 @@ def _named_whole(stmts: list[ir.Stmt], name: str) -> bool:
             return True
     return False
 
-
-def _at_line(s: ir.Stmt) -> str:
-    return f" (line {s.span.line})" if s.span is not None else ""
 

@@ -38,7 +38,7 @@ from fcl.il.traverse import (
 )
 from fcl.lmad.core import LMAD
 from fcl.lmad.overlap import disjoint
-from fcl.memory.decisions import Notes, copied_bytes, note
+from fcl.memory.decisions import Notes, at_line, copied_bytes, note
 
 INT = ir.INT
 
@@ -209,15 +209,15 @@ def _cannot_place(stmts: list[ir.Stmt], p: int, at: int, out_at: int, case: Case
         return f"the copy reads {src} in more than one place"
     used_after = _first_use(stmts[p + 1:], src)
     if used_after is not None:
-        return f"{src} is used after the copy{_at_line(used_after)}"
+        return f"{src} is used after the copy{at_line(used_after)}"
     between = stmts[at + 1:p]
     other = _other_use(between, src)
     if other is not None:
-        return f"{src} is used other than element by element{_at_line(other)}"
+        return f"{src} is used other than element by element{at_line(other)}"
     users = [s for s in stmts[min(at, out_at) + 1:p] if s is not out_alloc]
     out_use = _first_use(users, out)
     if out_use is not None:
-        return f"{out} is used before the copy{_at_line(out_use)}"
+        return f"{out} is used before the copy{at_line(out_use)}"
     if case.interval is None:
         return f"the condition choosing {src} is not a range of the copy's index {e}"
     return None
@@ -343,7 +343,7 @@ def alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
     if _first_use(stmts[out_at + 1:p], out.name) is not None:
         why = f"{out.name} is used before the copy"
     elif later_store is not None:
-        why = (f"{later_store.array.name} is written after the copy{_at_line(later_store)}, "
+        why = (f"{later_store.array.name} is written after the copy{at_line(later_store)}, "
                f"which may be {src.name}'s memory")
     elif offset == 0 and _other_use(rest, out.name, allowed=_whole_uses(src, known)) \
             is not None:
@@ -426,6 +426,3 @@ def _other_use(stmts: list[ir.Stmt], name: str,
             return s
     return None
 
-
-def _at_line(s: ir.Stmt) -> str:
-    return f" (line {s.span.line})" if s.span is not None else ""

@@ -45,3 +45,8 @@ def copied_bytes(elements: int, array: ir.Var) -> int:
 def note(notes: Notes, *args, **kwargs) -> None:
     if notes is not None:
         notes.append(Decision(*args, **kwargs))
+
+
+def at_line(s: ir.Stmt) -> str:
+    """` (line N)` of the FCL a statement came from, or nothing."""
+    return f" (line {s.span.line})" if s.span is not None else ""

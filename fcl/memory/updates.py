@@ -25,7 +25,7 @@ from fcl.il.traverse import names, stmt_exprs
 from fcl.lmad.core import LMAD
 from fcl.lmad.overlap import disjoint
 from fcl.memory.copies import Case, allocs, cases, copy_kernel, rebuild_stmt, shift
-from fcl.memory.decisions import Notes, copied_bytes, note
+from fcl.memory.decisions import Notes, at_line, copied_bytes, note
 
 INT = ir.INT
 
@@ -100,9 +100,9 @@ def _cannot_update(stmts: list[ir.Stmt], p: int, kernel: ir.ParFor, store: ir.St
                        f"elements changed, {clash}"
     if _condition_reads(store.value, inp.name):
         return f"which elements change depends on {inp.name}"
-    following = _first_use(stmts[p + 1:], inp.name)
+    following = _first_statement_using(stmts[p + 1:], inp.name)
     if following is not None and not _overwrites(following, inp, out_alloc):
-        return f"{inp.name}'s old elements are read after the step{_at_line(following)}"
+        return f"{inp.name}'s old elements are read after the step{at_line(following)}"
     return None
 
 
@@ -124,8 +124,8 @@ def _condition_reads(value: ir.Expr, name: str) -> bool:
     return False
 
 
-def _first_use(stmts: list[ir.Stmt], name: str) -> ir.Stmt | None:
-    """The first top-level statement that mentions `name`."""
+def _first_statement_using(stmts: list[ir.Stmt], name: str) -> ir.Stmt | None:
+    """The first top-level statement that mentions `name` (itself or nested in it)."""
     return next((s for s in stmts if any(name in names(x) for t in ir.walk([s])
                                           for x in stmt_exprs(t, targets=True))), None)
 
@@ -149,9 +149,6 @@ def _write_range(kernel: ir.ParFor, store: ir.Store, inp: ir.Var, case: Case) ->
                    body=[replace(store, array=inp, index=moved,
                                  value=rebuild(case.value, {e.name: moved}))])
 
-
-def _at_line(s: ir.Stmt) -> str:
-    return f" (line {s.span.line})" if s.span is not None else ""
 
 
 # ---- a loop whose two buffers take turns ------------------------------------------------------
@@ -186,7 +183,7 @@ def update_loop_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.
         why = f"the elements changed are not a range of the step's index {e}"
     elif _condition_reads(store.value, cur.name):
         why = f"which elements change depends on {cur.name}"
-    elif _first_use(stmts[p + 1:], nxt.name) is not None:
+    elif _first_statement_using(stmts[p + 1:], nxt.name) is not None:
         why = f"{nxt.name} is used after the loop"
     else:
         why = _clash(leaf, cur.name, e, bounds)
@@ -215,10 +212,12 @@ def update_loop_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.
     write = replace(kernel, bound=count, body=[replace(store, array=cur, index=moved,
                                                         value=rebuild(leaf, {e: moved}))])
     new_loop = replace(loop, body=[*before, write])
-    rest = stmts[p + 1:]
-    earlier = [s for s in stmts[:p] if not (isinstance(s, ir.Declare) and s.var.name == nxt.name
-                                            and _first_use(stmts[p + 1:], nxt.name) is None)]
-    return earlier + [new_loop] + rest
+    # `next` names the other buffer only for the loop, which no longer uses it.
+    named = [s for s in stmts[:p] if isinstance(s, ir.Declare) and s.var.name == nxt.name]
+    others = [s for s in stmts[:p] if not any(s is d for d in named)]
+    if _first_statement_using(others, nxt.name) is None:
+        return others + [new_loop] + stmts[p + 1:]
+    return stmts[:p] + [new_loop] + stmts[p + 1:]
 
 
 def _loop_saving(loop: ir.SeqFor | ir.While, kernel: ir.ParFor, width: int | None,

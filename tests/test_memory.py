@@ -13,6 +13,7 @@ from fcl.lmad.core import LMAD
 from fcl.memory.plan import memory_plan
 from fclgen import memory_programs
 from runs import run_cl, run_interp, session_for
+from test_oclgrind import oclgrind_findings
 
 # Two parts computed by their own kernels, concatenated, then sampled.
 CONCAT = """\
@@ -299,7 +300,6 @@ def test_a_loop_over_two_buffers_updates_one_in_place_and_stops_swapping():
 @pytest.mark.slow  # 2-5 s each on Oclgrind
 @pytest.mark.parametrize("name", ["concat", "blocked", "loop", "view", "chain"])
 def test_planned_programs_are_clean_under_oclgrind(name, capfd):
-    from test_oclgrind import oclgrind_findings
     text = {"concat": CONCAT.replace("1000", "100").replace("1500", "150")
             .replace("500", "50").replace("i * 187", "i * 18"),
             "blocked": BLOCKED,
@@ -309,3 +309,11 @@ def test_planned_programs_are_clean_under_oclgrind(name, capfd):
                     "  forceAndPrint 10 (push<grid> (generate 10 (fn i => index s (9 - i))))\n}\n",
             "chain": CHAIN}[name]
     assert oclgrind_findings(text, f"{name}.fcl", capfd) == ""
+
+
+@pytest.mark.slow  # about 2 s per example on Oclgrind
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(program=memory_programs())
+def test_generated_programs_planned_are_clean_under_oclgrind(program, capfd):
+    assert oclgrind_findings(program.text, "generated.fcl", capfd) == "", program.text

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from fcl.codegen.fuse import fuse
 from fcl.codegen.kernel import Kernel, Launch
 from fcl.codegen.kernelize import kernelize
 from fcl.codegen.order import group_order
@@ -124,6 +125,8 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
          "over work-items, its accumulators in private memory", _each_kernel(interchange)),
     Step("split", "in a serial kernel, a loop over a tile's (row, column) becomes two loops, "
          "the column innermost", _each_kernel(split)),
+    Step("fuse", "in a serial kernel, a loop whose elements the next loop reads once each is "
+         "computed inside it: a reduction tree adds in registers", _each_kernel(fuse)),
     Step("order", "which tile coordinate neighbouring work-groups differ in: the one that "
          "reads nearer memory", _each_kernel(group_order)),
     Step("tiles", "2-D work-groups for kernels on tiles; local tiles read down their columns "

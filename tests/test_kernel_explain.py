@@ -310,6 +310,7 @@ CONCAT_CELL = ("%%{magic}\ndo<grid> {{\n  a <- forcePull<grid> (generate 100 (fn
                "  forcePull<grid> (generate 8 (fn i => index c (i * 18)))\n}}")
 
 
+@pytest.mark.slow  # 3 s
 def test_memory_blocks_show_the_plan_and_config_turns_planning_off(kc):
     reply, messages = execute(kc, CONCAT_CELL.format(magic="memory --blocks"))
     assert reply["status"] == "ok"

@@ -103,7 +103,7 @@ def test_a_part_placed_backwards_gets_a_negative_stride():
 PRINT_C = "forceAndPrint 8 (push<grid> (generate 8 (fn i => index c (i * 187))))"
 
 
-@pytest.mark.parametrize("old, new, reason", [
+KEPT = [
     # a part printed afterwards must keep its own memory
     (PRINT_C, PRINT_C + " ;\n  forceAndPrint 2 (push<grid> a)",
      "arr_1 is used after the copy (line 7)"),
@@ -117,7 +117,12 @@ PRINT_C = "forceAndPrint 8 (push<grid> (generate 8 (fn i => index c (i * 187))))
     ("index a i", "index a (mini i 998)", "the copy's index into arr_1 is not i_"),
     # only some of the part's elements
     ("index a i", "index a (i - 1)", "the copy reads elements -1..998 of arr_1, not all 1000"),
-])
+]
+
+
+# The first case in the fast loop, all in `make test`.
+@pytest.mark.parametrize("old, new, reason", [
+    pytest.param(*case, marks=() if k == 0 else pytest.mark.slow) for k, case in enumerate(KEPT)])
 def test_a_copy_kept_says_why(old, new, reason):
     text = CONCAT.replace(old, new)
     valid = "-1" not in reason and "%" not in new  # the others read outside a part
@@ -175,6 +180,7 @@ def test_a_whole_reversal_is_the_programs_own_kernel():
     assert kernels_of(text) == 2
 
 
+@pytest.mark.slow  # 1.5 s
 def test_every_array_of_the_suite_lives_in_one_block(program_texts):
     # (That planning changes no program's output, the suite's program tests check: they run
     # with it on.)
@@ -207,6 +213,7 @@ def test_generated_programs_print_the_same_planned_and_not(program, target, bloc
     assert same_everywhere(program.text, target, block_size) == program.expected, program.text
 
 
+@pytest.mark.slow  # 2 s: three processes
 def test_the_cli_shows_the_plan_and_turns_planning_off(tmp_path):
     src = tmp_path / "concat.fcl"
     src.write_text(CONCAT)
@@ -258,6 +265,7 @@ def test_a_loop_step_that_changes_a_block_writes_only_that_block_in_place():
     assert same_everywhere(BLOCKED) == "[" + ",".join(str(v) for v in range(1, 17)) + "]\n"
 
 
+@pytest.mark.slow  # 1 s each
 @pytest.mark.parametrize("old, new, reason", [
     # the update reads an element another work-item changes: a race, written in place
     ("index xs (4 * (k + 1) - 1)", "index xs (i + 1)", "may overlap the elements changed"),

@@ -71,3 +71,37 @@ def test_the_rearranged_kernels_compute_what_the_interpreter_does():
     for text in (MATMUL, WEIGHTED, RAGGED):
         out, err = run_cl(text, target="cpu")
         assert out == run_interp(text) and err == ""
+
+
+REDUCE = "val n = 2048\n" + (ROOT.parent / "bench" / "reduce.fcl").read_text()
+# Doubles whose sum depends on the order of the additions: fusing may not reorder them.
+SUMS = REDUCE + """
+val main = do<grid> {
+  xs <- forcePull<grid> (generate 2048 (fn i =>
+          addd (divd 1.0 (i2d (i + 1))) (muld (i2d (i % 7)) 1000000.0))) ;
+  r <- reducePart addd 0.0 xs ;
+  forceAndPrintDouble 4 r
+}
+"""
+
+
+def test_a_reduction_tree_adds_in_registers():
+    steps = after(SUMS)
+    fused = steps["fuse"].split("kernel kernel1")[1]
+    # The load and five tree steps are one loop over 8 elements, each adding 64 of the input;
+    # the last steps read what it stored.
+    assert fused.count("seqfor (") == 2 and "seqfor (i_12 < 8) {" in fused
+    loop = fused.split("seqfor (i_12 < 8) {")[1].split("}")[0]
+    assert loop.count("arr_1[") == 64 and "buf_5" not in loop
+    # In the tree's order: the first two reads are the load step's pair, 256 apart.
+    assert loop.split("arr_1[")[1:3] == ["((b_4 * 512) + i_12)] + ",
+                                          "(((b_4 * 512) + i_12) + 256)]) + ("]
+    # The GPU's kernels, not serial, are left alone.
+    assert after(SUMS, "gpu")["fuse"] == after(SUMS, "gpu")["split"]
+
+
+def test_a_fused_reduction_of_doubles_is_the_interpreters_to_the_last_digit():
+    assert run_cl(SUMS, target="cpu")[0] == run_interp(SUMS)
+    # Work-groups of 16 (chunks of 32): the serial kernel, fused, against the GPU's shape.
+    assert run_cl(SUMS, target="cpu", block_size=16)[0] == \
+        run_cl(SUMS, target="gpu", block_size=16)[0]

@@ -17,7 +17,7 @@ from fcl.codegen.kernel import Compiled
 from fcl.errors import FCLError, Source
 from fcl.memory.plan import memory_plan
 from fcl.pipeline import CompileOptions, compile_program, main_root
-from fcl.runtime.host import prepare_run
+from fcl.runtime.host import HostRun, prepare_run
 from fcl.session import Session
 from fcl.timing import measuring
 
@@ -82,13 +82,13 @@ def measure_planning(tiny: bool, runs: int, device_id: str | None, block: int = 
     rows = []
     for program in programs(tiny):
         expected = program.expected(program.sizes)
-        sides = {}
+        sides: dict[bool, tuple[HostRun, Compiled, list[float]]] = {}
         for planned in (True, False):
             compiled = _compiled(program, block, planned)
             run = prepare_run(compiled, device_id, block, io.StringIO(), io.StringIO())
             sides[planned] = (run, compiled, [])
         plan = memory_plan(sides[True][1].il)
-        peaks = {}
+        peaks: dict[bool, int] = {}
         for round_ in range(runs + 1):  # the first round warms up
             for planned, (run, _, times) in sides.items():
                 with measuring() as clock:
@@ -96,7 +96,7 @@ def measure_planning(tiny: bool, runs: int, device_id: str | None, block: int = 
                     run.device.queue.finish()
                 run.check_failures()
                 if round_ == 0:
-                    if not np.array_equal(run.result, expected):
+                    if not np.array_equal(np.asarray(run.result), expected):
                         raise FCLError(f"{program.name}: the result planned={planned} does "
                                        f"not match numpy")
                     peaks[planned] = run.memory.peak

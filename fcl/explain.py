@@ -53,6 +53,7 @@ class Explanation:
     arguments: list = field(default_factory=list)
     _traces: dict[int, Trace] = field(default_factory=dict)
     _timing: Timing | None = None
+    _plan: MemoryPlan | None = None
 
     # ---- traces and counters
     def trace(self, group: int = 0) -> Trace:
@@ -128,7 +129,9 @@ class Explanation:
     def memory_plan(self) -> MemoryPlan:
         """The blocks, the arrays in them and the copies removed or kept (fcl.memory.plan), as
         planned for this program; with planning off, what it would be."""
-        return memory_plan(self.compiled.il)
+        if self._plan is None:  # the memory steps run again on the IL: once per explanation
+            self._plan = memory_plan(self.compiled.il)
+        return self._plan
 
     def memory_line(self) -> str:
         """Global memory allocated and bytes the removed copies would have moved, planned and

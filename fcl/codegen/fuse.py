@@ -19,7 +19,7 @@ from dataclasses import replace
 from fcl.codegen.kernel import Kernel, SerialFor, group_body
 from fcl.il import ir
 from fcl.il.simplify import linear, mk_bin, rebuild
-from fcl.il.traverse import map_children, names, stmt_exprs
+from fcl.il.traverse import expr_reads, map_children, names, reads_of, stmt_exprs
 
 MAX_LEAVES = 64  # array reads per element of a fused loop
 
@@ -81,7 +81,7 @@ def _merge(first: ir.Stmt, second: ir.Stmt, rest: list[ir.Stmt], local: set[str]
             return rebuild(store1.value, {loop1.var.name: e.index})
         return map_children(e, inline)
     value = inline(store2.value)
-    if _count_reads(value) > MAX_LEAVES:
+    if sum(1 for _ in expr_reads(value)) > MAX_LEAVES:
         return None
     # Iteration j writes B[j]: it may read B only at j or later, which no iteration wrote yet.
     later = _reads_of(value, b)
@@ -106,39 +106,12 @@ def _offset(index: ir.Expr, var: str) -> int | None:
 
 def _reads_of(e: ir.Expr, array: str) -> list[ir.Expr] | None:
     """The indices at which e reads `array`; None if it names the array otherwise."""
-    found: list[ir.Expr] = []
-
-    def visit(x: ir.Expr) -> bool:
-        if isinstance(x, ir.Var):
-            return x.name != array
-        if isinstance(x, ir.Index) and x.array.name == array:
-            found.append(x.index)
-            return visit(x.index)
-        return all(visit(getattr(x, f)) for f in ir.field_names(x)
-                   if isinstance(getattr(x, f), ir.Expr)
-                   and not (isinstance(x, ir.Index) and f == "array"))
-    return found if visit(e) else None
+    found = reads_of(e, array)
+    return None if found is None else [x.index for x in found]
 
 
 def _read_arrays(e: ir.Expr) -> set[str]:
-    found: set[str] = set()
-
-    def visit(x: ir.Expr) -> None:
-        if isinstance(x, ir.Index):
-            found.add(x.array.name)
-        for f in ir.field_names(x):
-            part = getattr(x, f)
-            if isinstance(part, ir.Expr) and not (isinstance(x, ir.Index) and f == "array"):
-                visit(part)
-    visit(e)
-    return found
-
-
-def _count_reads(e: ir.Expr) -> int:
-    count = 1 if isinstance(e, ir.Index) else 0
-    return count + sum(_count_reads(getattr(e, f)) for f in ir.field_names(e)
-                       if isinstance(getattr(e, f), ir.Expr)
-                       and not (isinstance(e, ir.Index) and f == "array"))
+    return {x.array.name for x in expr_reads(e)}
 
 
 def _dead_after(array: str, rest: list[ir.Stmt]) -> bool:

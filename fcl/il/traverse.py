@@ -30,14 +30,32 @@ def sub_exprs(e: ir.Expr) -> list[ir.Expr]:
 def array_reads(stmts: list[ir.Stmt], targets: bool = False) -> Iterator[ir.Index]:
     """Every array read in the statements, nested ones included (see expr_fields for
     `targets`)."""
-    def visit(e: ir.Expr) -> Iterator[ir.Index]:
-        if isinstance(e, ir.Index):
-            yield e
-        for part in sub_exprs(e):
-            yield from visit(part)
     for s in ir.walk(stmts):
         for e in stmt_exprs(s, targets):
-            yield from visit(e)
+            yield from expr_reads(e)
+
+
+def expr_reads(e: ir.Expr) -> Iterator[ir.Index]:
+    """Every array read in e, those inside other reads' indices included."""
+    if isinstance(e, ir.Index):
+        yield e
+    for part in sub_exprs(e):
+        yield from expr_reads(part)
+
+
+def reads_of(e: ir.Expr, array: str) -> list[ir.Index] | None:
+    """e's reads of elements of `array`; None when e names the array otherwise (as a whole)."""
+    found: list[ir.Index] = []
+
+    def visit(x: ir.Expr) -> bool:
+        if isinstance(x, ir.Var):
+            return x.name != array
+        if isinstance(x, ir.Index):
+            if x.array.name == array:
+                found.append(x)
+            return visit(x.index)
+        return all(visit(part) for part in sub_exprs(x))
+    return found if visit(e) else None
 
 
 def names(e: ir.Expr) -> set[str]:

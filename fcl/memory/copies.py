@@ -34,6 +34,7 @@ from fcl.il.traverse import (
     map_exprs,
     map_stmt_exprs,
     names,
+    reads_of,
     stmt_exprs,
 )
 from fcl.lmad.core import LMAD
@@ -69,57 +70,96 @@ def copy_kernel(s: ir.Stmt) -> tuple[ir.ParFor, ir.Store] | None:
 
 def cases(value: ir.Expr, e: str, bound: int) -> list[Case]:
     """The leaves of value's choices by condition, each with the range of e it holds in."""
-    found: list[Case] = []
+    return [Case(leaf, _interval(conds, e, bound)) for leaf, conds in paths(value)]
 
-    def visit(x: ir.Expr, interval: tuple[int, int] | None) -> None:
-        if isinstance(x, ir.Select):
-            visit(x.then, _narrow(interval, x.cond, True, e))
-            visit(x.else_, _narrow(interval, x.cond, False, e))
-        else:
-            found.append(Case(x, interval))
-    visit(value, (0, bound))
+
+Conditions = list[tuple[ir.Expr, bool]]  # conditions, each with whether it holds
+
+
+def paths(value: ir.Expr) -> list[tuple[ir.Expr, Conditions]]:
+    """Each leaf of value's choices by condition, with the conditions on the way to it."""
+    if isinstance(value, ir.Select):
+        return [(leaf, [(value.cond, True), *conds]) for leaf, conds in paths(value.then)] + \
+            [(leaf, [(value.cond, False), *conds]) for leaf, conds in paths(value.else_)]
+    return [(value, [])]
+
+
+def bounds(conds: Conditions, e: str) -> tuple[list[ir.Expr], list[ir.Expr]] | None:
+    """The bounds the conditions put on e, (lows, highs) for `low <= e < high`, over values
+    other than e; None when one of them is not a conjunction of such bounds."""
+    lows: list[ir.Expr] = []
+    highs: list[ir.Expr] = []
+    for cond, holds in conds:
+        found = _comparisons(cond, holds)
+        if found is None:
+            return None
+        for comparison, truth in found:
+            bound = _bound(comparison, truth, e)
+            if bound is None:
+                return None
+            (lows if bound[0] == "low" else highs).append(bound[1])
+    return lows, highs
+
+
+def _comparisons(cond: ir.Expr, holds: bool) -> list[tuple[ir.Bin, bool]] | None:
+    """cond being `holds`, as order comparisons that must each have their truth; None if it is
+    not a conjunction of them (`&&`, a negated `||`, and their lowered forms as selects)."""
+    if isinstance(cond, ir.Un) and cond.op == "not":
+        return _comparisons(cond.arg, not holds)
+    parts: list[tuple[ir.Expr, bool]] | None = None
+    if isinstance(cond, ir.Bin) and cond.op == ("&&" if holds else "||"):
+        parts = [(cond.left, holds), (cond.right, holds)]
+    elif isinstance(cond, ir.Select) and isinstance(cond.then, ir.Const) \
+            and isinstance(cond.else_, ir.Const):  # cond ? true : false, or its negation
+        if cond.then.value == cond.else_.value:
+            return None
+        parts = [(cond.cond, holds == bool(cond.then.value))]
+    elif isinstance(cond, ir.Select) and isinstance(cond.else_, ir.Const) and holds \
+            and not cond.else_.value:  # a ? b : false, as `&&` is lowered
+        parts = [(cond.cond, True), (cond.then, True)]
+    elif isinstance(cond, ir.Select) and isinstance(cond.then, ir.Const) and not holds \
+            and cond.then.value:  # a ? true : b, as `||` is lowered
+        parts = [(cond.cond, False), (cond.else_, False)]
+    if parts is None:
+        return [(cond, holds)] if isinstance(cond, ir.Bin) \
+            and cond.op in ("<", "<=", ">", ">=") else None
+    found: list[tuple[ir.Bin, bool]] = []
+    for part, truth in parts:
+        more = _comparisons(part, truth)
+        if more is None:
+            return None
+        found += more
     return found
 
 
-def _narrow(interval: tuple[int, int] | None, cond: ir.Expr, holds: bool, e: str
-            ) -> tuple[int, int] | None:
-    """The part of interval where cond is `holds` (None: not a range of e we can tell)."""
-    if interval is None:
+FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}  # a op b as b op' a
+NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def _bound(comparison: ir.Bin, truth: bool, e: str) -> tuple[str, ir.Expr] | None:
+    """("low", x) for e >= x, ("high", x) for e < x; None if the comparison is not of e."""
+    op, left, right = comparison.op, comparison.left, comparison.right
+    if not (isinstance(left, ir.Var) and left.name == e):
+        op, left, right = FLIPPED[op], right, left
+    if not (isinstance(left, ir.Var) and left.name == e) or e in names(right):
         return None
-    if isinstance(cond, ir.Un) and cond.op == "not":
-        return _narrow(interval, cond.arg, not holds, e)
-    if isinstance(cond, ir.Bin) and cond.op == ("&&" if holds else "||"):
-        return _narrow(_narrow(interval, cond.left, holds, e), cond.right, holds, e)
-    if isinstance(cond, ir.Select) and isinstance(cond.then, ir.Const) \
-            and isinstance(cond.else_, ir.Const):  # cond ? true : false, or its negation
-        return _narrow(interval, cond.cond, holds == bool(cond.then.value), e) \
-            if cond.then.value != cond.else_.value else None
-    if isinstance(cond, ir.Select) and isinstance(cond.else_, ir.Const) and holds \
-            and not cond.else_.value:  # a ? b : false, as `&&` is lowered
-        return _narrow(_narrow(interval, cond.cond, True, e), cond.then, True, e)
-    if isinstance(cond, ir.Select) and isinstance(cond.then, ir.Const) and not holds \
-            and cond.then.value:  # a ? true : b, as `||` is lowered
-        return _narrow(_narrow(interval, cond.cond, False, e), cond.else_, False, e)
-    if not (isinstance(cond, ir.Bin) and cond.op in ir.COMPARISONS and cond.op not in ("==", "!=")):
+    if not truth:
+        op = NEGATED[op]
+    one = ir.Const(1, INT)
+    if op in ("<", "<="):
+        return "high", right if op == "<" else mk_bin("+", right, one, INT)
+    return "low", right if op == ">=" else mk_bin("+", right, one, INT)
+
+
+def _interval(conds: Conditions, e: str, bound: int) -> tuple[int, int] | None:
+    """The range [lo, hi) of e in [0, bound) where the conditions hold, when their bounds are
+    numbers."""
+    found = bounds(conds, e)
+    if found is None or not all(isinstance(x, ir.Const) for x in [*found[0], *found[1]]):
         return None
-    op, left, right = cond.op, cond.left, cond.right
-    if isinstance(left, ir.Const) and isinstance(right, ir.Var):
-        op, left, right = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op], right, left
-    if not (isinstance(left, ir.Var) and left.name == e and isinstance(right, ir.Const)):
-        return None
-    if not holds:
-        op = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}[op]
-    k = int(right.value)
-    lo, hi = interval
-    if op == "<":
-        hi = min(hi, k)
-    elif op == "<=":
-        hi = min(hi, k + 1)
-    elif op == ">":
-        lo = max(lo, k + 1)
-    else:
-        lo = max(lo, k)
-    return (lo, max(lo, hi))
+    lo = max([0, *(int(x.value) for x in found[0])])  # type: ignore[attr-defined]
+    hi = min([bound, *(int(x.value) for x in found[1])])  # type: ignore[attr-defined]
+    return lo, max(lo, hi)
 
 
 def shift(index: ir.Expr, e: str) -> tuple[int, int] | None:
@@ -286,15 +326,22 @@ def _without_parts(value: ir.Expr, leaf: ir.Expr, instead: ir.Expr) -> ir.Expr:
     return value
 
 
+def over_range(kernel: ir.ParFor, store: ir.Store, array: ir.Var, value: ir.Expr,
+               first: ir.Expr, count: ir.Expr) -> ir.ParFor:
+    """The kernel over `count` of its indices from `first` on: `array[e + first] = value`, with
+    value's e shifted alike."""
+    e = kernel.var
+    shifted = mk_bin("+", e, first, INT)
+    return replace(kernel, bound=count, body=[replace(store, array=array, index=shifted,
+                                                      value=rebuild(value, {e.name: shifted}))])
+
+
 def _narrowed(kernel: ir.ParFor, store: ir.Store, case: Case) -> ir.Stmt:
     """The copy over the one range of indices still copied: `out[e' + lo] = case`."""
     assert case.interval is not None
     lo, hi = case.interval
-    e = kernel.var
-    shifted = mk_bin("+", e, ir.Const(lo, INT), INT)
-    value = rebuild(case.value, {e.name: shifted})
-    return replace(kernel, bound=ir.Const(hi - lo, INT),
-                   body=[replace(store, index=shifted, value=value)])
+    return over_range(kernel, store, store.array, case.value, ir.Const(lo, INT),
+                      ir.Const(hi - lo, INT))
 
 
 def _relocate(s: ir.Stmt, places: dict[str, LMAD], out: ir.Var) -> ir.Stmt:
@@ -352,7 +399,6 @@ def alias(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] | None:
     elif any(isinstance(s, ir.Result) and src.name in names(x)
              for s in ir.walk(rest) for x in stmt_exprs(s)):
         why = f"{src.name} is returned too: the two results must not share memory"
-
     elif offset != 0 and _other_use(rest, out.name) is not None:
         why = f"{out.name} is printed, returned or named by another variable, not only read " \
               f"element by element"
@@ -399,30 +445,28 @@ def _rename_result(value, substitute: dict[str, ir.Expr]):
 
 # ---- uses ------------------------------------------------------------------------------------
 
+def mentions(s: ir.Stmt, name: str) -> bool:
+    """Whether the statement itself (not one nested in it) mentions `name`, what it defines
+    included."""
+    return any(name in names(x) for x in stmt_exprs(s, targets=True))
+
+
 def _first_use(stmts: list[ir.Stmt], name: str) -> ir.Stmt | None:
     """The first statement in stmts (nested ones included) that mentions `name`."""
-    return next((s for s in ir.walk(stmts)
-                 if any(name in names(x) for x in stmt_exprs(s, targets=True))), None)
+    return next((s for s in ir.walk(stmts) if mentions(s, name)), None)
 
 
 def _other_use(stmts: list[ir.Stmt], name: str,
                allowed: tuple[type, ...] = ()) -> ir.Stmt | None:
     """The first statement that mentions the array `name` other than to read or write one of its
     elements (or in a statement of the `allowed` kinds)."""
-    def whole(x: ir.Expr) -> bool:
-        if isinstance(x, ir.Var):
-            return x.name == name
-        if isinstance(x, ir.Index):
-            return whole(x.index)
-        return any(whole(getattr(x, f)) for f in ir.field_names(x)
-                   if isinstance(getattr(x, f), ir.Expr))
     for s in ir.walk(stmts):
         if isinstance(s, allowed):
             continue
         exprs = stmt_exprs(s, targets=True)
         if isinstance(s, ir.Store):
             exprs = [s.index, s.value]
-        if any(whole(x) for x in exprs):
+        if any(reads_of(x, name) is None for x in exprs):
             return s
     return None
 

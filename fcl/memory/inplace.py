@@ -27,7 +27,7 @@ from typing import TypeAlias
 
 from fcl.il import ir
 from fcl.il.simplify import linear
-from fcl.il.traverse import assigned, map_bodies, names, stmt_exprs
+from fcl.il.traverse import assigned, map_bodies, names, reads_of, stmt_exprs
 from fcl.memory.copies import is_kernel, rebuild_stmt
 from fcl.memory.decisions import Notes, note
 
@@ -154,18 +154,8 @@ def _fits(size: ir.Expr, capacity: ir.Expr, changed: set[str]) -> bool:
 
 def _reads(e: ir.Expr, name: str) -> list[str] | None:
     """The indices (keyed) of e's reads of array `name`; None if e uses it otherwise."""
-    found: list[str] = []
-
-    def visit(x: ir.Expr) -> bool:
-        if isinstance(x, ir.Var):
-            return x.name != name
-        if isinstance(x, ir.Index) and x.array.name == name:
-            found.append(ir.expr_key(x.index))
-            return visit(x.index)
-        return all(visit(getattr(x, f)) for f in x.__dataclass_fields__
-                   if isinstance(getattr(x, f), ir.Expr))
-
-    return found if visit(e) else None
+    found = reads_of(e, name)
+    return None if found is None else [ir.expr_key(x.index) for x in found]
 
 
 def _mentions(s: ir.Stmt, name: str) -> bool:

@@ -81,14 +81,14 @@ def _blocks(planned: list[ir.Stmt], allocs: dict[str, ir.Alloc],
         if d.done and d.kind not in ALONE:
             home[d.array] = (d.block, d.place)
     counts = _allocation_counts(planned)
+    where = {name: _resolve(name, home) for name in allocs}
     blocks = []
     for s in ir.walk(planned):
         if not (isinstance(s, ir.Alloc) and s.level == "grid"):
             continue
-        members = [name for name in allocs if _resolve(name, home)[0] == s.var.name]
         length = int(s.size.value) if isinstance(s.size, ir.Const) else None
-        placed = tuple(Placed(name, _resolve(name, home)[1] or _whole(allocs[name]),
-                              allocs[name].span) for name in members)
+        placed = tuple(Placed(name, place or _whole(allocs[name]), allocs[name].span)
+                       for name, (block, place) in where.items() if block == s.var.name)
         blocks.append(Block(s.var.name, ir.elem_of(s.var), length, counts.get(s.var.name),
                             placed))
     return blocks

@@ -20,11 +20,22 @@ from dataclasses import replace
 
 from fcl.il import ir
 from fcl.il.ranges import interval
-from fcl.il.simplify import linear, mk_bin, rebuild
-from fcl.il.traverse import names, stmt_exprs
+from fcl.il.simplify import linear, mk_bin
+from fcl.il.traverse import expr_reads, names
 from fcl.lmad.core import LMAD
 from fcl.lmad.overlap import disjoint
-from fcl.memory.copies import Case, allocs, cases, copy_kernel, rebuild_stmt, shift
+from fcl.memory.copies import (
+    Case,
+    allocs,
+    bounds,
+    cases,
+    copy_kernel,
+    mentions,
+    over_range,
+    paths,
+    rebuild_stmt,
+    shift,
+)
 from fcl.memory.decisions import Notes, at_line, copied_bytes, note
 
 INT = ir.INT
@@ -60,7 +71,9 @@ def update_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt]
          f"only elements {shown} change, and each reads {inp.name} only at its own element "
          f"or where nothing changes; {inp.name}'s old elements are not read afterwards",
          kernel.span, copied_bytes(bound - sum(hi - lo for lo, hi in ranges), out))  # type: ignore[misc]
-    steps = [_write_range(kernel, store, inp, case) for case in changed]
+    steps = [over_range(kernel, store, inp, case.value, ir.Const(case.interval[0], INT),  # type: ignore[index]
+                        ir.Const(case.interval[1] - case.interval[0], INT))  # type: ignore[index]
+             for case in changed]
     rest = [rebuild_stmt(s, {out.name: inp, inp.name: out}) for s in stmts[p + 1:]]
     return stmts[:p] + steps + rest
 
@@ -79,7 +92,7 @@ def _cannot_update(stmts: list[ir.Stmt], p: int, kernel: ir.ParFor, store: ir.St
     written = [LMAD(lo, ((hi - lo, 1),)) for lo, hi in (c.interval for c in changed)  # type: ignore[misc]
                if hi > lo]
     for case in changed:
-        for read in _reads(case.value, inp.name):
+        for read in _reads_of(case.value, inp.name):
             moved = shift(read.index, e) if names(read.index) - {e} == set() else None
             if moved is None and names(read.index):
                 return f"an update reads {inp.name} at {ir.show_expr(read.index)}, not at a " \
@@ -106,15 +119,8 @@ def _cannot_update(stmts: list[ir.Stmt], p: int, kernel: ir.ParFor, store: ir.St
     return None
 
 
-def _reads(x: ir.Expr, name: str) -> list[ir.Index]:
-    found = []
-    if isinstance(x, ir.Index) and x.array.name == name:
-        found.append(x)
-    for part in ir.field_names(x):
-        value = getattr(x, part)
-        if isinstance(value, ir.Expr) and not (isinstance(x, ir.Index) and part == "array"):
-            found += _reads(value, name)
-    return found
+def _reads_of(x: ir.Expr, array: str) -> list[ir.Index]:
+    return [read for read in expr_reads(x) if read.array.name == array]
 
 
 def _condition_reads(value: ir.Expr, name: str) -> bool:
@@ -126,8 +132,7 @@ def _condition_reads(value: ir.Expr, name: str) -> bool:
 
 def _first_statement_using(stmts: list[ir.Stmt], name: str) -> ir.Stmt | None:
     """The first top-level statement that mentions `name` (itself or nested in it)."""
-    return next((s for s in stmts if any(name in names(x) for t in ir.walk([s])
-                                          for x in stmt_exprs(t, targets=True))), None)
+    return next((s for s in stmts if any(mentions(t, name) for t in ir.walk([s]))), None)
 
 
 def _overwrites(s: ir.Stmt, array: ir.Var, alloc: ir.Alloc) -> bool:
@@ -138,17 +143,6 @@ def _overwrites(s: ir.Stmt, array: ir.Var, alloc: ir.Alloc) -> bool:
     kernel, store = found
     return store.array.name == array.name and array.name not in names(store.value) \
         and ir.expr_key(kernel.bound) == ir.expr_key(alloc.size)
-
-
-def _write_range(kernel: ir.ParFor, store: ir.Store, inp: ir.Var, case: Case) -> ir.Stmt:
-    """A kernel writing the case's elements into inp: `inp[e' + lo] = value`."""
-    lo, hi = case.interval  # type: ignore[misc]
-    e = kernel.var
-    moved = mk_bin("+", e, ir.Const(lo, INT), INT) if lo else e
-    return replace(kernel, bound=ir.Const(hi - lo, INT),
-                   body=[replace(store, array=inp, index=moved,
-                                 value=rebuild(case.value, {e.name: moved}))])
-
 
 
 # ---- a loop whose two buffers take turns ------------------------------------------------------
@@ -167,31 +161,33 @@ def update_loop_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.
     kernel, store = found
     assert isinstance(swap, ir.Declare) and isinstance(swap.init, ir.Var)
     cur, nxt, e = swap.init, store.array, kernel.var.name
-    paths = _paths(store.value)
-    changed = [(leaf, conds) for leaf, conds in paths
+    leaves = paths(store.value)
+    changed = [(leaf, conds) for leaf, conds in leaves
                if not (isinstance(leaf, ir.Index) and leaf.array.name == cur.name
                        and isinstance(leaf.index, ir.Var) and leaf.index.name == e)]
-    if len(changed) != 1 or len(changed) == len(paths):
+    if len(changed) != 1 or len(changed) == len(leaves):
         return None
     leaf, conds = changed[0]
-    bounds = _bounds(conds, e)
+    limits = bounds(conds, e)
+    # One bound of each kind: the range [lo, hi) of the elements changed.
+    ranged = (limits[0][0], limits[1][0]) \
+        if limits is not None and len(limits[0]) == len(limits[1]) == 1 else None
     why = None
-    if any(cur.name in names(x) or nxt.name in names(x) for s in before
-           for t in ir.walk([s]) for x in stmt_exprs(t, targets=True)):
+    if any(mentions(t, cur.name) or mentions(t, nxt.name) for t in ir.walk(before)):
         why = f"the loop's body uses {cur.name} or {nxt.name} before its step"
-    elif bounds is None:
+    elif ranged is None:
         why = f"the elements changed are not a range of the step's index {e}"
     elif _condition_reads(store.value, cur.name):
         why = f"which elements change depends on {cur.name}"
     elif _first_statement_using(stmts[p + 1:], nxt.name) is not None:
         why = f"{nxt.name} is used after the loop"
     else:
-        why = _clash(leaf, cur.name, e, bounds)
+        why = _clash(leaf, cur.name, e, ranged)
     if why is not None:
         note(notes, "update", False, nxt.name, cur.name, None, why, kernel.span)
         return None
-    assert bounds is not None
-    lo, hi = bounds
+    assert ranged is not None
+    lo, hi = ranged
     note(notes, "update", True, nxt.name, cur.name, None,
          f"each step changes only elements {ir.show_expr(lo)}..{ir.show_expr(hi)} - 1, each "
          f"reading {cur.name} only at its own element or outside them; the buffers no longer "
@@ -208,9 +204,7 @@ def update_loop_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.
     width = interval(count, known)
     if width is None or width[0] < 0:
         count = mk_bin("max", count, ir.Const(0, INT), INT)
-    moved = mk_bin("+", kernel.var, first, INT)
-    write = replace(kernel, bound=count, body=[replace(store, array=cur, index=moved,
-                                                        value=rebuild(leaf, {e: moved}))])
+    write = over_range(kernel, store, cur, leaf, first, count)
     new_loop = replace(loop, body=[*before, write])
     # `next` names the other buffer only for the loop, which no longer uses it.
     named = [s for s in stmts[:p] if isinstance(s, ir.Declare) and s.var.name == nxt.name]
@@ -238,49 +232,6 @@ def _swaps(swap: ir.Stmt, to_cur: ir.Stmt, to_next: ir.Stmt, nxt: ir.Var) -> boo
             and isinstance(to_next.value, ir.Var) and to_next.value.name == swap.var.name)
 
 
-def _paths(value: ir.Expr) -> list[tuple[ir.Expr, list[tuple[ir.Expr, bool]]]]:
-    """Each leaf of value's choices by condition, with the conditions (and whether each holds)
-    on the way to it."""
-    if isinstance(value, ir.Select):
-        return [(leaf, [(value.cond, True), *conds]) for leaf, conds in _paths(value.then)] + \
-            [(leaf, [(value.cond, False), *conds]) for leaf, conds in _paths(value.else_)]
-    return [(value, [])]
-
-
-def _bounds(conds: list[tuple[ir.Expr, bool]], e: str) -> tuple[ir.Expr, ir.Expr] | None:
-    """(lo, hi) when the conditions hold exactly for lo <= e < hi (one bound of each kind, over
-    values other than e)."""
-    lows: list[ir.Expr] = []
-    highs: list[ir.Expr] = []
-
-    def visit(cond: ir.Expr, holds: bool) -> bool:
-        if isinstance(cond, ir.Select) and isinstance(cond.else_, ir.Const) and holds \
-                and not cond.else_.value:  # a && b
-            return visit(cond.cond, True) and visit(cond.then, True)
-        if isinstance(cond, ir.Bin) and cond.op == "&&" and holds:
-            return visit(cond.left, True) and visit(cond.right, True)
-        if not (isinstance(cond, ir.Bin) and cond.op in ("<", "<=", ">", ">=")):
-            return False
-        op, left, right = cond.op, cond.left, cond.right
-        if not (isinstance(left, ir.Var) and left.name == e):
-            op, left, right = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op], right, left
-        if not (isinstance(left, ir.Var) and left.name == e) or e in names(right):
-            return False
-        if not holds:
-            op = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}[op]
-        one = ir.Const(1, INT)
-        if op in ("<", "<="):
-            highs.append(right if op == "<" else mk_bin("+", right, one, INT))
-        else:
-            lows.append(right if op == ">=" else mk_bin("+", right, one, INT))
-        return True
-
-    if not all(visit(cond, holds) for cond, holds in conds) or len(lows) != 1 \
-            or len(highs) != 1:
-        return None
-    return lows[0], highs[0]
-
-
 def _difference(a: ir.Expr, b: ir.Expr) -> int | None:
     """a - b, when it is the same number whatever the variables are."""
     terms, const = linear(mk_bin("-", a, b, INT))
@@ -291,7 +242,7 @@ def _clash(leaf: ir.Expr, cur: str, e: str, bounds: tuple[ir.Expr, ir.Expr]) -> 
     """Why a read of cur in the update may see an element another work-item changes."""
     lo, hi = bounds
     width = _difference(hi, lo)
-    for read in _reads(leaf, cur):
+    for read in _reads_of(leaf, cur):
         if e not in names(read.index):  # one element: it must lie outside [lo, hi)
             below, above = _difference(read.index, lo), _difference(read.index, hi)
             if not ((below is not None and below < 0) or (above is not None and above >= 0)):

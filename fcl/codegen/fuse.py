@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from fcl.codegen.kernel import Kernel, SerialFor, group_body
 from fcl.il import ir
-from fcl.il.simplify import linear, mk_bin, rebuild
+from fcl.il.simplify import difference, linear, rebuild
 from fcl.il.traverse import expr_reads, map_children, names, reads_of, stmt_exprs
 
 MAX_LEAVES = 64  # array reads per element of a fused loop
@@ -100,8 +100,7 @@ def _behind(index: ir.Expr, var: str) -> bool:
 
 def _offset(index: ir.Expr, var: str) -> int | None:
     """c when index is var + c."""
-    terms, const = linear(mk_bin("-", index, ir.Var(var, ir.INT), ir.INT))
-    return const if all(coef == 0 for _, coef in terms.values()) else None
+    return difference(index, ir.Var(var, ir.INT))
 
 
 def _reads_of(e: ir.Expr, array: str) -> list[ir.Expr] | None:

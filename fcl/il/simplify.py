@@ -122,6 +122,12 @@ def linear(e: ir.Expr) -> tuple[dict[str, tuple[ir.Expr, int]], int]:
     return {ir.expr_key(e): (e, 1)}, 0
 
 
+def difference(a: ir.Expr, b: ir.Expr) -> int | None:
+    """a - b, when it is the same number whatever the variables are."""
+    terms, const = linear(mk_bin("-", a, b, ir.INT))
+    return const if all(coef == 0 for _, coef in terms.values()) else None
+
+
 def _linear_sum(left: ir.Expr, right: ir.Expr, sign: int) -> ir.Expr:
     terms, const = linear(left)
     rterms, rconst = linear(right)

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from fcl.il import ir
 from fcl.il.ranges import interval
-from fcl.il.simplify import linear, mk_bin
+from fcl.il.simplify import difference, mk_bin
 from fcl.il.traverse import expr_reads, names
 from fcl.lmad.core import LMAD
 from fcl.lmad.overlap import disjoint
@@ -191,7 +191,7 @@ def update_loop_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.
     note(notes, "update", True, nxt.name, cur.name, None,
          f"each step changes only elements {ir.show_expr(lo)}..{ir.show_expr(hi)} - 1, each "
          f"reading {cur.name} only at its own element or outside them; the buffers no longer "
-         f"swap", kernel.span, _loop_saving(loop, kernel, _difference(hi, lo), nxt))
+         f"swap", kernel.span, _loop_saving(loop, kernel, difference(hi, lo), nxt))
     assert isinstance(kernel.bound, ir.Const)
     # [lo, hi) within [0, N): clamped, unless the loop counter's range proves it is
     known = {loop.var.name: (0, int(loop.bound.value) - 1)} \
@@ -232,19 +232,13 @@ def _swaps(swap: ir.Stmt, to_cur: ir.Stmt, to_next: ir.Stmt, nxt: ir.Var) -> boo
             and isinstance(to_next.value, ir.Var) and to_next.value.name == swap.var.name)
 
 
-def _difference(a: ir.Expr, b: ir.Expr) -> int | None:
-    """a - b, when it is the same number whatever the variables are."""
-    terms, const = linear(mk_bin("-", a, b, INT))
-    return const if all(coef == 0 for _, coef in terms.values()) else None
-
-
 def _clash(leaf: ir.Expr, cur: str, e: str, bounds: tuple[ir.Expr, ir.Expr]) -> str | None:
     """Why a read of cur in the update may see an element another work-item changes."""
     lo, hi = bounds
-    width = _difference(hi, lo)
+    width = difference(hi, lo)
     for read in _reads_of(leaf, cur):
         if e not in names(read.index):  # one element: it must lie outside [lo, hi)
-            below, above = _difference(read.index, lo), _difference(read.index, hi)
+            below, above = difference(read.index, lo), difference(read.index, hi)
             if not ((below is not None and below < 0) or (above is not None and above >= 0)):
                 return f"an update reads {cur}[{ir.show_expr(read.index)}], which may be " \
                        f"among the elements changed"

@@ -292,13 +292,21 @@ def memory_programs(draw) -> Program:
     lines.append(f"  s <- forcePull<grid> (generate {length} (fn i => index c (i + {start}))) ;")
     sliced = joined[start:start + length]
     rounds = draw(st.sampled_from([0, 1, 2, 3, 17, 20]))  # more than 16: a loop, not unrolled
-    upto = draw(st.integers(0, length))
+    # The elements changed: a range, or a mask (every m-th element); each change may read its
+    # left neighbour too, which another work-item may change.
+    upto, every, left = draw(st.integers(0, length)), draw(st.integers(2, 4)), draw(st.booleans())
+    if draw(st.booleans()):
+        where, changes = f"i < {upto}", (lambda i: i < upto)
+    else:
+        where, changes = f"i % {every} == {upto % every}", (lambda i: i % every == upto % every)
+    neighbour = f" + index xs ((i + {length - 1}) % {length})" if left else ""
     lines.append(f"  u <- power<grid> {rounds} (fn k => fn xs => return<grid> (push<grid> "
-                 f"(generate {length} (fn i => if i < {upto} then index xs i + k + 1 "
+                 f"(generate {length} (fn i => if {where} then index xs i + k + 1{neighbour} "
                  f"else index xs i)))) (return<grid> (push<grid> s)) ;")
     updated = list(sliced)
     for k in range(rounds):
-        updated = [wrap(v + k + 1) if i < upto else v for i, v in enumerate(updated)]
+        updated = [wrap(v + k + 1 + (updated[(i - 1) % length] if left else 0)) if changes(i)
+                   else v for i, v in enumerate(updated)]
     lines.append(f"  forceAndPrint {length} (push<grid> u)")
     expected = [updated]
     if draw(st.booleans()):  # a part used again: it cannot live inside c

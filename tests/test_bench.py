@@ -116,10 +116,13 @@ def test_planning_is_measured_planned_and_not(capsys):
     assert main(["--tiny", "--only", "planning", "--no-record", "--runs", "1"]
                 + (["--device", first] if first else [])) == 0
     rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
-            if line.startswith(("| concatenation", "| hotspot", "| blocked"))]
+            if line.startswith(("| concatenation", "| hotspot", "| blocked", "| Needleman",
+                                "| LU"))]
     assert [(r[0], r[1]) for r in rows] == [("| concatenation of 3 parts", "3 / 4"),
                                             ("| hotspot (power)", "4 / 5"),
-                                            ("| blocked running sum (power)", "8 / 9")]
+                                            ("| blocked running sum (power)", "8 / 9"),
+                                            ("| Needleman-Wunsch (power)", "15 / 16"),
+                                            ("| LU decomposition (power)", "18 / 19")]
     for r in rows:
         planned, unplanned = (int(r[k].replace(",", "")) for k in (5, 6))
         assert planned < unplanned

@@ -86,7 +86,9 @@ def _free_vars(stmts: list[ir.Stmt], bound: set[str], used: dict[str, ir.Var]) -
             exprs = [s.start, s.bound, s.step]
         elif isinstance(s, ir.SeqFor):
             exprs = [s.bound]
-        elif isinstance(s, (ir.While, ir.If, ir.Fail)):
+        elif isinstance(s, ir.Fail):  # the values its message shows are used too
+            exprs = [s.cond, *s.values]
+        elif isinstance(s, (ir.While, ir.If)):
             exprs = [s.cond]
         found: dict[str, ir.Var] = {}
         for e in exprs:

@@ -451,6 +451,11 @@ def mentions(s: ir.Stmt, name: str) -> bool:
     return any(name in names(x) for x in stmt_exprs(s, targets=True))
 
 
+def first_statement_using(stmts: list[ir.Stmt], name: str) -> ir.Stmt | None:
+    """The first top-level statement that mentions `name` (itself or nested in it)."""
+    return next((s for s in stmts if any(mentions(t, name) for t in ir.walk([s]))), None)
+
+
 def _first_use(stmts: list[ir.Stmt], name: str) -> ir.Stmt | None:
     """The first statement in stmts (nested ones included) that mentions `name`."""
     return next((s for s in ir.walk(stmts) if mentions(s, name)), None)

@@ -30,13 +30,14 @@ from fcl.memory.copies import (
     bounds,
     cases,
     copy_kernel,
-    mentions,
+    first_statement_using,
     over_range,
     paths,
     rebuild_stmt,
     shift,
 )
-from fcl.memory.decisions import Notes, at_line, copied_bytes, note
+from fcl.memory.decisions import Decision, Notes, at_line, copied_bytes, note
+from fcl.memory.masked import reads_before, step_kernel, update_loop_masked
 
 INT = ir.INT
 
@@ -113,7 +114,7 @@ def _cannot_update(stmts: list[ir.Stmt], p: int, kernel: ir.ParFor, store: ir.St
                        f"elements changed, {clash}"
     if _condition_reads(store.value, inp.name):
         return f"which elements change depends on {inp.name}"
-    following = _first_statement_using(stmts[p + 1:], inp.name)
+    following = first_statement_using(stmts[p + 1:], inp.name)
     if following is not None and not _overwrites(following, inp, out_alloc):
         return f"{inp.name}'s old elements are read after the step{at_line(following)}"
     return None
@@ -128,11 +129,6 @@ def _condition_reads(value: ir.Expr, name: str) -> bool:
         return name in names(value.cond) or _condition_reads(value.then, name) \
             or _condition_reads(value.else_, name)
     return False
-
-
-def _first_statement_using(stmts: list[ir.Stmt], name: str) -> ir.Stmt | None:
-    """The first top-level statement that mentions `name` (itself or nested in it)."""
-    return next((s for s in stmts if any(mentions(t, name) for t in ir.walk([s]))), None)
 
 
 def _overwrites(s: ir.Stmt, array: ir.Var, alloc: ir.Alloc) -> bool:
@@ -155,12 +151,38 @@ def update_loop_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.
     if not isinstance(loop, (ir.SeqFor, ir.While)) or len(loop.body) < 4:
         return None
     *before, step, swap, to_cur, to_next = loop.body
-    found = copy_kernel(step)
-    if found is None or not _swaps(swap, to_cur, to_next, found[1].array):
+    stepping = step_kernel(step)
+    if stepping is None or not _swaps(swap, to_cur, to_next, stepping[2].array):
         return None
-    kernel, store = found
     assert isinstance(swap, ir.Declare) and isinstance(swap.init, ir.Var)
-    cur, nxt, e = swap.init, store.array, kernel.var.name
+    cur, nxt = swap.init, stepping[2].array
+    if first_statement_using(stmts[p + 1:], nxt.name) is not None:
+        note(notes, "update", False, nxt.name, cur.name, None,
+             f"{nxt.name} is used after the loop", step.span)
+        return None
+    found, tried = copy_kernel(step), list[Decision]()
+    new_loop = _update_range(loop, before, found, cur, nxt, tried) if found is not None \
+        else None
+    if new_loop is None and not tried:  # no range of elements changed: perhaps under a mask
+        new_loop = update_loop_masked(loop, before, step, cur, nxt, notes)
+    elif notes is not None:
+        notes.extend(tried)
+    if new_loop is None:
+        return None
+    # `next` names the other buffer only for the loop, which no longer uses it.
+    named = [s for s in stmts[:p] if isinstance(s, ir.Declare) and s.var.name == nxt.name]
+    others = [s for s in stmts[:p] if not any(s is d for d in named)]
+    if first_statement_using(others, nxt.name) is None:
+        return others + [new_loop] + stmts[p + 1:]
+    return stmts[:p] + [new_loop] + stmts[p + 1:]
+
+
+def _update_range(loop: ir.SeqFor | ir.While, before: list[ir.Stmt],
+                  found: tuple[ir.ParFor, ir.Store], cur: ir.Var, nxt: ir.Var,
+                  notes: Notes) -> ir.Stmt | None:
+    """The loop with its step writing one range of cur, or None (noted) if it may not."""
+    kernel, store = found
+    e = kernel.var.name
     leaves = paths(store.value)
     changed = [(leaf, conds) for leaf, conds in leaves
                if not (isinstance(leaf, ir.Index) and leaf.array.name == cur.name
@@ -172,17 +194,13 @@ def update_loop_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.
     # One bound of each kind: the range [lo, hi) of the elements changed.
     ranged = (limits[0][0], limits[1][0]) \
         if limits is not None and len(limits[0]) == len(limits[1]) == 1 else None
-    why = None
-    if any(mentions(t, cur.name) or mentions(t, nxt.name) for t in ir.walk(before)):
-        why = f"the loop's body uses {cur.name} or {nxt.name} before its step"
-    elif ranged is None:
-        why = f"the elements changed are not a range of the step's index {e}"
-    elif _condition_reads(store.value, cur.name):
+    why = reads_before(before, cur, nxt)
+    if why is None and ranged is None:
+        return None  # perhaps under a mask
+    if why is None and _condition_reads(store.value, cur.name):
         why = f"which elements change depends on {cur.name}"
-    elif _first_statement_using(stmts[p + 1:], nxt.name) is not None:
-        why = f"{nxt.name} is used after the loop"
-    else:
-        why = _clash(leaf, cur.name, e, ranged)
+    if why is None:
+        why = _clash(leaf, cur.name, e, ranged)  # type: ignore[arg-type]
     if why is not None:
         note(notes, "update", False, nxt.name, cur.name, None, why, kernel.span)
         return None
@@ -205,13 +223,7 @@ def update_loop_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.
     if width is None or width[0] < 0:
         count = mk_bin("max", count, ir.Const(0, INT), INT)
     write = over_range(kernel, store, cur, leaf, first, count)
-    new_loop = replace(loop, body=[*before, write])
-    # `next` names the other buffer only for the loop, which no longer uses it.
-    named = [s for s in stmts[:p] if isinstance(s, ir.Declare) and s.var.name == nxt.name]
-    others = [s for s in stmts[:p] if not any(s is d for d in named)]
-    if _first_statement_using(others, nxt.name) is None:
-        return others + [new_loop] + stmts[p + 1:]
-    return stmts[:p] + [new_loop] + stmts[p + 1:]
+    return replace(loop, body=[*before, write])
 
 
 def _loop_saving(loop: ir.SeqFor | ir.While, kernel: ir.ParFor, width: int | None,

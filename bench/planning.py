@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.measure import predicted_ms
 from bench.sizes import HERE
+from fcl.analysis.gpu import GPU
 from fcl.codegen.kernel import Compiled
 from fcl.errors import FCLError, Source
 from fcl.memory.plan import memory_plan
@@ -115,8 +117,10 @@ def _matches(result: np.ndarray, expected: np.ndarray) -> bool:
     return np.array_equal(result, expected)
 
 
-def measure_planning(tiny: bool, runs: int, device_id: str | None, block: int = 256
-                     ) -> list[dict]:
+def measure_planning(tiny: bool, runs: int, device_id: str | None, block: int = 256,
+                     gpu: GPU | None = None) -> list[dict]:
+    """With `gpu`, also the cost model's time for each program planned and not on that GPU (the
+    thesis measures these programs on GPUs, where the copies weigh more than on a CPU)."""
     rows = []
     for program in programs(tiny):
         expected = program.expected(program.sizes)
@@ -147,20 +151,39 @@ def measure_planning(tiny: bool, runs: int, device_id: str | None, block: int = 
         rows.append({"program": program.name, "planned_ms": on, "unplanned_ms": off,
                      "speedup": off / on, "planned_bytes": peaks[True],
                      "unplanned_bytes": peaks[False], "copy_bytes_removed": plan.copy_bytes_saved,
+                     "copies_of_unknown_size": plan.unknown_savings,
                      "kernels": (len(sides[True][1].kernels), len(sides[False][1].kernels)),
                      "runs": runs})
+        if gpu is not None:
+            rows[-1]["predicted_gpu"] = gpu.name
+            rows[-1]["predicted_ms"] = tuple(
+                predicted_ms(_compiled(program, block, planned), gpu, {}, block, device_id)
+                for planned in (True, False))
     return rows
 
 
+def _predicted_cells(r: dict, gpu: str | None) -> str:
+    if gpu is None:
+        return ""
+    on, off = r.get("predicted_ms", (None, None))
+    if on is None or off is None:
+        return " – | – | – |"
+    return f" {on * 1000:.1f} | {off * 1000:.1f} | {off / on:.2f} |"
+
+
 def planning_table(rows: list[dict]) -> str:
+    gpu = next((r["predicted_gpu"] for r in rows if "predicted_gpu" in r), None)
+    predicted = f" predicted on {gpu}: planned µs | unplanned µs | unplanned / planned |" \
+        if gpu else ""
     lines = ["| program | kernels planned / unplanned | planned ms | unplanned ms | unplanned / "
              "planned time | device memory planned | unplanned | bytes the removed copies "
-             "move |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "move |" + predicted,
+             "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * predicted.count("|")]
     for r in rows:
         planned_kernels, unplanned_kernels = r["kernels"]
         lines.append(f"| {r['program']} | {planned_kernels} / {unplanned_kernels} | "
                      f"{r['planned_ms']:.3f} | {r['unplanned_ms']:.3f} | {r['speedup']:.2f} | "
                      f"{r['planned_bytes']:,} | {r['unplanned_bytes']:,} | "
-                     f"{r['copy_bytes_removed']:,} |")
+                     f"{r['copy_bytes_removed']:,}{' + ?' * bool(r['copies_of_unknown_size'])} |"
+                     + _predicted_cells(r, gpu))
     return "\n".join(lines)

@@ -147,7 +147,7 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
         else:
             print(f"note: no copy of the original FCL repository at {args.original} (set "
                   "FCL_ORIGINAL_REPO or --original): its benchmark programs are left out\n")
-    planning_rows = measure_planning(args.tiny, args.runs, device_id, sizes.block) \
+    planning_rows = measure_planning(args.tiny, args.runs, device_id, sizes.block, gpu) \
         if wanted("planning") else None
     compile_ms = compile_speed(sizes) if first and wanted("compile") else None
     deep = deep_compile_speed((50, 100) if args.tiny else DEEP_DEPTHS) \

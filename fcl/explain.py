@@ -21,7 +21,7 @@ from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
 from fcl.codegen.kernel import Compiled, Kernel
 from fcl.errors import FCLError
-from fcl.memory.plan import COPIES, MemoryPlan, memory_plan
+from fcl.memory.plan import COPIES, MemoryPlan, memory_plan, unknown_savings
 from fcl.runtime.device import is_oclgrind, open_device, require_device
 from fcl.runtime.host import time_compiled
 from fcl.session import Session
@@ -140,7 +140,8 @@ class Explanation:
         runs = "planned" if self.compiled.plan_memory else "unplanned (short_circuit=off)"
         return (f"Global memory, {runs} runs: planned {plan.planned}, unplanned "
                 f"{plan.unplanned}; the {sum(d.done for d in plan.decisions if d.kind in COPIES)}"
-                f" copies removed by planning move {plan.copy_bytes_saved:,} bytes")
+                f" copies removed by planning move {plan.copy_bytes_saved:,} bytes"
+                f"{unknown_savings(plan)}")
 
     def blocks_bundle(self) -> dict[str, str]:
         plan = self.memory_plan()

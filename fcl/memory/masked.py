@@ -46,7 +46,11 @@ def masked_parts(s: ir.Stmt) -> tuple[ir.ParFor, list[ir.Stmt], ir.Store, ir.Var
     kept.pop(store.array.name, None)
     if len(kept) != 1:
         return None
-    return kernel, prefix, store, next(iter(kept.values()))
+    inp = next(iter(kept.values()))
+    if all(isinstance(leaf, ir.Index) and _own(leaf, e) and leaf.array.name == inp.name
+           for leaf, _ in paths(store.value)):
+        return None  # a copy, no update
+    return kernel, prefix, store, inp
 
 
 def _own(leaf: ir.Expr, e: str) -> bool:
@@ -60,9 +64,6 @@ def why_not_masked(kernel: ir.ParFor, prefix: list[ir.Stmt], store: ir.Store,
     out, e = store.array, kernel.var.name
     if inp.type != out.type:
         return f"{inp.name} and {out.name} are not arrays of the same type"
-    if all(isinstance(leaf, ir.Index) and _own(leaf, e) and leaf.array.name == inp.name
-           for leaf, _ in paths(store.value)):
-        return f"the step changes no element of {inp.name}"
     exprs = [x for t in prefix for x in stmt_exprs(t)] + [store.value]
     for x in exprs:
         for read in expr_reads(x):

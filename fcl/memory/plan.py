@@ -59,6 +59,7 @@ class MemoryPlan:
     planned: Footprint
     unplanned: Footprint
     copy_bytes_saved: int  # read and written by the copy kernels removed
+    unknown_savings: int   # copies removed whose bytes are not known (updates under a mask)
 
     def text(self) -> str:
         return plan_text(self)
@@ -71,7 +72,8 @@ def memory_plan(il: list[ir.Stmt]) -> MemoryPlan:
         planned = share_blocks(in_place(remove_copies(il, notes), notes), notes)
     sizes = {s.var.name: s for s in ir.walk(il) if isinstance(s, ir.Alloc) and s.level == "grid"}
     return MemoryPlan(_blocks(planned, sizes, notes), notes, _footprint(planned),
-                      _footprint(il), _copy_bytes(notes))
+                      _footprint(il), _copy_bytes(notes),
+                      sum(d.saved is None for d in notes if d.done and d.kind in COPIES))
 
 
 def _blocks(planned: list[ir.Stmt], allocs: dict[str, ir.Alloc],
@@ -153,12 +155,18 @@ def _copy_bytes(notes: list[Decision]) -> int:
 
 # ---- text ------------------------------------------------------------------------------------
 
+def unknown_savings(plan: MemoryPlan) -> str:
+    """What the text of the bytes not moved leaves out, if anything."""
+    k = plan.unknown_savings
+    return f", and more by {k} removed cop{'ies' if k > 1 else 'y'} of unknown size" if k else ""
+
+
 def plan_text(plan: MemoryPlan) -> str:
     lines = [f"global memory: {plan.planned} in {len(plan.blocks)} "
              f"block{'s' * (len(plan.blocks) != 1)} "
              f"(without planning: {plan.unplanned}); copies removed: "
              f"{sum(d.done for d in plan.decisions if d.kind in COPIES)}, "
-             f"{plan.copy_bytes_saved:,} bytes not moved"]
+             f"{plan.copy_bytes_saved:,} bytes not moved{unknown_savings(plan)}"]
     for block in plan.blocks:
         length = "?" if block.length is None else f"{block.length}"
         times = "" if block.times == 1 else \

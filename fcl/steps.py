@@ -32,8 +32,7 @@ from fcl.il.traverse import map_bodies
 from fcl.il.unnest import unnest
 from fcl.il.verify import verify
 from fcl.memory.blocks import share_blocks
-from fcl.memory.inplace import in_place
-from fcl.memory.shortcircuit import remove_copies
+from fcl.memory.shortcircuit import short_circuit_all
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class Settings:
     block_size: int | None
     serial: bool = False  # work-group kernels that run better so are serial (a CPU device)
     home: str | None = None  # the source of the program's root, which kernel names leave out
-    plan_memory: bool = True  # the memory steps (short-circuit, in-place, blocks); off:
+    plan_memory: bool = True  # the memory steps (short-circuit, blocks); off:
     # every array its own buffer (`--no-short-circuit`, `%config short_circuit=off`)
     share_blocks: bool = True  # the `blocks` step (off under Oclgrind: see pipeline)
 
@@ -114,9 +113,8 @@ IL_STEPS: tuple[Step | Fixpoint, ...] = (
 BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
     Step("short-circuit", "a part copied into a larger array is built in its place; a copy "
          "nothing changes afterwards is a view of its source; a loop step changing a few "
-         "elements writes them in place", _memory(remove_copies)),
-    Step("in-place", "a kernel that only maps an array writes over it when nothing reads it "
-         "after", _memory(in_place)),
+         "elements writes them in place, as does a kernel mapping an array nothing reads "
+         "after", _memory(short_circuit_all)),
     Step("blocks", "arrays never live at once share a global block; an array a loop makes "
          "afresh each iteration is made once", _blocks),
     Step("kernelize", "grid-level loops become kernels; block-level loops are spread over a "

@@ -356,7 +356,7 @@ def test_after_prints_the_program_after_each_step(tmp_path, capsys):
     shown = {step: printed("--after", step) for step in stage_names()}
     assert all(text.strip() for text in shown.values())
     assert "failIf" in shown["lower"] and "failIf" not in shown["prune"]
-    assert "distribute<grid>" in shown["in-place"]
+    assert "distribute<grid>" in shown["short-circuit"]
     assert "kernel kernel0_line1(arr_1)" in shown["checks"]
     assert shown["emit"] == printed() == fcl("compile", "--after", "emit", path,
                                               cwd=tmp_path).stdout

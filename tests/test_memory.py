@@ -72,7 +72,9 @@ def same_everywhere(text: str, target: str = "auto", block_size: int = 256) -> s
     off (asserted)."""
     expected = run_interp(text)
     for short_circuit in (True, False):
-        out, _ = run_cl(text, short_circuit=short_circuit, target=target, block_size=block_size)
+        # Verified after every step: the planner places arrays inside their blocks.
+        out, _ = run_cl(text, short_circuit=short_circuit, target=target, block_size=block_size,
+                        verify_il=True)
         assert out == expected, (short_circuit, text)
     return expected
 

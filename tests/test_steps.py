@@ -48,7 +48,7 @@ def session_of(text: str, name: str = "p.fcl") -> Session:
 def test_the_steps_are_listed_in_order_each_named_once_with_a_purpose():
     names = all_step_names()
     assert len(names) == len(set(names))
-    assert names.index("optimize") < names.index("unnest") < names.index("in-place") \
+    assert names.index("optimize") < names.index("unnest") < names.index("short-circuit") \
         < names.index("kernelize") < names.index("interface") < names.index("checks")
     assert all(purpose for _, purpose in step_names())
     assert STEPS == IL_STEPS + BACKEND_STEPS and {"optimize"} == FIXPOINTS

@@ -167,6 +167,33 @@ def test_store_double_into_int_array():
     assert "stored into `a`" in message and "has type double, not int" in message
 
 
+def test_a_part_placed_past_the_end_of_its_block():
+    # A part of 4 elements placed at offset 8 of an array of 10: the memory planner's kind of
+    # mistake (a place outside the destination's block).
+    a, i = v("a", ints), v("i")
+    message = rejected([ir.Alloc(a, c(10), "grid"),
+                        ir.ParFor("grid", i, c(4), [ir.Store(a, ir.Bin("+", i, c(8), INT), i)])])
+    assert "a store into `a` at indices 8..11, outside its memory block of 10 elements" in message
+    # Placed at offset 6 it fits; under a check or a condition a store may be guarded; and a
+    # variable assigned later in a loop has no single range.
+    fits = [ir.Alloc(a, c(10), "grid"),
+            ir.ParFor("grid", i, c(4), [ir.Store(a, ir.Bin("+", i, c(6), INT), i)])]
+    verify("sweep", fits)
+    guarded = [ir.Alloc(a, c(10), "grid"),
+               ir.ParFor("grid", i, c(12), [
+                   ir.Fail(ir.Bin(">=", i, c(10), BOOL), "index {} is out of bounds", [i]),
+                   ir.Store(a, i, i)])]
+    verify("sweep", guarded)
+    k = v("k")
+    counted = [ir.Alloc(a, c(10), "grid"), ir.Declare(k, c(0)),
+               ir.SeqFor(i, c(12), [ir.If(ir.Bin("<", k, c(10), BOOL), [ir.Store(a, k, k)], []),
+                                    ir.Assign(k, ir.Bin("+", k, c(1), INT))])]
+    verify("sweep", counted)
+    unguarded = counted[:2] + [ir.SeqFor(i, c(12), [ir.Store(a, k, k),
+                                                     ir.Assign(k, ir.Bin("+", k, c(1), INT))])]
+    verify("sweep", unguarded)  # k's range is not known: nothing to check
+
+
 def test_if_with_an_int_condition():
     message = rejected([ir.Declare(v("n"), c(1)), ir.If(v("n"), [], [])])
     assert "condition" in message and "has type int, not bool" in message

@@ -2,9 +2,11 @@
 
 The checks are the invariants every later stage relies on: each variable is declared once;
 it is used only where its declaration is visible; operators get operands of the types they
-take; and statements appear only where they can run (no barrier on the host, no host operation
-inside parallel code). `Verifier` is extended by the kernel verifier (fcl.codegen.verify) with
-the back end's own nodes, which this module does not know.
+take; statements appear only where they can run (no barrier on the host, no host operation
+inside parallel code); and a store into a global array of known length stays inside its memory
+block where the indices it can take are known (the memory planner places arrays inside others:
+a part at an offset, an update over a range). `Verifier` is extended by the kernel verifier
+(fcl.codegen.verify) with the back end's own nodes, which this module does not know.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.dispatch import StmtVisitor
 from fcl.il.ir import BOOL, DOUBLE, INT
-from fcl.il.traverse import map_bodies
+from fcl.il.ranges import Ranges, interval
+from fcl.il.traverse import assigned, map_bodies
 
 SCALARS = (INT, DOUBLE, BOOL)
 ARITHMETIC = frozenset(("+", "-", "*", "/", "min", "max"))  # on ints or doubles
@@ -57,7 +60,9 @@ THREAD = Where(False, "in code each work-item runs on its own (a parallel loop's
 def verify(stage: str, stmts: list[ir.Stmt]) -> None:
     """Raise an internal FCLError at the first statement of the host IL that is not well formed
     after the stage `stage` (a pass's name)."""
-    Verifier(stage).stmts(stmts, HOST)
+    verifier = Verifier(stage)
+    verifier.assigned = assigned(stmts)
+    verifier.stmts(stmts, HOST)
 
 
 class Verifier(StmtVisitor):
@@ -68,6 +73,12 @@ class Verifier(StmtVisitor):
         self.declared: set[str] = set()  # every name declared so far, in any scope
         self.visible: dict[str, ir.ILType] = {}  # the declarations in scope, with their types
         self.current: ir.Stmt | None = None  # the statement checked, for the error's location
+        self.lengths: dict[str, int] = {}  # global arrays of known length
+        self.ranges: Ranges = {}  # what the int variables declared so far can hold, if known
+        self.guarded = False  # whether a check or a condition may stop a store running
+        # Variables assigned after their declaration, whose ranges are not their initial
+        # values'; None: not known, and stores are not checked.
+        self.assigned: set[str] | None = None
 
     def fail(self, message: str, span: Span | None = None) -> NoReturn:
         """Stop at the statement being checked (else at `span`)."""
@@ -84,13 +95,16 @@ class Verifier(StmtVisitor):
         self.declared.add(var.name)
         self.visible[var.name] = var.type
 
-    def block(self, stmts: list[ir.Stmt], where: Where, *loop_vars: ir.Var) -> None:
-        """A nested statement list (with a loop's variables): its declarations end with it."""
-        outer = dict(self.visible)
+    def block(self, stmts: list[ir.Stmt], where: Where, *loop_vars: ir.Var,
+              guarded: bool = False) -> None:
+        """A nested statement list (with a loop's variables): its declarations end with it, as
+        does a check's guard inside it."""
+        outer, outer_guard = dict(self.visible), self.guarded
+        self.guarded = self.guarded or guarded
         for var in loop_vars:
             self.declare(var)
         self.stmts(stmts, where)
-        self.visible = outer
+        self.visible, self.guarded = outer, outer_guard
 
     def use(self, var: ir.Var) -> ir.ILType:
         if var.name not in self.visible:
@@ -164,9 +178,20 @@ class Verifier(StmtVisitor):
     def visit_Declare(self, s: ir.Declare, where: Where) -> None:
         self.expect(s.init, s.var.type, f"the value of `{s.var.name}`")
         self.declare(s.var)
+        self.known(s.var, s.init)
+
+    def known(self, var: ir.Var, value: ir.Expr | None) -> None:
+        """What var can hold: value's range (a loop's variable: [0, bound)), if known."""
+        if self.assigned is None or var.name in self.assigned or value is None \
+                or var.type != INT:
+            return
+        found = interval(value, self.ranges)
+        if found is not None:
+            self.ranges[var.name] = found
 
     def visit_Assign(self, s: ir.Assign, where: Where) -> None:
         self.expect(s.value, self.use(s.var), f"the value assigned to `{s.var.name}`")
+        self.ranges.pop(s.var.name, None)  # no longer one value's range
 
     def visit_Alloc(self, s: ir.Alloc, where: Where) -> None:
         self.expect(s.size, INT, "an allocation's size")
@@ -179,10 +204,20 @@ class Verifier(StmtVisitor):
         elem = self.array(s.array).elem
         self.expect(s.index, INT, "an array index")
         self.expect(s.value, elem, f"a value stored into `{s.array.name}`")
+        length = self.lengths.get(s.array.name)
+        stored = interval(s.index, self.ranges) \
+            if length is not None and not self.guarded and self.assigned is not None else None
+        if stored is not None and length is not None \
+                and (stored[0] < 0 or stored[1] >= length):
+            self.fail(f"a store into `{s.array.name}` at indices {stored[0]}..{stored[1]}, "
+                      f"outside its memory block of {length} elements")
 
     def visit_SeqFor(self, s: ir.SeqFor | ir.ParFor | ir.Distribute, where: Where) -> None:
         self.expect(s.bound, INT, "a loop's bound")
         self.expect_var(s.var, INT, "a loop's variable")
+        bound = interval(s.bound, self.ranges)
+        if bound is not None and bound[1] >= 1 and self.assigned is not None:
+            self.ranges[s.var.name] = (0, bound[1] - 1)
         self.block(s.body, self.inside(s, where), s.var)
 
     visit_ParFor = visit_Distribute = visit_SeqFor
@@ -198,8 +233,8 @@ class Verifier(StmtVisitor):
 
     def visit_If(self, s: ir.If, where: Where) -> None:
         self.expect(s.cond, BOOL, "a condition")
-        self.block(s.then, self.inside(s, where))
-        self.block(s.else_, self.inside(s, where))
+        self.block(s.then, self.inside(s, where), guarded=True)
+        self.block(s.else_, self.inside(s, where), guarded=True)
 
     def visit_Barrier(self, s: ir.Barrier, where: Where) -> None:
         if where.no_barrier is not None:
@@ -209,6 +244,7 @@ class Verifier(StmtVisitor):
         self.expect(s.cond, BOOL, "a check's condition")
         for value in s.values:
             self.type_of(value)
+        self.guarded = True  # a store after it may run only where its condition fails
 
     def on_host(self, s: ir.Stmt, where: Where) -> None:
         if not where.host:
@@ -250,6 +286,8 @@ class Verifier(StmtVisitor):
 
     def allocate(self, s: ir.Alloc, where: Where) -> None:
         self.declare(s.var)
+        if s.level == "grid" and isinstance(s.size, ir.Const):
+            self.lengths[s.var.name] = int(s.size.value)
 
     def inside(self, s: ir.Stmt, where: Where) -> Where:
         """Where the statements nested in s run: a grid-level distribute gives each work-group

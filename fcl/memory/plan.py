@@ -10,8 +10,7 @@ from fcl.il import ir
 from fcl.lmad.core import LMAD
 from fcl.memory.blocks import share_blocks
 from fcl.memory.decisions import ELEMENT_BYTES, Decision
-from fcl.memory.inplace import in_place
-from fcl.memory.shortcircuit import remove_copies
+from fcl.memory.shortcircuit import short_circuit_all
 
 COPIES = ("short-circuit", "alias", "update")  # the decisions that remove a copy kernel
 ALONE = ("hoist", "unused")  # the decisions about an array alone, placing it nowhere else
@@ -66,10 +65,10 @@ class MemoryPlan:
 
 
 def memory_plan(il: list[ir.Stmt]) -> MemoryPlan:
-    """The plan the memory steps (fcl.steps: short-circuit, in-place, blocks) make of `il`."""
+    """The plan the memory steps (fcl.steps: short-circuit, blocks) make of `il`."""
     notes: list[Decision] = []
     with ir.key_scope():
-        planned = share_blocks(in_place(remove_copies(il, notes), notes), notes)
+        planned = share_blocks(short_circuit_all(il, notes), notes)
     sizes = {s.var.name: s for s in ir.walk(il) if isinstance(s, ir.Alloc) and s.level == "grid"}
     return MemoryPlan(_blocks(planned, sizes, notes), notes, _footprint(planned),
                       _footprint(il), _copy_bytes(notes),

@@ -26,6 +26,17 @@ GENERATE_NEGATIVE = "generate was given the negative length {}"
 TAKE = "cannot take {} elements of an array of length {}"
 NEGATIVE = "cannot force an array of negative length {}"
 TOO_LONG = "an array of {} x {} elements is longer than 2147483647, the largest int"
+BIN = "bin {} is outside the histogram's {} bins"
+HISTOGRAM_LENGTHS = "histogram was given {} bin indices and {} values: one index per value"
+# The operators a histogram combines with, and what a device does atomically. addd is not one:
+# the sum of doubles depends on the order of the additions, which atomics do not fix, and both
+# back ends must print the same.
+HISTOGRAM_OPS = {"addi": "add", "mini": "min", "min": "min", "maxi": "max", "max": "max",
+                 "mind": "min", "maxd": "max"}
+HISTOGRAM_OP_ERROR = ("histogram combines bins with addi, mini, maxi, mind or maxd, not {}")
+HISTOGRAM_ADDD_HINT = ("a sum of doubles depends on the order of its additions, which a "
+                       "device's atomics do not fix; add ints (e.g. scaled with d2i), or "
+                       "use mind or maxd")
 GROWN = ("a loop step produced an array of length {}, larger than the initial one of length {} "
          "(while and power never grow arrays)")
 

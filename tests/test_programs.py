@@ -320,6 +320,9 @@ EXPECTED = {
                               doubles([np.sqrt(2.0)])),
     # ---- array and program builtins
     "index.fcl": index_expected,
+    "histogram.fcl": lambda: lines(
+        ints(sum(1 for i in range(100) if i * i % 10 == d) for d in range(10)),
+        ints(max([i * i for i in range(100) if i * i % 10 == d], default=-1) for d in range(10))),
     "generate.fcl": lambda: lines(ints(3 * i - 5 for i in range(6)),
                                   ints(100 * r + c for r in range(3) for c in range(4)),
                                   ints(i * i for i in range(5))),

@@ -124,6 +124,26 @@ INT_FUNCTIONS = {
     # convert_int_sat, with NaN to 0 as the standard says and PoCL 3.0 does not (INT_MIN).
     "fcl_d2i": "int fcl_d2i(double x) { return isnan(x) ? 0 : convert_int_sat(x); }",
 }
+# Atomic minimum and maximum of doubles, which OpenCL 1.2 lacks: compare-and-swap on the bits
+# until the element holds the smaller (larger) of the two. A NaN is never stored, as fmin and
+# fmax keep the other operand.
+_DOUBLE_ATOMIC = """\
+void fcl_atomic_{name}_double(volatile __global double* p, double v) {{
+    union {{ double d; ulong u; }} seen, next;
+    seen.u = atom_add((volatile __global ulong*)p, 0UL);  /* an atomic read */
+    next.d = v;
+    while ({better}) {{
+        ulong found = atom_cmpxchg((volatile __global ulong*)p, seen.u, next.u);
+        if (found == seen.u) break;
+        seen.u = found;
+    }}
+}}"""
+ATOMIC_FUNCTIONS = {
+    f"fcl_atomic_{name}_double":
+        "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n"
+        + _DOUBLE_ATOMIC.format(name=name, better=better)
+    for name, better in (("min", "v < seen.d || (isnan(seen.d) && !isnan(v))"),
+                         ("max", "v > seen.d || (isnan(seen.d) && !isnan(v))"))}
 
 
 def _transparent(e: ir.Expr) -> bool:
@@ -426,7 +446,13 @@ class KernelPrinter(StmtVisitor):
         value = self.expr(s.value)
         if ir.elem_of(s.array) == ir.BOOL:
             value = f"(uchar){value}"
-        self.line(f"{s.array.name}[{self.expr(s.index, True)}] = {value};", indent, s.span)
+        if s.combine is not None:  # OpenCL 1.1's atomics on ints, ours on doubles
+            double = "_double" if ir.elem_of(s.array) == ir.DOUBLE else ""
+            function = f"fcl_atomic_{s.combine}{double}" if double else f"atomic_{s.combine}"
+            self.line(f"{function}(&{s.array.name}[{self.expr(s.index, True)}], {value});",
+                      indent, s.span)
+        else:
+            self.line(f"{s.array.name}[{self.expr(s.index, True)}] = {value};", indent, s.span)
         name = self.roots.get(s.array.name, s.array.name)
         if self.trace and self.spaces.get(name) in ("__global", "__local"):
             self.line(self._record("store", s.array, s.index, s.span) + ";", indent, None)
@@ -522,7 +548,8 @@ def opencl_source(kernels: list[Kernel]) -> tuple[str, list[tuple[int, Span]]]:
 def _header(text: str, kernels: list[Kernel]) -> str:
     """What the kernels' source needs before them: doubles, int functions, the failure
     reporter."""
-    functions = "".join(f"{code}\n" for name, code in INT_FUNCTIONS.items() if f"{name}(" in text)
+    functions = "".join(f"{code}\n" for name, code in {**INT_FUNCTIONS, **ATOMIC_FUNCTIONS}.items()
+                        if f"{name}(" in text)
     doubles = FP64 if "double" in text + functions else ""  # fcl_d2i takes a double
     return doubles + (functions + "\n" if functions else "") + \
         (FAIL_REPORTER + "\n" if any(k.fails for k in kernels) else "")

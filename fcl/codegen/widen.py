@@ -161,8 +161,8 @@ class _Widener:
             # The header's test runs in the loop, as its body does.
             inner = loops + (s.level != "block" and _barrier_free(s.test + s.body))
         if loops == 0 and isinstance(s, ir.Store):
-            new: ir.Stmt = ir.Store(s.array, self.subscript(s.array, s.index),
-                                    self.expr(s.value), span=s.span)
+            new: ir.Stmt = replace(s, index=self.subscript(s.array, s.index),
+                                   value=self.expr(s.value))
         elif loops == 0:
             header = inner if isinstance(s, ir.While) else loops
             new = map_stmt_exprs(s, self.expr) if header == 0 else s

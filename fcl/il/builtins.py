@@ -82,6 +82,16 @@ def _checked_division(lw: Lowerer, op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:
     return mk_bin(op, a, ir.Select(zero, ir.Const(1, I), b, I), I)
 
 
+def _histogram_op(op, span) -> str:
+    """What a device does atomically for the histogram's operator (checks.HISTOGRAM_OPS)."""
+    name = op.name if isinstance(op, Prim) and not op.args else None
+    if name not in checks.HISTOGRAM_OPS:
+        shown = f"`{name}`" if name is not None else "a function of the program's"
+        raise FCLError(checks.HISTOGRAM_OP_ERROR.format(shown), span,
+                       [checks.HISTOGRAM_ADDD_HINT] if name == "addd" else [])
+    return checks.HISTOGRAM_OPS[name]
+
+
 def _powi(lw: Lowerer, base: ir.Expr, exponent: ir.Expr) -> ir.Expr:
     if lw.checks:
         lw.fail(mk_bin("<", exponent, ir.Const(0, I), B), checks.POWI_NEGATIVE, [exponent])
@@ -171,7 +181,30 @@ def _array_builtins(lw: Lowerer, t: Type, span):
             return Pull(length, lambda index: ir.Index(array, index))
         return program(run)
 
+    def histogram(bins, op, neutral, indices, values):
+        elem = elem_type(result_type(t))
+
+        def run():
+            combine = _histogram_op(op, lw.user_span())
+            count = lw.declare("bins", bins)
+            n = lw.declare("n", indices.length)
+            if lw.checks:
+                lw.fail(mk_bin("<", count, ir.Const(0, I), B), checks.NEGATIVE, [count])
+                lw.fail(mk_bin("!=", values.length, n, B), checks.HISTOGRAM_LENGTHS,
+                        [n, values.length])
+            hist = lw.fresh("hist", ir.ArrayType(elem))
+            lw.emit(ir.Alloc(hist, count, "grid"))
+            b, i = lw.fresh("b", I), lw.fresh("i", I)
+            lw.emit(ir.ParFor("grid", b, count, [ir.Store(hist, b, neutral)]))
+            with lw.capture() as body, lw.parallel(checks.GLOBAL, i):
+                at = lw.within(lw.declare("bin", indices.fn(i)), count, checks.BIN)
+                lw.emit(ir.Store(hist, at, values.fn(i), combine=combine))
+            lw.emit(ir.ParFor("grid", i, n, body))
+            return Pull(count, lambda j: ir.Index(hist, j))
+        return program(run)
+
     return {
+        "histogram": (5, histogram),
         "fst": (1, lambda p: p[0]),
         "snd": (1, lambda p: p[1]),
         "index": (2, lw.index),

@@ -150,9 +150,13 @@ class Alloc(Stmt):
 
 @dataclass(eq=False)
 class Store(Stmt):
+    """array[index] = value; with `combine` ("add", "min" or "max"), array[index] = combine(
+    array[index], value) as one atomic operation: work-items may combine into one element in
+    any order (a histogram's bins; the operation is associative and commutative)."""
     array: Var
     index: Expr
     value: Expr
+    combine: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(eq=False)
@@ -461,6 +465,9 @@ def _show(s: Stmt, indent: int) -> str:
         return f"{pad}{s.var.name} = {show_expr(s.value)};"
     if isinstance(s, Alloc):
         return f"{pad}{s.var.name} = allocate<{s.level}>({elem_of(s.var)}, {show_expr(s.size)});"
+    if isinstance(s, Store) and s.combine is not None:
+        return f"{pad}atomic_{s.combine}({s.array.name}[{show_expr(s.index)}], " \
+               f"{show_expr(s.value)});"
     if isinstance(s, Store):
         return f"{pad}{s.array.name}[{show_expr(s.index)}] = {show_expr(s.value)};"
     if isinstance(s, ParFor):

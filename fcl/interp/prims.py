@@ -8,7 +8,7 @@ import numpy as np
 from fcl import checks
 from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
-from fcl.interp.lanes import Ctx, Vec, elementwise, lift, lift_full
+from fcl.interp.lanes import Ctx, Vec, elementwise, expand, lift, lift_full
 from fcl.interp.values import (
     UNIT,
     Buffer,
@@ -281,7 +281,50 @@ def _read_int_csv(interp, t, span, ctx, path):
     return Program(run)
 
 
+# What each histogram operator does to its bins, in the input's order: ints wrap as on a
+# device; doubles as OpenCL's fmin and fmax (and the atomic compare-and-swap loops of
+# fcl.codegen.emit), keeping a number over a NaN.
+HISTOGRAM = {"add": np.add, "min": np.minimum, "max": np.maximum}
+HISTOGRAM_DOUBLES = {"min": np.fmin, "max": np.fmax}
+
+
+def _histogram(interp, t, span, ctx, bins, op, neutral, indices, values):
+    name = op.name if isinstance(op, Primitive) and not op.args else None
+    dtype = _elem_dtype(result_type(t))
+
+    def run(lanes, it):
+        if name not in checks.HISTOGRAM_OPS:  # located, as on OpenCL, at the program's call
+            shown = f"`{name}`" if name is not None else "a function of the program's"
+            raise FCLError(checks.HISTOGRAM_OP_ERROR.format(shown), span,
+                           [checks.HISTOGRAM_ADDD_HINT] if name == "addd" else [])
+        combine = checks.HISTOGRAM_OPS[name]
+        count, n = _host_int(bins, lanes), _host_int(indices.length, lanes)
+        if count < 0:
+            raise FCLError(checks.NEGATIVE.format(count), span)
+        if _host_int(values.length, lanes) != n:
+            raise FCLError(checks.HISTOGRAM_LENGTHS.format(n, _host_int(values.length, lanes)),
+                           span)
+        hist = np.full(count, lift_full(neutral, lanes, dtype)[0], dtype=dtype)
+        # One parallel loop over the values, as on a device: a work-item computes its bin,
+        # checks it, then computes its value.
+        items, k = expand(lanes, n, checks.GLOBAL)
+        at = indices.fn(k, items)
+        failed = check(items, elementwise(lambda b: (b < 0) | (b >= count), at, ctx=items),
+                       checks.BIN, (at, count), span)
+        at = where_failed(at, failed, 0, items)
+        value = values.fn(k, items)
+        it.faults.end_round()
+        it.faults.raise_first()
+        where = lift_full(at, items, np.int64)
+        table = HISTOGRAM_DOUBLES if dtype == np.float64 else HISTOGRAM
+        with np.errstate(over="ignore"):
+            table[combine].at(hist, where, lift_full(value, items, dtype))
+        return Buffer(hist, np.int64(0), np.int32(count))
+    return Program(run)
+
+
 ARRAY = {
+    "histogram": (5, _histogram),
     "fst": (1, lambda interp, t, span, ctx, p: p[0]),
     "snd": (1, lambda interp, t, span, ctx, p: p[1]),
     "index": (2, lambda interp, t, span, ctx, arr, i: arr.index(i, ctx, span)),

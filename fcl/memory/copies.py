@@ -63,7 +63,8 @@ def copy_kernel(s: ir.Stmt) -> tuple[ir.ParFor, ir.Store] | None:
         return None
     store = s.body[0]
     if not (isinstance(store, ir.Store) and isinstance(store.index, ir.Var)
-            and store.index.name == s.var.name and isinstance(s.bound, ir.Const)):
+            and store.index.name == s.var.name and isinstance(s.bound, ir.Const)
+            and store.combine is None):
         return None
     return s, store
 

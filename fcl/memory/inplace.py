@@ -83,7 +83,7 @@ def _candidate(stmts: list[ir.Stmt], p: int, changed: set[str]):
     allocs = {s.var.name: s for s in stmts[:p]
               if isinstance(s, ir.Alloc) and s.level == "grid"}
     stores = [(s, loops) for s, loops in _stores(kernel.body, [kernel]) if s.array.name in allocs]
-    if len(stores) != 1:
+    if len(stores) != 1 or stores[0][0].combine is not None:  # a histogram's bins combine
         return None
     store, loops = stores[0]
     out = allocs[store.array.name]

@@ -27,7 +27,7 @@ def step_kernel(s: ir.Stmt) -> tuple[ir.ParFor, list[ir.Stmt], ir.Store] | None:
         return None
     *prefix, store = s.body
     if not (isinstance(store, ir.Store) and isinstance(store.index, ir.Var)
-            and store.index.name == s.var.name
+            and store.index.name == s.var.name and store.combine is None
             and all(isinstance(t, (ir.Declare, ir.Fail)) for t in prefix)):
         return None
     return s, prefix, store

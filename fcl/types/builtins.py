@@ -101,6 +101,10 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
                "-> Program<l> ['a]", {"a": BT}, "the thesis's name for `power`"),
     "while": ("forall <l> 'a. (['a] -> bool) -> (['a] -> Program<l> ['a]<l>) -> Program<l> ['a]<l> "
               "-> Program<l> ['a]", {"a": BT}, "apply an array program while a condition holds"),
+    "histogram": ("forall 'a. int -> ('a -> 'a -> 'a) -> 'a -> [int] -> ['a] -> Program<grid> ['a]",
+                  {"a": BT}, "`histogram bins op neutral is xs`: bins elements, each the neutral "
+                             "element combined with every xs[k] whose is[k] is that bin; op is "
+                             "addi, mini, maxi, mind or maxd (atomics on a device)"),
     "#BlockSize": ("int", {}, f"the work-group size (configurable, {BLOCK_SIZE} by default)"),
     "readIntCSV": ("string -> Program<grid> [int]", {}, "read ints from a CSV file"),
     "forceAndPrint": ("int -> [int]<grid> -> Program<grid> [int]", {},

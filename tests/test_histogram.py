@@ -1,0 +1,136 @@
+"""Histograms (`histogram bins op neutral is xs`, Futhark's reduce_by_index): values combined
+into bins with atomics on OpenCL, in the input's order in the interpreter; both print the same,
+and match numpy."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from runs import run_cl, run_interp
+from test_memory import same_everywhere
+from test_oclgrind import oclgrind_findings
+
+
+def program(bins: int, op: str, neutral: str, index: str, value: str, n: int,
+            doubles: bool = False) -> str:
+    printer = "forceAndPrintDouble" if doubles else "forceAndPrint"
+    return (f"val main = do<grid> {{\n"
+            f"  h <- histogram {bins} {op} {neutral} (generate {n} (fn i => {index}))\n"
+            f"         (generate {n} (fn i => {value})) ;\n"
+            f"  {printer} {bins} (push<grid> h)\n}}\n")
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.strip().strip("[]").split(",")]
+
+
+def numpy_histogram(bins, combine, neutral, index, value, dtype=np.int32):
+    out = np.full(bins, neutral, dtype=dtype)
+    with np.errstate(over="ignore"):
+        combine.at(out, index, value.astype(dtype))
+    return out
+
+
+@pytest.mark.parametrize("target", ["gpu", "cpu"])
+def test_int_histograms_add_min_and_max_into_their_bins(target):
+    i = np.arange(5000)
+    cases = [("addi", "0", np.add, 0), ("mini", "1000000", np.minimum, 1000000),
+             ("maxi", "(0 - 1)", np.maximum, -1)]
+    for op, neutral, combine, start in cases:
+        text = program(37, op, neutral, "(i * 7919) % 37", "(i * 31) % 1009", 5000)
+        expected = numpy_histogram(37, combine, start, (i * 7919) % 37, (i * 31) % 1009)
+        assert ints(same_everywhere(text, target)) == list(expected), op
+
+
+def test_a_sum_that_overflows_wraps_as_ints_do():
+    text = program(2, "addi", "0", "i % 2", "2000000000", 8)
+    # 4 x 2e9 in 32 bits, the same on every back end.
+    assert ints(same_everywhere(text)) == [np.int32(np.uint32(8000000000 % 2**32)).item()] * 2
+
+
+def test_double_minimum_and_maximum_are_exact_in_any_order():
+    for op, neutral, combine in (("mind", "1.0e9", np.fmin), ("maxd", "(negated 1.0e9)", np.fmax)):
+        text = program(5, op, neutral, "(i * 13) % 5", "divd (i2d ((i * 37) % 101)) 7.0", 400,
+                       doubles=True)
+        i = np.arange(400)
+        start = 1.0e9 if op == "mind" else -1.0e9
+        expected = numpy_histogram(5, combine, start, (i * 13) % 5, ((i * 37) % 101) / 7.0,
+                                   np.float64)
+        shown = same_everywhere(text)
+        assert shown == "[" + ",".join(f"{x:.5f}" for x in expected) + "]\n"
+
+
+def test_a_bin_never_hit_keeps_the_neutral_element_and_no_bins_is_empty():
+    assert ints(same_everywhere(program(6, "addi", "7", "2 * (i % 3)", "1", 30))) \
+        == [17, 7, 17, 7, 17, 7]
+
+
+def test_bins_that_are_the_values_own_positions_are_no_copy_to_plan_away():
+    # Each value in its own bin: the kernel stores at its work-item's index, as a copy does, but
+    # combines with what the bin holds; the memory planner must leave it alone.
+    text = program(64, "addi", "5", "i", "i * i", 64)
+    assert ints(same_everywhere(text)) == [5 + i * i for i in range(64)]
+
+
+@pytest.mark.parametrize("op, why, hint", [
+    ("addd", "not `addd`", "a sum of doubles depends on the order of its additions"),
+    ("(fn a => fn b => a + b)", "not a function of the program's", None),
+    ("subi", "not `subi`", None),
+])
+def test_an_operator_without_a_device_atomic_is_refused_alike(op, why, hint):
+    doubles = op == "addd"
+    text = program(4, op, "0.0" if doubles else "0", "i % 4",
+                   "i2d i" if doubles else "i", 16, doubles=doubles)
+    errors = []
+    for run in (run_interp, lambda t: run_cl(t)[0]):
+        with pytest.raises(Exception) as caught:
+            run(text)
+        errors.append(caught.value)
+    interp, opencl = errors
+    assert interp.render() == opencl.render()
+    assert "histogram combines bins with addi, mini, maxi, mind or maxd" in interp.message
+    assert why in interp.message
+    assert (hint is None and not interp.hints) or any(hint in h for h in interp.hints)
+    assert interp.span.line == 2
+
+
+@pytest.mark.parametrize("index, n_values, message", [
+    ("(i * 7) % 12", 100, "bin 11 is outside the histogram's 10 bins (in work-item 5)"),
+    ("i % 10", 99, "histogram was given 100 bin indices and 99 values: one index per value"),
+])
+def test_a_bad_bin_or_length_is_the_same_error_everywhere(index, n_values, message):
+    text = program(10, "addi", "0", index, "i", 100).replace(
+        "(generate 100 (fn i => i))", f"(generate {n_values} (fn i => i))")
+    rendered = []
+    for run in (run_interp, lambda t: run_cl(t)[0], lambda t: run_cl(t, target="cpu")[0]):
+        with pytest.raises(Exception) as caught:
+            run(text)
+        rendered.append(caught.value.render())
+    assert rendered[0] == rendered[1] == rendered[2]
+    assert message in rendered[0]
+
+
+@pytest.mark.slow  # about 1 s per example
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bins=st.integers(1, 40), n=st.integers(0, 300), a=st.integers(1, 97),
+       b=st.integers(0, 50), op=st.sampled_from(["addi", "mini", "maxi"]),
+       block=st.sampled_from([1, 32, 256]))
+def test_generated_histograms_match_numpy(bins, n, a, b, op, block):
+    text = program(bins, op, "3", f"(i * {a} + {b}) % {bins}", f"(i * {b} + 1) % 23 - 11", n)
+    i = np.arange(n)
+    combine = {"addi": np.add, "mini": np.minimum, "maxi": np.maximum}[op]
+    expected = numpy_histogram(bins, combine, 3, (i * a + b) % bins, (i * b + 1) % 23 - 11)
+    assert ints(same_everywhere(text, block_size=block)) == list(expected)
+
+
+@pytest.mark.slow  # 2-4 s on Oclgrind
+def test_histograms_are_clean_under_oclgrind(capfd):
+    text = """\
+val main = do<grid> {
+  h <- histogram 10 addi 0 (generate 300 (fn i => (i * 7) % 10)) (generate 300 (fn i => i)) ;
+  forceAndPrint 10 (push<grid> h) ;
+  lo <- histogram 4 mind 1.0e9 (generate 100 (fn i => i % 4))
+          (generate 100 (fn i => divd (i2d ((i * 37) % 101)) 3.0)) ;
+  forceAndPrintDouble 4 (push<grid> lo)
+}
+"""
+    assert oclgrind_findings(text, "histogram.fcl", capfd) == ""

@@ -264,3 +264,34 @@ MATMUL_VEC(matmul_vec, int, int16)
 MATMUL(matmul_double, double)
 MATMUL_VEC(matmul_vec_double, double, double16)
 #endif
+
+// Histograms: `counts[bin[i]] += 1` for every i. histogram_zero clears the bins (each run starts
+// from zeros, as FCL's histogram fills its bins with the neutral element first).
+__kernel void histogram_zero(__global int* counts, int bins) {
+    int b = get_global_id(0);
+    if (b < bins) counts[b] = 0;
+}
+
+// One global atomic per value: any number of bins.
+__kernel void histogram_global(__global const int* bin, __global int* counts, int n) {
+    int i = get_global_id(0);
+    if (i < n) atomic_inc(&counts[bin[i]]);
+}
+
+// For few bins (at most BLOCK_SIZE): each work-group counts HISTOGRAM_PER_ITEM values per
+// work-item into a sub-histogram in local memory, then adds its nonzero bins to the histogram.
+#define HISTOGRAM_PER_ITEM 8
+__kernel REQD1(BLOCK_SIZE) void histogram_local(__global const int* bin, __global int* counts,
+                                                int n, int bins) {
+    __local int sub[BLOCK_SIZE];
+    int t = get_local_id(0);
+    if (t < bins) sub[t] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int first = get_group_id(0) * BLOCK_SIZE * HISTOGRAM_PER_ITEM;
+    for (int k = 0; k < HISTOGRAM_PER_ITEM; k++) {
+        int i = first + k * BLOCK_SIZE + t;
+        if (i < n) atomic_inc(&sub[bin[i]]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (t < bins && sub[t] != 0) atomic_add(&counts[t], sub[t]);
+}

@@ -285,6 +285,34 @@ class Reference:
             candidates["scan_chunks_vec"] = partial(self.scan_vec, inputs)
         return self.best("scan", candidates)
 
+    def histogram_zeroed(self, key: str, bins: int) -> tuple[cl.Buffer, cl.Event]:
+        counts = self.out(key, bins)
+        size = self.groups_of(bins, self.s.block) * self.s.block
+        return counts, self.launch("histogram_zero", (size,), (self.s.block,), counts,
+                                   np.int32(bins))
+
+    def histogram_global(self, inputs, bins: int):
+        x = inputs["input"]
+        counts, zero = self.histogram_zeroed("histogram_global", bins)
+        size = self.groups_of(x.length, self.s.block) * self.s.block
+        event = self.launch("histogram_global", (size,), (self.s.block,), x.buffer, counts,
+                            np.int32(x.length))
+        return [zero, event], (counts, bins)
+
+    def histogram_local(self, inputs, bins: int):
+        x = inputs["input"]
+        counts, zero = self.histogram_zeroed("histogram_local", bins)
+        groups = self.groups_of(x.length, self.s.block * 8)  # HISTOGRAM_PER_ITEM
+        event = self.launch("histogram_local", (groups * self.s.block,), (self.s.block,),
+                            x.buffer, counts, np.int32(x.length), np.int32(bins))
+        return [zero, event], (counts, bins)
+
+    def histogram(self, inputs, bins: int):
+        candidates = {"histogram_global": partial(self.histogram_global, inputs, bins)}
+        if bins <= self.s.block:
+            candidates["histogram_local"] = partial(self.histogram_local, inputs, bins)
+        return self.best(f"histogram {bins}", candidates)
+
     def matmul_sdk(self, inputs, kernel: str):
         (hA, wA, wB), tile = self.s.matmul, self.s.tile
         out = self.out(kernel, hA * wB, np.dtype(inputs["a"].dtype).itemsize)

@@ -39,6 +39,8 @@ def tasks(s: Sizes, rng: np.random.Generator) -> list[Task]:
     hA, wA, wB = s.matmul
     a, b = ints(hA * wA, -8, 8), ints(wA * wB, -8, 8)
     word = 4
+    bins_small = rng.integers(0, s.bytes_bins, s.n, dtype=np.int32)
+    bins_many = rng.integers(0, s.many_bins, s.n, dtype=np.int32)
     return [
         Task("copy", "copy.fcl", "copy", {"n": s.n}, {"input": vector},
              lambda i: i["input"], Reference.copy, 2 * word * s.n),
@@ -58,11 +60,23 @@ def tasks(s: Sizes, rng: np.random.Generator) -> list[Task]:
         Task("scan", "scan.fcl", "scanned", {"n": s.scan_n, "perItem": s.per_item},
              {"input": scan_in}, lambda i: np.cumsum(i["input"], dtype=np.int32),
              Reference.scan, 2 * word * s.scan_n),
+        Task(f"histogram ({s.bytes_bins} bins)", "histogram.fcl", "counted",
+             {"n": s.n, "bins": s.bytes_bins}, {"input": bins_small},
+             lambda i: np.bincount(i["input"], minlength=s.bytes_bins).astype(np.int32),
+             partial_histogram(s.bytes_bins), word * s.n),
+        Task(f"histogram ({s.many_bins:,} bins)", "histogram.fcl", "counted",
+             {"n": s.n, "bins": s.many_bins}, {"input": bins_many},
+             lambda i: np.bincount(i["input"], minlength=s.many_bins).astype(np.int32),
+             partial_histogram(s.many_bins), word * s.n),
         Task("matmul", "matmul.fcl", "product",
              {"hA": hA, "wA": wA, "wB": wB, "tile": s.tile}, {"a": a, "b": b},
              lambda i: (i["a"].reshape(hA, wA) @ i["b"].reshape(wA, wB)).flatten(),
              Reference.matmul, word * (hA * wA + wA * wB + hA * wB)),
     ]
+
+
+def partial_histogram(bins: int):
+    return lambda reference, inputs: reference.histogram(inputs, bins)
 
 
 def fcl_source(task: Task) -> str:

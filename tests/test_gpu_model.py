@@ -11,6 +11,7 @@ from fcl.analysis import gpu as gpu_module
 from fcl.analysis.gpu import DEFAULT_GPU, gpu_names, load_gpu
 from fcl.analysis.occupancy import BASE_REGISTERS, estimate_registers, occupancy
 from fcl.analysis.predict import (
+    ATOMICS_PER_CLOCK,
     BARRIER_CYCLES,
     KernelWork,
     kernel_work,
@@ -234,9 +235,22 @@ def test_local_memory_issue_and_barrier_terms():
         "local memory": 21120 * 20 / clocks,
         "issue": 21120 * 256 / (32 * 0.5) / clocks,  # half the lanes idle: twice the requests
         "barriers": 20 * 8 * BARRIER_CYCLES / 1.98e9,
+        "atomics": 0.0,
     })
     assert predicted.bound == "barriers"
     assert predicted.time_s == pytest.approx(3e-6 + 20 * 8 * BARRIER_CYCLES / 1.98e9)
+
+
+def test_global_atomics_take_their_turns_in_the_l2():
+    h100 = load_gpu("h100")
+    # A histogram's combining kernel: 4096 work-groups of 256 work-items, one global atomic
+    # each, one sector stored per warp request (8 per group).
+    work = KernelWork("histogram", (4096,), 256, 0, 16, global_sectors=8, global_requests=8,
+                      local_passes=0, lane_accesses=256, simt_efficiency=1.0, barriers=0,
+                      global_atomics=256)
+    predicted = predict_kernel(h100, work)
+    assert predicted.terms["atomics"] == pytest.approx(4096 * 256 / (ATOMICS_PER_CLOCK * 1.98e9))
+    assert predicted.bound == "atomics"
 
 
 def test_every_launch_pays_its_overhead_and_the_program_sums_its_kernels():

@@ -1,6 +1,8 @@
 """Histograms (`histogram bins op neutral is xs`, Futhark's reduce_by_index): values combined
 into bins with atomics on OpenCL, in the input's order in the interpreter; both print the same,
 and match numpy."""
+import re
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -134,3 +136,47 @@ val main = do<grid> {
 }
 """
     assert oclgrind_findings(text, "histogram.fcl", capfd) == ""
+
+
+def test_few_bins_combine_in_local_memory_first_and_many_in_global_memory():
+    from fcl import pipeline
+    from runs import session_for
+
+    def opencl(bins: int) -> str:
+        text = program(bins, "addi", "0", f"(i * 7) % {bins}", "1", 100000)
+        session = session_for(text)
+        return pipeline.compile_program(session, pipeline.main_root(session),
+                                        pipeline.CompileOptions()).source
+    few, many = opencl(256), opencl(5000)
+    # 256 bins: each work-group's sub-histogram in local memory, then its bins that changed
+    # added to the histogram: one global atomic per bin and work-group, not per value.
+    assert "atomic_add(&sub_" in few and "__local int* sub_" in few
+    assert "if ((sub_" in few and "atomic_add(&hist_" in few
+    assert "atomic_add(&sub_" not in many and "atomic_add(&hist_" in many
+    for bins in (256, 5000):
+        i = np.arange(100000)
+        expected = np.bincount((i * 7) % bins, minlength=bins)
+        assert ints(same_everywhere(program(bins, "addi", "0", f"(i * 7) % {bins}", "1",
+                                            100000))) == list(expected)
+
+
+def test_costs_count_atomics_and_the_lanes_that_share_an_element(tmp_path, capsys):
+    from fcl.cli import main as cli_main
+    path = tmp_path / "h.fcl"
+    path.write_text("""\
+val main = do<grid> {
+  spread <- histogram 5000 addi 0 (generate 4096 (fn i => (i * 7) % 5000))
+              (generate 4096 (fn i => 1)) ;
+  forceAndPrint 4 (push<grid> spread) ;
+  same <- histogram 5000 addi 0 (generate 4096 (fn i => i / 32)) (generate 4096 (fn i => 1)) ;
+  forceAndPrint 4 (push<grid> same)
+}
+""")
+    assert cli_main(["costs", str(path)]) == 0
+    rows = {cells[0]: cells[1:] for line in capsys.readouterr().out.splitlines()
+            for cells in [re.split(r"\s{2,}", line.strip())]}
+    # The kernels: each histogram's bins filled, then its values combined (5000 bins: in global
+    # memory), one atomic per work-item; a warp's 32 values land in 32 bins, or in one.
+    assert rows["atomics per work-item"] == ["0", "1", "0", "1"]
+    assert rows["same-element lanes per warp atomic"] == ["–", "0", "–", "31"]
+    assert len(rows["predicted on generic GPU"]) == 4

@@ -82,6 +82,11 @@ class SiteSummary:
     worst_conflict: int      # local: the largest n of an n-way bank conflict (1: none)
     lmad_group: LMAD | None  # the whole work-group's accesses, when affine
     lmad_warp: LMAD | None   # the first warp's accesses, when affine
+    # An atomic site's contention: lanes of a warp request on an element another lane of it
+    # also combines into (they take turns), summed over the requests, and the most lanes of
+    # one request on one element (1: none shared).
+    same_address: int = 0
+    worst_same_address: int = 1
 
 
 @dataclass
@@ -230,11 +235,23 @@ def summarize(trace: KernelTrace, sites: list[Site], warp: int = 0) -> list[Site
             touched, ideal, lines = sectors(accesses)
         else:
             conflicts, worst = bank_conflicts(accesses)
+        same, worst_same = same_addresses(accesses) if accesses.site.atomic else (0, 1)
         summaries.append(SiteSummary(
             accesses.site, len(accesses.lane), int(accesses.instances().max(initial=-1)) + 1,
             touched, ideal, lines, conflicts, worst,
-            fit_lmad(accesses, range(trace.block_size)), fit_lmad(accesses, warp_lanes)))
+            fit_lmad(accesses, range(trace.block_size)), fit_lmad(accesses, warp_lanes),
+            same, worst_same))
     return summaries
+
+
+def same_addresses(accesses: SiteAccesses) -> tuple[int, int]:
+    """(lanes beyond the first on each element, summed over the warp requests; the most lanes
+    of one request on one element)."""
+    if not len(accesses.lane):
+        return 0, 1
+    pairs = np.stack([accesses.instances().astype(np.int64), accesses.index.astype(np.int64)])
+    _, counts = np.unique(pairs, axis=1, return_counts=True)
+    return int((counts - 1).sum()), int(counts.max())
 
 
 def simt_by_site(trace: KernelTrace, sites: list[Site]) -> list[SiteSimt]:

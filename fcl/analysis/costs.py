@@ -42,6 +42,9 @@ class KernelCosts:
     worst_conflict: int        # the worst n-way conflict of one warp request (1: none)
     barriers: int              # per work-group
     simt_efficiency: float     # the share of the warps' lanes active (1.0: no divergence)
+    atomics: float             # atomic read-modify-writes per work-item (global and local) ...
+    atomic_conflicts: float    # ... and lanes per warp atomic request waiting on another's
+    global_atomics: int        # lane operations on global memory in the traced work-group
     groups_per_launch: list[int]  # work-groups of every launch of this kernel
     truncated: bool
     sites: list[SiteSummary]
@@ -78,6 +81,7 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
     barrier_sites = [s.id for s in sites if s.kind == "barrier" and s.kernel == trace.kernel.name]
     barriers = int(np.isin(trace.site[first_lane], barrier_sites).sum())
     local = [s for s in summaries if s.site.space == "local"]
+    atomic = [s for s in summaries if s.site.atomic]
     # Every site a warp executes (memory access, barrier, branch taken: the instructions the
     # trace sees) counts as one instruction, weighted by the lanes of its warp, as profilers
     # average the active lanes per instruction executed.
@@ -96,6 +100,9 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         total("load", "local") / items, total("store", "local") / items,
         sum(s.bank_conflicts for s in local), max((s.worst_conflict for s in local), default=1),
         barriers, sum(s.active for s in simts) / lanes if lanes else 1.0,
+        sum(s.accesses for s in atomic) / items,
+        sum(s.same_address for s in atomic) / max(1, sum(s.requests for s in atomic)),
+        sum(s.accesses for s in atomic if s.site.space == "global"),
         list(trace.groups_per_launch), trace.truncated, summaries)
 
 
@@ -134,6 +141,15 @@ ROWS = [
 ]
 
 
+# Shown when a kernel combines with atomics (a histogram's): how many, and how often the lanes of
+# a warp combine into one element, which they do in turn.
+ATOMIC_ROWS = [
+    ("atomics per work-item", lambda c: _number(c.atomics)),
+    ("same-element lanes per warp atomic",
+     lambda c: _number(c.atomic_conflicts) if c.atomics else "–"),
+]
+
+
 def _prediction(c: KernelCosts) -> KernelPrediction:
     assert c.predicted is not None  # the predicted rows are shown for predicted kernels
     return c.predicted
@@ -165,7 +181,9 @@ def _rows(costs: list[KernelCosts]) -> list:
     predicted = [c.predicted for c in costs if c.predicted is not None]
     measured = [("measured on this device", _measured_row)] \
         if any(c.measured_ms is not None for c in costs) else []
-    return ROWS + (_predicted_rows(predicted[0].gpu.name) if predicted else []) + measured
+    atomics = ATOMIC_ROWS if any(c.atomics for c in costs) else []
+    return ROWS + atomics + (_predicted_rows(predicted[0].gpu.name) if predicted else []) \
+        + measured
 
 
 def _prediction_note(predicted: list[KernelPrediction]) -> str:

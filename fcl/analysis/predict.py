@@ -7,6 +7,7 @@ Per launch of g work-groups, each term is the time one resource of the GPU needs
     local    g × bank passes per group / (active SMs × clock)   (a pass: 32 banks × 4 B)
     issue    g × lane accesses per group / (32 × SIMT efficiency) / (active SMs × clock)
     barriers waves × barriers per group × BARRIER_CYCLES / clock
+    atomics  g × global atomic lane operations per group / (ATOMICS_PER_CLOCK × clock)
 
 and the launch takes the longest of them (the resources work at once), plus the launch overhead.
 Achievable bandwidth is Little's law: to keep bandwidth × latency bytes on their way, the
@@ -30,7 +31,12 @@ from fcl.analysis.occupancy import Occupancy, occupancy
 BARRIER_CYCLES = 50
 # Warp requests an SM's load/store units issue per clock (32 lanes' worth). An assumption.
 ISSUE_PER_CLOCK = 1
-TERMS = ("DRAM", "local memory", "issue", "barriers")
+# Atomic read-modify-writes the L2 cache completes per clock, the whole GPU: each lane's is one
+# operation, whether or not another lane of its warp combines into the same element (those take
+# turns). An assumption, as the profiles' are; a local atomic on an element another lane of the
+# request also combines into costs a pass of the banks more.
+ATOMICS_PER_CLOCK = 32
+TERMS = ("DRAM", "local memory", "issue", "barriers", "atomics")
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class KernelWork:
     lane_accesses: float      # loads and stores of all the work-group's work-items
     simt_efficiency: float    # 1.0: no lane of a warp ever idle
     barriers: int             # per work-group
+    global_atomics: float = 0  # atomic lane operations on global memory, per work-group
 
 
 @dataclass(frozen=True)
@@ -84,12 +91,14 @@ def kernel_work(costs, registers: int) -> KernelWork:
     phases = sum(s.requests * (WARP_SIZE // PHASE_LANES[ELEM_BYTES[s.site.elem]])
                  for s in local_sites)
     accesses = costs.global_loads + costs.global_stores + costs.local_loads + costs.local_stores
+    waiting = sum(s.same_address for s in local_sites)  # local atomics taking turns
     return KernelWork(
         costs.kernel, tuple(costs.groups_per_launch), costs.block_size, costs.local_bytes,
         registers,
         costs.load_sectors * costs.load_requests + costs.store_sectors * costs.store_requests,
-        costs.load_requests + costs.store_requests, phases + costs.bank_conflicts,
-        accesses * costs.block_size, costs.simt_efficiency, costs.barriers)
+        costs.load_requests + costs.store_requests, phases + costs.bank_conflicts + waiting,
+        accesses * costs.block_size, costs.simt_efficiency, costs.barriers,
+        costs.global_atomics)
 
 
 def predict_kernel(gpu: GPU, work: KernelWork) -> KernelPrediction:
@@ -128,6 +137,7 @@ def _launch_terms(gpu: GPU, work: KernelWork, resident: Occupancy,
         "local memory": groups * work.local_passes / sm_clocks,
         "issue": groups * issued / (ISSUE_PER_CLOCK * sm_clocks),
         "barriers": waves * work.barriers * BARRIER_CYCLES / gpu.clock_hz,
+        "atomics": groups * work.global_atomics / (ATOMICS_PER_CLOCK * gpu.clock_hz),
     }
 
 

@@ -90,6 +90,7 @@ class Site:
     index_expr: ir.Expr | None = field(default=None, compare=False)  # ... and as IL
     branch: str | None = None  # a branch's side: "then" or "else" of an if, or "loop" (body)
     condition: ir.Expr | None = field(default=None, compare=False)  # ... and what decides it
+    atomic: bool = False  # a store combining with the element atomically (a histogram's)
 
     @property
     def is_memory(self) -> bool:
@@ -302,7 +303,7 @@ class KernelPrinter(StmtVisitor):
         return c_expr(e, self._traced_load if self.trace else None, subscript, self.ranges)
 
     def _record(self, kind: str, array: ir.Var | None, index: ir.Expr | None,
-                span: Span | None) -> str:
+                span: Span | None, atomic: bool = False) -> str:
         """A call logging one access (or barrier) as a new site."""
         name = self.roots.get(array.name, array.name) if array is not None else None
         space = {"__global": "global", "__local": "local"}.get(self.spaces.get(name, "")) \
@@ -310,7 +311,8 @@ class KernelPrinter(StmtVisitor):
         index = plain(index) if index is not None else None  # as the program computes it
         index_text = c_expr(index, subscript=True) if index is not None else None
         site = Site(len(self.sites), self.kernel_name, kind, name, space,
-                    ir.elem_of(array) if array is not None else None, index_text, span, index)
+                    ir.elem_of(array) if array is not None else None, index_text, span, index,
+                    atomic=atomic)
         self.sites.append(site)
         logged = index_text or "0"
         if name in self.per_item:  # a slice of a pool: log the position in the pool
@@ -455,7 +457,8 @@ class KernelPrinter(StmtVisitor):
             self.line(f"{s.array.name}[{self.expr(s.index, True)}] = {value};", indent, s.span)
         name = self.roots.get(s.array.name, s.array.name)
         if self.trace and self.spaces.get(name) in ("__global", "__local"):
-            self.line(self._record("store", s.array, s.index, s.span) + ";", indent, None)
+            self.line(self._record("store", s.array, s.index, s.span, s.combine is not None)
+                      + ";", indent, None)
 
     def visit_StridedFor(self, s: StridedFor, indent: int) -> None:
         v = s.var.name

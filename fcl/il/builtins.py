@@ -17,6 +17,7 @@ from fcl.il.values import (
     elem_type,
     level_of,
 )
+from fcl.intmath import INT_MAX, INT_MIN
 from fcl.prelude import PRELUDE_NAME
 from fcl.types.types import TPush, Type, arg_type, result_type
 
@@ -80,6 +81,38 @@ def _checked_division(lw: Lowerer, op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:
     if isinstance(zero, ir.Const):
         return mk_bin(op, a, ir.Const(1, I) if zero.value else b, I)
     return mk_bin(op, a, ir.Select(zero, ir.Const(1, I), b, I), I)
+
+
+# Histograms of at most this many bins (of ints) combine in local memory first: a work-group
+# adds its chunk of the values into a sub-histogram of its own with local atomics, then adds
+# its bins that changed into the histogram with global atomics. Few bins hit by many values
+# contend less in a work-group's local memory than in the whole device's L2, and the global
+# atomics fall from one per value to one per bin and work-group.
+LOCAL_BINS = 1024
+VALUES_PER_ITEM = 8  # a work-group's chunk: this many values per work-item
+IDENTITY = {"add": 0, "min": INT_MAX, "max": INT_MIN}
+
+
+def _sub_histograms(lw: Lowerer, hist: ir.Var, count: ir.Expr, n: ir.Expr, combine: str,
+                    combine_into, i: ir.Var) -> None:
+    chunk = ir.Const(lw.block_size * VALUES_PER_ITEM, I)
+    g, t, u = lw.fresh("g", I), lw.fresh("t", I), lw.fresh("t", I)
+    sub = lw.fresh("sub", ir.ArrayType(I))
+    identity = ir.Const(IDENTITY[combine], I)
+    with lw.capture() as guarded:
+        combine_into(sub)
+    with lw.capture() as group:
+        lw.emit(ir.Alloc(sub, count, "block"))
+        lw.emit(ir.ParFor("block", t, count, [ir.Store(sub, t, identity)]))
+        lw.emit(ir.ParFor("block", u, chunk, [
+            ir.Declare(i, mk_bin("+", mk_bin("*", g, chunk, I), u, I)),
+            ir.If(mk_bin("<", i, n, B), guarded, [])]))
+        b = lw.fresh("b", I)
+        lw.emit(ir.ParFor("block", b, count, [
+            ir.If(mk_bin("!=", ir.Index(sub, b), identity, B),
+                  [ir.Store(hist, b, ir.Index(sub, b), combine=combine)], [])]))
+    groups = mk_bin("/", mk_bin("+", n, ir.Const(chunk.value - 1, I), I), chunk, I)
+    lw.emit(ir.Distribute("grid", g, groups, group))
 
 
 def _histogram_op(op, span) -> str:
@@ -196,10 +229,17 @@ def _array_builtins(lw: Lowerer, t: Type, span):
             lw.emit(ir.Alloc(hist, count, "grid"))
             b, i = lw.fresh("b", I), lw.fresh("i", I)
             lw.emit(ir.ParFor("grid", b, count, [ir.Store(hist, b, neutral)]))
-            with lw.capture() as body, lw.parallel(checks.GLOBAL, i):
-                at = lw.within(lw.declare("bin", indices.fn(i)), count, checks.BIN)
-                lw.emit(ir.Store(hist, at, values.fn(i), combine=combine))
-            lw.emit(ir.ParFor("grid", i, n, body))
+
+            def combine_into(target: ir.Var) -> None:  # work-item i's value into its bin
+                with lw.parallel(checks.GLOBAL, i):
+                    at = lw.within(lw.declare("bin", indices.fn(i)), count, checks.BIN)
+                    lw.emit(ir.Store(target, at, values.fn(i), combine=combine))
+            if isinstance(count, ir.Const) and count.value <= LOCAL_BINS and elem == I:
+                _sub_histograms(lw, hist, count, n, combine, combine_into, i)
+            else:
+                with lw.capture() as body:
+                    combine_into(hist)
+                lw.emit(ir.ParFor("grid", i, n, body))
             return Pull(count, lambda j: ir.Index(hist, j))
         return program(run)
 

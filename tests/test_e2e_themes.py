@@ -124,6 +124,18 @@ CONTRASTS = """(outputs, kinds) => {
     const walker = document.createTreeWalker(output, NodeFilter.SHOW_TEXT);
     for (let node; (node = walker.nextNode());) measure(node);
   }
+  // The colour bands pairing FCL lines with their OpenCL: each band's contrast with the page
+  // behind it, as [text, ratio, band colour, background, 'band'].
+  for (const output of outputs) {
+    for (const band of output.querySelectorAll('.fcl-band')) {
+      const box = band.getBoundingClientRect();
+      const centre = {x: box.left + box.width / 2, y: box.top + box.height / 2};
+      const back = background(band.parentElement, centre);
+      const tinted = over(rgba(getComputedStyle(band).backgroundColor), back);
+      found.push([band.textContent.trim().slice(0, 40), ratio(tinted, back), hex(tinted),
+                  hex(back), 'band']);
+    }
+  }
   return found;
 }"""
 
@@ -185,6 +197,16 @@ def test_every_output_is_readable_in_the_theme(lab, tmp_path, theme, light):
         finally:
             browser.close()
 
+    # The bands pairing FCL and OpenCL lines stand out from the page: in the dark theme as much
+    # as the light theme's faintest (contrast 1.03: a light tint over white is easy to see, a
+    # dark one over black is not, so the dark theme's tint is stronger and its bar must show).
+    bands = [row for row in found if row[4] == "band"]
+    found = [row for row in found if row[4] != "band"]
+    assert bands, "no colour bands in the %%opencl view"
+    least = 1.03 if light == "true" else 1.15
+    faint = sorted({(round(ratio, 2), tint, back) for _, ratio, tint, back, _ in bands
+                    if ratio < least})
+    assert not faint, f"bands under {theme} with contrast below {least}: {faint}"
     # Everything was measured: each kind of output has text in the page.
     kinds = {kind for *_, kind in found}
     assert kinds >= set(KINDS), f"no text found in {set(KINDS) - kinds}"

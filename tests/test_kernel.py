@@ -249,9 +249,12 @@ def test_opencl_view_colour_matches_lines(kernel):
     data = messages[-1]["content"]["data"]
     assert "__kernel void" in data["text/plain"]
     # The FCL line and its OpenCL share the first colour's tint.
-    assert data["text/html"].count("background:rgba(225,87,89,0.08)") >= 2
-    # Long OpenCL lines scroll in the view instead of being cut off at the output's edge.
-    assert data["text/html"].startswith("<div class='fcl-codeview-scroll' style='overflow:auto;")
+    assert data["text/html"].count("background:rgba(225,87,89,var(--fcl-band-tint,0.08))") >= 2
+    # Long OpenCL lines scroll in the view instead of being cut off at the output's edge; a
+    # dark theme gets stronger tints (tests/test_e2e_themes.py measures both).
+    style, view = data["text/html"].split("</style>", 1)
+    assert style.startswith("<style>body[data-jp-theme-light='false'] .fcl-codeview-scroll")
+    assert view.startswith("<div class='fcl-codeview-scroll' style='overflow:auto;")
     # A block-level tree: barriers between its steps for a GPU, one work-item's loops for a CPU.
     tree = ("val main = do<grid> { s <- generate 2 (fn b => do<block> { h <- forcePull<block>"
             " (generate 16 (fn i => b + i)) ; pushM<block> (generate 8 (fn i => index h i +"

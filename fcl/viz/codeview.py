@@ -20,6 +20,14 @@ SCROLL = "overflow:auto;max-width:100%;max-height:40em"
 PALETTE = ["225,87,89", "78,121,167", "89,161,79", "242,142,43", "176,122,161", "118,183,178",
            "237,201,72", "255,157,167", "156,117,95", "186,176,172"]
 TINT = 0.08
+# Over a dark background the same tint all but vanishes (a contrast of 1.05 with the page, where
+# the light theme's is 1.05-1.1, which the eye sees far better there): dark themes get a
+# stronger one. A style rule, since inline colours cannot ask the theme; where the front end
+# drops the rule (an untrusted notebook), the light tint remains.
+DARK_TINT = 0.15
+BAND_STYLE = ("<style>body[data-jp-theme-light='false'] .fcl-codeview-scroll, "
+              "body.vscode-dark .fcl-codeview-scroll "
+              f"{{ --fcl-band-tint: {DARK_TINT}; }}</style>")
 
 
 def side_by_side(fcl_source: str, opencl_source: str, line_table: list[tuple[int, Span]]) -> str:
@@ -43,7 +51,7 @@ def side_by_side(fcl_source: str, opencl_source: str, line_table: list[tuple[int
     row = "style='background:transparent'"
     # Long lines and long kernels scroll inside the view rather than being clipped by the
     # output area.
-    return (f"<div class='fcl-codeview-scroll' style='{SCROLL};color:{TEXT_COLOUR}'>"
+    return (f"{BAND_STYLE}<div class='fcl-codeview-scroll' style='{SCROLL};color:{TEXT_COLOUR}'>"
             f"<table class='fcl-codeview'><tr {row}><th {head}>FCL</th><th {head}>OpenCL</th></tr>"
             f"<tr {row}><td style='{style}'>{left}</td><td style='{style}'>{right}</td></tr>"
             "</table></div>")
@@ -58,7 +66,8 @@ def _cell_source_name(line_table: list[tuple[int, Span]], text: str) -> str | No
 
 
 def _row(number: int, text: str, colour: str | None, language: str) -> str:
-    pairing = (f"background:rgba({colour},{TINT});box-shadow:inset 3px 0 rgb({colour});"
-               if colour else "")
+    pairing = (f"background:rgba({colour},var(--fcl-band-tint,{TINT}));"
+               f"box-shadow:inset 3px 0 rgb({colour});" if colour else "")
+    band = " class='fcl-band'" if colour else ""
     code = highlight(text, _LEXERS[language], _FORMATTER).rstrip("\n") if text.strip() else " "
-    return f"<div style='{pairing}padding-left:6px'>{number:>3} {code}</div>"
+    return f"<div{band} style='{pairing}padding-left:6px'>{number:>3} {code}</div>"

@@ -109,6 +109,18 @@ bench: setup $(PROXY)
 	@sh tools/opencl_device.sh $(VENV)/bin/fcl --both
 	$(PY) -m bench.run $(BENCH_ARGS)
 
+# The course for a class (docs/teaching.md): every notebook with exercises as an nbgrader
+# assignment in build/teaching (source/, and release/, the student versions nbgrader generates
+# without the answers), and the answer keys in build/teaching/answers/.
+.PHONY: teaching
+teaching: setup
+	rm -rf build/teaching
+	mkdir -p build
+	$(PY) -m tools.teaching build/teaching > build/teaching.names
+	cd build/teaching && for a in $$(cat ../teaching.names); do \
+		../../$(PY) -m nbgrader generate_assignment $$a --log-level=WARN || exit 1; done
+	@echo "student versions in build/teaching/release, answer keys in build/teaching/answers"
+
 # Retake the README's pictures (docs/jupyterlab*.png) in JupyterLab: needs Chromium, like the
 # end-to-end test (test-setup installs it through apt where it can).
 .PHONY: screenshots

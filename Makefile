@@ -109,6 +109,13 @@ bench: setup $(PROXY)
 	@sh tools/opencl_device.sh $(VENV)/bin/fcl --both
 	$(PY) -m bench.run $(BENCH_ARGS)
 
+# Everything that needs a GPU, in one run, into build/gpu-report.json (bench/gpu_report.py): the
+# bench's tasks with predicted / measured, micro-benchmarks of the profile's assumed entries, the
+# notebooks' %%bench cells. On the first GPU; runs on a CPU's PoCL too (GPU_REPORT_ARGS=--quick).
+.PHONY: gpu-report
+gpu-report: setup
+	$(PY) -m bench.gpu_report $(GPU_REPORT_ARGS)
+
 # The course for a class (docs/teaching.md): every notebook with exercises as an nbgrader
 # assignment in build/teaching (source/, and release/, the student versions nbgrader generates
 # without the answers), and the answer keys in build/teaching/answers/.

@@ -1,5 +1,7 @@
 """bench/run.py's correctness check at tiny sizes: each FCL benchmark program computes what its
 hand-written OpenCL reference and numpy compute. Timings are the harness's business, not tests'."""
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from fcl.runtime.oclgrind import parse_reports
 from marks import slow_unless
 
 TASKS = [task.name for task in tasks(TINY, np.random.default_rng(0))]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -126,3 +129,27 @@ def test_planning_is_measured_planned_and_not(capsys):
     for r in rows:
         planned, unplanned = (int(r[k].replace(",", "")) for k in (5, 6))
         assert planned < unplanned
+
+
+@pytest.mark.slow  # 10-20 s: every task, the micro-benchmarks, notebook 5's %%bench cells
+def test_the_gpu_report_measures_tasks_calibration_and_notebook_cells(tmp_path):
+    # --quick: tiny sizes, on whatever device there is (PoCL here); the same code on a GPU.
+    from bench.gpu_report import bench_cells, main as report_main
+    out = tmp_path / "report.json"
+    assert report_main(["--quick", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [row["task"] for row in report["tasks"]] == TASKS
+    assert all(row["predicted_over_measured"] > 0 and row["fcl_ms"] > 0
+               for row in report["tasks"])
+    measured = report["calibration"]["measured"]
+    assert set(measured) == {"launch_overhead_us", "memory_latency_ns",
+                             "memory_bandwidth_bytes_per_s", "barrier_ns",
+                             "atomics_distinct_per_s", "atomics_one_element_per_s"}
+    assert all(value >= 0 for value in measured.values())
+    assert measured["memory_bandwidth_bytes_per_s"] > 0 and measured["launch_overhead_us"] > 0
+    assert report["calibration"]["profile_assumes"]["launch_overhead_us"] > 0
+    assert report["date"] and report["device"]
+    # The notebooks' %%bench cells, timed in the session of the cells before them.
+    cells = bench_cells(ROOT / "notebooks" / "05-reduction.ipynb", 1, None)
+    assert cells and all(c["median_ms"] > 0 for c in cells)
+    assert any("reduceFull addi 0 input" in c["source"] for c in cells)

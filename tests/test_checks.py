@@ -14,7 +14,7 @@ import fcl
 from bench.sizes import FULL
 from bench.tasks import compile_task, tasks
 from course import FCL_NOTEBOOKS, notebook_programs, small
-from fcl import pipeline
+from fcl import checks, pipeline
 from fcl.cli import main as cli_main
 from fcl.errors import FCLError, Source
 from fcl.interp.eval import RunConfig
@@ -210,7 +210,10 @@ def kernel_checks(compiled) -> list[str]:
 def test_no_check_is_left_in_the_kernels_of_the_benchmarks():
     for task in tasks(FULL, np.random.default_rng(0)):
         compiled = compile_task(task, FULL.block)
-        assert kernel_checks(compiled) == [], task.name
+        # A histogram's bins are the input's values: only the run can check them.
+        data = [f"kernel1_line7: {checks.BIN}{checks.where([checks.GLOBAL])}"] \
+            if task.fcl == "histogram.fcl" else []
+        assert kernel_checks(compiled) == data, task.name
         # The checks `take` makes of the inputs' lengths run once, on the host.
         assert any(isinstance(s, pipeline.ir.Fail) for s in pipeline.ir.walk(compiled.host))
 

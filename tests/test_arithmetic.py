@@ -382,3 +382,17 @@ def test_the_cli_keeps_compiler_notes_off_stderr(tmp_path):
     result = subprocess.run([sys.executable, "-m", "fcl", "run", "--unsafe", str(path)],
                             capture_output=True, text=True, timeout=120, env=env)
     assert "generated" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_nan_operand_of_mind_or_maxd_gives_the_other_everywhere():
+    # OpenCL's fmin and fmax: the interpreter and the constant folder agree with the device.
+    from runs import run_cl, run_interp
+    text = ("val main = forceAndPrintDouble 4 (push<grid> (generate 4 (fn i =>\n"
+            "  let nan = divd 0.0 (i2d (i - i)) in\n"
+            "  if i == 0 then mind nan 1.0 else if i == 1 then maxd 2.0 nan\n"
+            "  else if i == 2 then mind 3.0 nan else maxd nan nan)))\n")
+    expected = "[1.00000,2.00000,3.00000,nan]\n"
+    folded = text.replace("(i2d (i - i))", "0.0")
+    for program in (text, folded):
+        assert run_interp(program) == expected
+        assert run_cl(program)[0] == expected

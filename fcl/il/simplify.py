@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from fcl.il import ir
 from fcl.intmath import INT_MIN, d2i
 
@@ -58,7 +60,9 @@ def _mk_bin(op: str, left: ir.Expr, right: ir.Expr, t: str) -> ir.Expr:
             if folded is not None:
                 return ir.Const(folded, ir.INT)
         elif t == ir.DOUBLE and op in ("+", "-", "*", "min", "max"):
-            value = {"+": a + b, "-": a - b, "*": a * b, "min": min(a, b), "max": max(a, b)}[op]
+            # min and max as OpenCL's fmin and fmax: a NaN operand gives the other one.
+            value = {"+": a + b, "-": a - b, "*": a * b, "min": float(np.fmin(a, b)),
+                     "max": float(np.fmax(a, b))}[op]
             return ir.Const(float(value), ir.DOUBLE)
     if t == ir.INT:
         if op in ("+", "-", "|", "^", "<<", ">>") and _is_const(right, 0):

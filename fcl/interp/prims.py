@@ -60,7 +60,8 @@ SCALAR = {
     "mini": (np.minimum, False), "maxi": (np.maximum, False),
     "min": (np.minimum, False), "max": (np.maximum, False),
     "addd": (np.add, False), "subd": (np.subtract, False), "muld": (np.multiply, False),
-    "divd": (np.divide, False), "mind": (np.minimum, False), "maxd": (np.maximum, False),
+    # As OpenCL's fmin and fmax: a NaN operand gives the other one.
+    "divd": (np.divide, False), "mind": (np.fmin, False), "maxd": (np.fmax, False),
     "eqi": (np.equal, False), "neqi": (np.not_equal, False), "lti": (np.less, False),
     "lei": (np.less_equal, False), "gti": (np.greater, False), "gei": (np.greater_equal, False),
     "eqd": (np.equal, False), "ltd": (np.less, False), "led": (np.less_equal, False),

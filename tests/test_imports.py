@@ -90,7 +90,7 @@ def test_the_graph_sees_the_pipeline():
     assert {"fcl.il.lower", "fcl.steps", "fcl.backend"} <= graph["fcl.pipeline"]
     # The steps after lowering, listed in one place (fcl.steps); the back end runs its part of
     # them for either kind of device, then the printer.
-    assert {"fcl.il.passes", "fcl.il.unnest", "fcl.memory.inplace", "fcl.codegen.kernelize",
+    assert {"fcl.il.passes", "fcl.il.unnest", "fcl.memory.shortcircuit", "fcl.codegen.kernelize",
             "fcl.codegen.order", "fcl.codegen.tiles", "fcl.codegen.registers", "fcl.codegen.shape",
             "fcl.codegen.widen"} <= graph["fcl.steps"]
     assert {"fcl.steps", "fcl.codegen.emit"} <= graph["fcl.backend"]

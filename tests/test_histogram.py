@@ -139,14 +139,8 @@ val main = do<grid> {
 
 
 def test_few_bins_combine_in_local_memory_first_and_many_in_global_memory():
-    from fcl import pipeline
-    from runs import session_for
-
     def opencl(bins: int) -> str:
-        text = program(bins, "addi", "0", f"(i * 7) % {bins}", "1", 100000)
-        session = session_for(text)
-        return pipeline.compile_program(session, pipeline.main_root(session),
-                                        pipeline.CompileOptions()).source
+        return opencl_of(program(bins, "addi", "0", f"(i * 7) % {bins}", "1", 100000))
     few, many = opencl(256), opencl(5000)
     # 256 bins: each work-group's sub-histogram in local memory, then its bins that changed
     # added to the histogram: one global atomic per bin and work-group, not per value.
@@ -180,3 +174,32 @@ val main = do<grid> {
     assert rows["atomics per work-item"] == ["0", "1", "0", "1"]
     assert rows["same-element lanes per warp atomic"] == ["–", "0", "–", "31"]
     assert len(rows["predicted on generic GPU"]) == 4
+
+
+def test_double_bins_in_local_memory_keep_infinities_and_skip_nans():
+    # 3 bins: sub-histograms in local memory, starting from infinities; a NaN never wins, an
+    # infinity may, and a bin that gets only NaNs keeps the neutral element.
+    value = ("if i % 7 == 0 then divd 0.0 (i2d (i - i))"
+             " else if i == 5 then divd 1.0 (i2d (i - i))"
+             " else if i == 9 then divd (negated 1.0) (i2d (i - i)) else i2d ((i * 37) % 101)")
+    for op, combine in (("mind", np.fmin), ("maxd", np.fmax)):
+        text = program(3, op, "42.0", "if i % 7 == 0 then 2 else i % 2", value, 300,
+                       doubles=True)
+        assert "_double_local(&sub_" in opencl_of(text)
+        i = np.arange(300)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values = np.where(i % 7 == 0, np.nan, np.where(i == 5, np.inf, np.where(
+                i == 9, -np.inf, ((i * 37) % 101).astype(float))))
+        expected = numpy_histogram(3, combine, 42.0, np.where(i % 7 == 0, 2, i % 2), values,
+                                   np.float64)
+        assert same_everywhere(text) == "[" + ",".join(
+            "inf" if x == np.inf else "-inf" if x == -np.inf else f"{x:.5f}"
+            for x in expected) + "]\n"
+
+
+def opencl_of(text: str) -> str:
+    from fcl import pipeline
+    from runs import session_for
+    session = session_for(text)
+    return pipeline.compile_program(session, pipeline.main_root(session),
+                                    pipeline.CompileOptions()).source

@@ -129,22 +129,23 @@ INT_FUNCTIONS = {
 # until the element holds the smaller (larger) of the two. A NaN is never stored, as fmin and
 # fmax keep the other operand.
 _DOUBLE_ATOMIC = """\
-void fcl_atomic_{name}_double(volatile __global double* p, double v) {{
+void fcl_atomic_{name}_double{suffix}(volatile {space} double* p, double v) {{
     union {{ double d; ulong u; }} seen, next;
-    seen.u = atom_add((volatile __global ulong*)p, 0UL);  /* an atomic read */
+    seen.u = atom_add((volatile {space} ulong*)p, 0UL);  /* an atomic read */
     next.d = v;
     while ({better}) {{
-        ulong found = atom_cmpxchg((volatile __global ulong*)p, seen.u, next.u);
+        ulong found = atom_cmpxchg((volatile {space} ulong*)p, seen.u, next.u);
         if (found == seen.u) break;
         seen.u = found;
     }}
 }}"""
 ATOMIC_FUNCTIONS = {
-    f"fcl_atomic_{name}_double":
+    f"fcl_atomic_{name}_double{suffix}":
         "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n"
-        + _DOUBLE_ATOMIC.format(name=name, better=better)
+        + _DOUBLE_ATOMIC.format(name=name, better=better, suffix=suffix, space=space)
     for name, better in (("min", "v < seen.d || (isnan(seen.d) && !isnan(v))"),
-                         ("max", "v > seen.d || (isnan(seen.d) && !isnan(v))"))}
+                         ("max", "v > seen.d || (isnan(seen.d) && !isnan(v))"))
+    for suffix, space in (("", "__global"), ("_local", "__local"))}
 
 
 def _transparent(e: ir.Expr) -> bool:
@@ -449,8 +450,10 @@ class KernelPrinter(StmtVisitor):
         if ir.elem_of(s.array) == ir.BOOL:
             value = f"(uchar){value}"
         if s.combine is not None:  # OpenCL 1.1's atomics on ints, ours on doubles
-            double = "_double" if ir.elem_of(s.array) == ir.DOUBLE else ""
-            function = f"fcl_atomic_{s.combine}{double}" if double else f"atomic_{s.combine}"
+            local = "_local" if self.spaces.get(s.array.name) == "__local" else ""
+            double = ir.elem_of(s.array) == ir.DOUBLE
+            function = f"fcl_atomic_{s.combine}_double{local}" if double \
+                else f"atomic_{s.combine}"
             self.line(f"{function}(&{s.array.name}[{self.expr(s.index, True)}], {value});",
                       indent, s.span)
         else:

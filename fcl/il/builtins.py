@@ -83,22 +83,23 @@ def _checked_division(lw: Lowerer, op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:
     return mk_bin(op, a, ir.Select(zero, ir.Const(1, I), b, I), I)
 
 
-# Histograms of at most this many bins (of ints) combine in local memory first: a work-group
+# Histograms of at most this many bins combine in local memory first: a work-group
 # adds its chunk of the values into a sub-histogram of its own with local atomics, then adds
 # its bins that changed into the histogram with global atomics. Few bins hit by many values
 # contend less in a work-group's local memory than in the whole device's L2, and the global
 # atomics fall from one per value to one per bin and work-group.
 LOCAL_BINS = 1024
 VALUES_PER_ITEM = 8  # a work-group's chunk: this many values per work-item
-IDENTITY = {"add": 0, "min": INT_MAX, "max": INT_MIN}
+IDENTITY = {(I, "add"): 0, (I, "min"): INT_MAX, (I, "max"): INT_MIN,
+            (D, "min"): float("inf"), (D, "max"): float("-inf")}
 
 
-def _sub_histograms(lw: Lowerer, hist: ir.Var, count: ir.Expr, n: ir.Expr, combine: str,
-                    combine_into, i: ir.Var) -> None:
+def _sub_histograms(lw: Lowerer, hist: ir.Var, elem: str, count: ir.Expr, n: ir.Expr,
+                    combine: str, combine_into, i: ir.Var) -> None:
     chunk = ir.Const(lw.block_size * VALUES_PER_ITEM, I)
     g, t, u = lw.fresh("g", I), lw.fresh("t", I), lw.fresh("t", I)
-    sub = lw.fresh("sub", ir.ArrayType(I))
-    identity = ir.Const(IDENTITY[combine], I)
+    sub = lw.fresh("sub", ir.ArrayType(elem))
+    identity = ir.Const(IDENTITY[elem, combine], elem)
     with lw.capture() as guarded:
         combine_into(sub)
     with lw.capture() as group:
@@ -234,8 +235,8 @@ def _array_builtins(lw: Lowerer, t: Type, span):
                 with lw.parallel(checks.GLOBAL, i):
                     at = lw.within(lw.declare("bin", indices.fn(i)), count, checks.BIN)
                     lw.emit(ir.Store(target, at, values.fn(i), combine=combine))
-            if isinstance(count, ir.Const) and count.value <= LOCAL_BINS and elem == I:
-                _sub_histograms(lw, hist, count, n, combine, combine_into, i)
+            if isinstance(count, ir.Const) and count.value <= LOCAL_BINS:
+                _sub_histograms(lw, hist, elem, count, n, combine, combine_into, i)
             else:
                 with lw.capture() as body:
                     combine_into(hist)

@@ -203,3 +203,20 @@ def opencl_of(text: str) -> str:
     session = session_for(text)
     return pipeline.compile_program(session, pipeline.main_root(session),
                                     pipeline.CompileOptions()).source
+
+
+def test_memory_diagrams_show_atomics_and_the_lanes_that_take_turns(tmp_path, capsys):
+    from fcl.cli import main as cli_main
+    path = tmp_path / "h.fcl"
+    path.write_text("val main = do<grid> {\n"
+                    "  h <- histogram 4 addi 0 (generate 4096 (fn i => i % 4))"
+                    " (generate 4096 (fn i => 1)) ;\n"
+                    "  forceAndPrint 4 (push<grid> h)\n}\n")
+    assert cli_main(["memory", str(path)]) == 0
+    shown = capsys.readouterr().out
+    # 32 lanes on 4 bins of the sub-histogram: 28 wait, 8 on each bin.
+    assert "combines atomically into local sub_" in shown
+    assert "28 lanes wait on another's element (at most 8 on one)" in shown
+    # The merge: one lane per bin.
+    assert "combines atomically into global hist_" in shown
+    assert "0 lanes wait on another's element" in shown

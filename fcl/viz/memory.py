@@ -24,6 +24,7 @@ from fcl.analysis.access import (
     bank_words,
     check_warp,
     fit_lmad,
+    same_addresses,
     sectors,
     split_by_site,
 )
@@ -91,7 +92,8 @@ def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: in
 
 def _panel(trace: KernelTrace, accesses: SiteAccesses, warp: int, pitch: int | None) -> _Panel:
     site = accesses.site
-    verb = "reads" if site.kind == "load" else "writes"
+    verb = "reads" if site.kind == "load" else "combines atomically into" if site.atomic \
+        else "writes"
     where = f"line {site.span.line}" if site.span else "generated code"
     index, loops = formula(site.index_expr, trace.kernel) if site.index_expr is not None \
         else (site.index, [])
@@ -109,17 +111,27 @@ def _panel(trace: KernelTrace, accesses: SiteAccesses, warp: int, pitch: int | N
         summary = (f"warp {warp}'s first access: {lanes_in_warp} work-items, "
                    + (f"{worst}-way bank conflict ({len(conflicts)} bank"
                       f"{'s' * (len(conflicts) > 1)} hit by several words)"
-                      if conflicts else "no bank conflict"))
+                      if conflicts else "no bank conflict")) + _turns(accesses, first)
         return _Panel(accesses, title, summary, words, BANKS, first, conflicts, [], [])
     words = accesses.index.astype(np.int64)
     touched, ideal, lines = sectors(accesses.subset(first))
     summary = (f"warp {warp}'s first access: {lanes_in_warp} work-items touch {touched} "
                f"sector{'s' * (touched != 1)} of 32 bytes (ideal {ideal}) in {lines} "
-               f"line{'s' * (lines != 1)} of 128 bytes")
+               f"line{'s' * (lines != 1)} of 128 bytes") + _turns(accesses, first)
     columns = pitch or _default_pitch(accesses, trace.block_size)
     return _Panel(accesses, title, summary, words, columns, first, {},
                   _ranges(words[first], SECTOR_BYTES // accesses.elem_bytes),
                   _ranges(words[first], LINE_BYTES // accesses.elem_bytes))
+
+
+def _turns(accesses: SiteAccesses, first: np.ndarray) -> str:
+    """For an atomic: how many of the warp's lanes wait on an element another lane combines
+    into (they take turns)."""
+    if not accesses.site.atomic:
+        return ""
+    waiting, worst = same_addresses(accesses.subset(first))
+    return f"; {waiting} lane{'s' * (waiting != 1)} wait on another's element" + \
+        (f" (at most {worst} on one)" if worst > 1 else "")
 
 
 def _ranges(words: np.ndarray, per_unit: int) -> list[tuple[int, int]]:

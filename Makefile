@@ -125,7 +125,8 @@ teaching: setup
 	mkdir -p build
 	$(PY) -m tools.teaching build/teaching > build/teaching.names
 	cd build/teaching && for a in $$(cat ../teaching.names); do \
-		../../$(PY) -m nbgrader generate_assignment $$a --log-level=WARN || exit 1; done
+		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ../../$(PY) -m nbgrader generate_assignment $$a \
+		--log-level=WARN || exit 1; done
 	@echo "student versions in build/teaching/release, answer keys in build/teaching/answers"
 
 # Retake the README's pictures (docs/jupyterlab*.png) in JupyterLab: needs Chromium, like the

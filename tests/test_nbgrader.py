@@ -28,7 +28,10 @@ ANSWERS = {
 
 def nbgrader(course: Path, *args: str) -> str:
     """Run the nbgrader command in the course, with the FCL kernelspec on JUPYTER_PATH."""
-    env = {**os.environ, "JUPYTER_PATH": str(write_kernel_spec(course.parent / "jupyter"))}
+    # nbgrader's gradebook runs the `alembic` command, found on PATH beside this Python, as in
+    # an activated environment.
+    env = {**os.environ, "JUPYTER_PATH": str(write_kernel_spec(course.parent / "jupyter")),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
     done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -40,11 +43,7 @@ def cell(nb, grade_id: str):
 
 
 @pytest.mark.slow  # three notebooks executed by nbgrader, each in a fresh kernel: 20 to 40 s
-def test_nbgrader_hides_the_solution_and_scores_value_and_budget(tmp_path, monkeypatch):
-    # nbgrader's gradebook runs the `alembic` command, found on PATH beside this Python, as in
-    # an activated environment.
-    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent),
-                                                os.environ["PATH"]]))
+def test_nbgrader_hides_the_solution_and_scores_value_and_budget(tmp_path):
     course = tmp_path / "course"
     shutil.copytree(COURSE, course)
     nbgrader(course, "generate_assignment", "ps1")

@@ -55,12 +55,7 @@ def test_the_student_versions_have_no_answers(course):
 
 
 @pytest.mark.slow  # three submissions of notebook 1 executed by nbgrader: 20 to 60 s
-def test_notebook_one_is_autograded_right_wrong_and_over_budget(course, monkeypatch):
-    import os
-    import sys
-    from pathlib import Path
-    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent),
-                                                os.environ["PATH"]]))
+def test_notebook_one_is_autograded_right_wrong_and_over_budget(course):
     out, _ = course
     nbgrader(out, "generate_assignment", "01", "--force")
     released = nbformat.read(out / "release" / "01" / "01.ipynb", as_version=4)

@@ -34,7 +34,7 @@ from fcl.codegen.emit import FP64, MEMORY_TYPES
 from fcl.codegen.kernel import Compiled, nearest_span
 from fcl.errors import FCLError, Span
 from fcl.il import ir
-from fcl.il.traverse import stmt_exprs, sub_exprs
+from fcl.il.traverse import expr_reads, stmt_exprs
 from fcl.runtime.device import DTYPES, Device, DeviceBuffer, build
 from fcl.runtime.oclgrind_icd import loader_environment
 
@@ -189,7 +189,7 @@ def read_sites(host: list[ir.Stmt]) -> list[tuple[object, Span | None]]:
         if isinstance(s, ir.Result):
             sites += [(r, s.span) for r in _array_results(s.value)]
         for e in stmt_exprs(s):
-            sites += [(read, s.span) for read in _element_reads(e)]
+            sites += [(read, s.span) for read in expr_reads(e)]
     return sites
 
 
@@ -199,13 +199,6 @@ def _array_results(value) -> Iterator[ir.ArrayResult]:
     elif isinstance(value, tuple):
         for v in value:
             yield from _array_results(v)
-
-
-def _element_reads(e: ir.Expr) -> Iterator[ir.Index]:
-    if isinstance(e, ir.Index):
-        yield e
-    for part in sub_exprs(e):
-        yield from _element_reads(part)
 
 
 class ReadProbes:

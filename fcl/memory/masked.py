@@ -11,6 +11,7 @@ two arrays are alike, and nothing reads `inp`'s old elements afterwards.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypeGuard
 
 from fcl.il import ir
 from fcl.il.traverse import expr_reads, names, stmt_exprs
@@ -42,18 +43,19 @@ def masked_parts(s: ir.Stmt) -> tuple[ir.ParFor, list[ir.Stmt], ir.Store, ir.Var
     kernel, prefix, store = found
     e = kernel.var.name
     kept = {leaf.array.name: leaf.array for leaf, _ in paths(store.value)
-            if isinstance(leaf, ir.Index) and _own(leaf, e)}
+            if own_element(leaf, e)}
     kept.pop(store.array.name, None)
     if len(kept) != 1:
         return None
     inp = next(iter(kept.values()))
-    if all(isinstance(leaf, ir.Index) and _own(leaf, e) and leaf.array.name == inp.name
+    if all(own_element(leaf, e) and leaf.array.name == inp.name
            for leaf, _ in paths(store.value)):
         return None  # a copy, no update
     return kernel, prefix, store, inp
 
 
-def _own(leaf: ir.Expr, e: str) -> bool:
+def own_element(leaf: ir.Expr, e: str) -> TypeGuard[ir.Index]:
+    """Whether leaf reads an array at the kernel's own index e."""
     return isinstance(leaf, ir.Index) and isinstance(leaf.index, ir.Var) \
         and leaf.index.name == e
 
@@ -69,7 +71,7 @@ def why_not_masked(kernel: ir.ParFor, prefix: list[ir.Stmt], store: ir.Store,
         for read in expr_reads(x):
             if read.array.name == out.name:
                 return f"the step reads {out.name}, which it writes"
-            if read.array.name == inp.name and not _own(read, e):
+            if read.array.name == inp.name and not own_element(read, e):
                 return f"an update reads {inp.name}[{ir.show_expr(read.index)}], not only " \
                        f"its own element, and the elements changed are no range to prove " \
                        f"it apart from"
@@ -85,7 +87,7 @@ def mask(value: ir.Expr, inp: str, e: str) -> ir.Expr:
                 return then
             return value.cond if then.value else ir.Un("not", value.cond, BOOL)
         return ir.Select(value.cond, then, else_, BOOL)
-    kept = _own(value, e) and value.array.name == inp  # type: ignore[attr-defined]
+    kept = own_element(value, e) and value.array.name == inp
     return ir.Const(not kept, BOOL)
 
 

@@ -33,8 +33,8 @@ def remove_copies(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
                 stmts = changed
                 continue  # the same position holds the next statement
             updated = update_in_place(stmts, p, tried)
-            if updated is None:
-                updated = _masked_instead(stmts, p, tried)
+            if updated is None and not any(d.kind == "update" for d in tried):
+                updated = update_masked(stmts, p, tried)  # the elements changed are no range
             # A step updated in place was no copy to short-circuit: only the update is noted.
             _keep(notes, [d for d in tried if d.done or updated is None or d.kind == "update"])
             if updated is not None:
@@ -51,18 +51,6 @@ def remove_copies(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
                 stmts = looped
         p += 1
     return stmts
-
-
-def _masked_instead(stmts: list[ir.Stmt], p: int, tried: list[Decision]
-                    ) -> list[ir.Stmt] | None:
-    """The step written in place under a mask where its elements are no range; the mask's
-    decision replaces the range's when it is done or says more."""
-    masked: list[Decision] = []
-    updated = update_masked(stmts, p, masked)
-    no_range = [d for d in tried if d.kind == "update" and "not a range" in d.why]
-    if updated is not None or no_range or not any(d.kind == "update" for d in tried):
-        tried[:] = [d for d in tried if d.kind != "update"] + masked
-    return updated
 
 
 def _keep(notes: Notes, decisions: list[Decision]) -> None:

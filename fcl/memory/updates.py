@@ -37,7 +37,7 @@ from fcl.memory.copies import (
     shift,
 )
 from fcl.memory.decisions import Decision, Notes, at_line, copied_bytes, note
-from fcl.memory.masked import reads_before, step_kernel, update_loop_masked
+from fcl.memory.masked import own_element, reads_before, step_kernel, update_loop_masked
 
 INT = ir.INT
 
@@ -51,8 +51,7 @@ def update_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt]
     assert isinstance(kernel.bound, ir.Const)
     bound = int(kernel.bound.value)
     every = cases(store.value, e, bound)
-    same = [c for c in every if isinstance(c.value, ir.Index) and c.value.array.name != out.name
-            and isinstance(c.value.index, ir.Var) and c.value.index.name == e]
+    same = [c for c in every if own_element(c.value, e) and c.value.array.name != out.name]
     if not same or len({c.value.array.name for c in same}) != 1:  # type: ignore[attr-defined]
         return None
     inp = same[0].value.array  # type: ignore[attr-defined]
@@ -60,6 +59,8 @@ def update_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt]
     known = allocs(stmts[:p])
     if not changed or inp.name not in known or out.name not in known:
         return None
+    if any(c.interval is None for c in changed):
+        return None  # no range of elements: masked.py writes them under a mask if it may
     inp_alloc, out_alloc = stmts[known[inp.name]], stmts[known[out.name]]
     assert isinstance(inp_alloc, ir.Alloc) and isinstance(out_alloc, ir.Alloc)
     why = _cannot_update(stmts, p, kernel, store, inp, out, changed, inp_alloc, out_alloc)
@@ -88,8 +89,6 @@ def _cannot_update(stmts: list[ir.Stmt], p: int, kernel: ir.ParFor, store: ir.St
                                      and inp_alloc.size.value == out_alloc.size.value
                                      == kernel.bound.value):  # type: ignore[attr-defined]
         return f"{inp.name} and {out.name} are not arrays of the same length as the step"
-    if any(c.interval is None for c in changed):
-        return f"the elements changed are not a range of the step's index {e}"
     written = [LMAD(lo, ((hi - lo, 1),)) for lo, hi in (c.interval for c in changed)  # type: ignore[misc]
                if hi > lo]
     for case in changed:
@@ -185,8 +184,7 @@ def _update_range(loop: ir.SeqFor | ir.While, before: list[ir.Stmt],
     e = kernel.var.name
     leaves = paths(store.value)
     changed = [(leaf, conds) for leaf, conds in leaves
-               if not (isinstance(leaf, ir.Index) and leaf.array.name == cur.name
-                       and isinstance(leaf.index, ir.Var) and leaf.index.name == e)]
+               if not (own_element(leaf, e) and leaf.array.name == cur.name)]
     if len(changed) != 1 or len(changed) == len(leaves):
         return None
     leaf, conds = changed[0]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from fcl.errors import FCLError, Span
+
 T = TypeVar("T")
 
 INDEX = "index {} is out of bounds for an array of length {}"
@@ -37,6 +39,18 @@ HISTOGRAM_OP_ERROR = ("histogram combines bins with addi, mini, maxi, mind or ma
 HISTOGRAM_ADDD_HINT = ("a sum of doubles depends on the order of its additions, which a "
                        "device's atomics do not fix; add ints (e.g. scaled with d2i), or "
                        "use mind or maxd")
+
+
+def histogram_combine(operator: str | None, span: Span | None) -> str:
+    """What a device does atomically for a histogram's operator (a builtin's name, None for a
+    function of the program's); an error where it has no atomic, the same on every back end."""
+    if operator not in HISTOGRAM_OPS:
+        shown = f"`{operator}`" if operator is not None else "a function of the program's"
+        raise FCLError(HISTOGRAM_OP_ERROR.format(shown), span,
+                       [HISTOGRAM_ADDD_HINT] if operator == "addd" else [])
+    return HISTOGRAM_OPS[operator]
+
+
 GROWN = ("a loop step produced an array of length {}, larger than the initial one of length {} "
          "(while and power never grow arrays)")
 

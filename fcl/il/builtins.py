@@ -116,16 +116,6 @@ def _sub_histograms(lw: Lowerer, hist: ir.Var, elem: str, count: ir.Expr, n: ir.
     lw.emit(ir.Distribute("grid", g, groups, group))
 
 
-def _histogram_op(op, span) -> str:
-    """What a device does atomically for the histogram's operator (checks.HISTOGRAM_OPS)."""
-    name = op.name if isinstance(op, Prim) and not op.args else None
-    if name not in checks.HISTOGRAM_OPS:
-        shown = f"`{name}`" if name is not None else "a function of the program's"
-        raise FCLError(checks.HISTOGRAM_OP_ERROR.format(shown), span,
-                       [checks.HISTOGRAM_ADDD_HINT] if name == "addd" else [])
-    return checks.HISTOGRAM_OPS[name]
-
-
 def _powi(lw: Lowerer, base: ir.Expr, exponent: ir.Expr) -> ir.Expr:
     if lw.checks:
         lw.fail(mk_bin("<", exponent, ir.Const(0, I), B), checks.POWI_NEGATIVE, [exponent])
@@ -219,7 +209,8 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         elem = elem_type(result_type(t))
 
         def run():
-            combine = _histogram_op(op, lw.user_span())
+            name = op.name if isinstance(op, Prim) and not op.args else None
+            combine = checks.histogram_combine(name, lw.user_span())
             count = lw.declare("bins", bins)
             n = lw.declare("n", indices.length)
             if lw.checks:

@@ -282,23 +282,12 @@ def _read_int_csv(interp, t, span, ctx, path):
     return Program(run)
 
 
-# What each histogram operator does to its bins, in the input's order: ints wrap as on a
-# device; doubles as OpenCL's fmin and fmax (and the atomic compare-and-swap loops of
-# fcl.codegen.emit), keeping a number over a NaN.
-HISTOGRAM = {"add": np.add, "min": np.minimum, "max": np.maximum}
-HISTOGRAM_DOUBLES = {"min": np.fmin, "max": np.fmax}
-
-
 def _histogram(interp, t, span, ctx, bins, op, neutral, indices, values):
     name = op.name if isinstance(op, Primitive) and not op.args else None
     dtype = _elem_dtype(result_type(t))
 
     def run(lanes, it):
-        if name not in checks.HISTOGRAM_OPS:  # located, as on OpenCL, at the program's call
-            shown = f"`{name}`" if name is not None else "a function of the program's"
-            raise FCLError(checks.HISTOGRAM_OP_ERROR.format(shown), span,
-                           [checks.HISTOGRAM_ADDD_HINT] if name == "addd" else [])
-        combine = checks.HISTOGRAM_OPS[name]
+        checks.histogram_combine(name, span)  # located, as on OpenCL, at the program's call
         count, n = _host_int(bins, lanes), _host_int(indices.length, lanes)
         if count < 0:
             raise FCLError(checks.NEGATIVE.format(count), span)
@@ -316,10 +305,12 @@ def _histogram(interp, t, span, ctx, bins, op, neutral, indices, values):
         value = values.fn(k, items)
         it.faults.end_round()
         it.faults.raise_first()
-        where = lift_full(at, items, np.int64)
-        table = HISTOGRAM_DOUBLES if dtype == np.float64 else HISTOGRAM
+        # In the input's order, with the operator's own function: ints wrap as on a device,
+        # mind and maxd keep a number over a NaN as fmin and fmax do.
+        combine = SCALAR[str(name)][0]  # str: histogram_combine refused None above
+        assert isinstance(combine, np.ufunc)
         with np.errstate(over="ignore"):
-            table[combine].at(hist, where, lift_full(value, items, dtype))
+            combine.at(hist, lift_full(at, items, np.int64), lift_full(value, items, dtype))
         return Buffer(hist, np.int64(0), np.int32(count))
     return Program(run)
 

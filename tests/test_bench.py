@@ -112,6 +112,7 @@ def test_chunked_scan_is_the_originals_scan():
     assert np.array_equal(scanned[20:24], np.cumsum(values[16:24])[4:])
 
 
+@pytest.mark.slow  # 10-30 s: five programs built planned and not, traced for the GPU model
 def test_planning_is_measured_planned_and_not(capsys):
     # --tiny: each program's result matches numpy planned and unplanned (measure_planning raises
     # otherwise); planning removes a kernel and lowers the memory allocated.

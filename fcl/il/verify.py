@@ -180,10 +180,10 @@ class Verifier(StmtVisitor):
         self.declare(s.var)
         self.known(s.var, s.init)
 
-    def known(self, var: ir.Var, value: ir.Expr | None) -> None:
-        """What var can hold: value's range (a loop's variable: [0, bound)), if known."""
-        if self.assigned is None or var.name in self.assigned or value is None \
-                or var.type != INT:
+    def known(self, var: ir.Var, value: ir.Expr) -> None:
+        """What a variable declared once can hold: its value's range, if known (an assigned
+        variable is never recorded: its range is not its first value's)."""
+        if self.assigned is None or var.name in self.assigned or var.type != INT:
             return
         found = interval(value, self.ranges)
         if found is not None:
@@ -191,7 +191,6 @@ class Verifier(StmtVisitor):
 
     def visit_Assign(self, s: ir.Assign, where: Where) -> None:
         self.expect(s.value, self.use(s.var), f"the value assigned to `{s.var.name}`")
-        self.ranges.pop(s.var.name, None)  # no longer one value's range
 
     def visit_Alloc(self, s: ir.Alloc, where: Where) -> None:
         self.expect(s.size, INT, "an allocation's size")

@@ -25,7 +25,7 @@ import sys
 
 from fcl import __version__, pipeline
 from fcl.analysis.gpu import DEFAULT_GPU, gpu_names
-from fcl.defaults import BLOCK_SIZE
+from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.errors import FCLError, Source
 from fcl.explain import explain
 from fcl.il.ir import show_stmts
@@ -137,6 +137,8 @@ class _ListSteps(argparse.Action):
 def _compile_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--block-size", type=int, default=BLOCK_SIZE, metavar="N",
                      help=f"work-group size, the value of #BlockSize (default {BLOCK_SIZE})")
+    cmd.add_argument("--warp-size", type=int, default=WARP_SIZE, metavar="N",
+                     help=f"lanes of a warp, the value of #WarpSize (default {WARP_SIZE})")
     cmd.add_argument("--unsafe", action="store_true",
                      help="no run-time checks (indices, divisors, lengths): a faulty program may "
                           "then print garbage instead of an error at its FCL location")
@@ -151,10 +153,13 @@ def _compile_options(cmd: argparse.ArgumentParser) -> None:
 def _compile_options_of(args):
     if args.block_size < 1:
         raise FCLError(f"the block size must be positive, not {args.block_size}")
+    if args.warp_size < 1:
+        raise FCLError(f"the warp size must be positive, not {args.warp_size}")
     return pipeline.CompileOptions(args.block_size, not args.unsafe,
                                    verify_il=getattr(args, "verify_il", False),
                                    target=args.target or "auto",
-                                   short_circuit=not args.no_short_circuit)
+                                   short_circuit=not args.no_short_circuit,
+                                   warp_size=args.warp_size)
 
 
 def _explain_options(cmd: argparse.ArgumentParser) -> None:
@@ -246,7 +251,8 @@ def _run_or_compile(args, session: Session) -> int:
     backend = choose_backend(args.backend, args.device, asked_as="`--backend opencl`",
                              note=lambda text: print(text, file=sys.stderr, flush=True))
     if backend == "interp":
-        pipeline.run_interpreter(session, root, RunConfig(block_size=args.block_size))
+        config = RunConfig(block_size=args.block_size, warp_size=args.warp_size)
+        pipeline.run_interpreter(session, root, config)
     else:
         pipeline.run_opencl(session, root, options, device=args.device)
     return 0

@@ -37,7 +37,7 @@ from pygments.token import (
 )
 
 from fcl.syntax.lexer import KEYWORDS, SOFT_KEYWORDS
-from fcl.syntax.parser import CONCRETE_LEVEL_NAMES
+from fcl.syntax.parser import LEVEL_WORDS
 from fcl.types.builtins import BUILTINS
 
 __all__ = ["FCLLexer", "ThemedStyle", "TEXT_COLOUR", "highlight_html", "theme_colour"]
@@ -50,7 +50,7 @@ _LEVEL_LIST_REST = rf"\s*(?:{_LEVEL}\s*(?:,\s*{_LEVEL}\s*)*)?>"
 _TYPE_WORDS = {"int", "double", "bool", "char", "unit", "string", "Program"}
 _WORD_TOKENS = {
     **dict.fromkeys(BUILTINS, Name.Builtin),
-    **{word: Keyword for word in (*KEYWORDS, *SOFT_KEYWORDS) if word not in CONCRETE_LEVEL_NAMES},
+    **{word: Keyword for word in (*KEYWORDS, *SOFT_KEYWORDS) if word not in LEVEL_WORDS},
     **dict.fromkeys(_TYPE_WORDS, Keyword.Type),
     "true": Keyword.Constant,
     "false": Keyword.Constant,
@@ -62,7 +62,7 @@ def _word(lexer, match):
 
 
 def _level(lexer, match):
-    kind = Keyword.Pseudo if match.group() in CONCRETE_LEVEL_NAMES else Name.Variable
+    kind = Keyword.Pseudo if match.group() in LEVEL_WORDS else Name.Variable
     yield match.start(), kind, match.group()
 
 

@@ -13,6 +13,7 @@ from fcl.syntax import ast
 from fcl.types.infer import substitute_level
 from fcl.types.types import (
     INT,
+    WARP,
     Level,
     Scheme,
     TArrow,
@@ -23,6 +24,7 @@ from fcl.types.types import (
     TPush,
     Type,
     chase,
+    is_warp,
     level_depth,
     level_of_depth,
     map_type,
@@ -146,19 +148,21 @@ def _copy(e: ast.Expr) -> ast.Expr:
 
 
 def _default_level(level: Level) -> Level:
-    return level_of_depth(level_depth(level)[0])
+    """The concrete level: an unsolved variable defaults to thread."""
+    return WARP if is_warp(level) else level_of_depth(level_depth(level)[0])
 
 
 THREAD, BLOCK, GRID = 0, 1, 2  # level_number's numbers
 
 
 def level_number(level: Level) -> int:
-    """THREAD (0), BLOCK (1) or GRID (2): levels are concrete after monomorphization."""
+    """THREAD (0), BLOCK (1) or GRID (2): levels are concrete after monomorphization. The warp
+    level's number is THREAD's: its lanes are run by one work-item, in turn (fcl.il.lower)."""
     return level_depth(level)[0]
 
 
 def encode_level(level: Level) -> str:
-    return "S" * level_number(level) + "Z"
+    return "W" if is_warp(level) else "S" * level_number(level) + "Z"
 
 
 def encode(t: Type) -> str:

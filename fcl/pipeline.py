@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from fcl import backend
 from fcl.codegen.kernel import Compiled
 from fcl.deep import compiler_stage, depth_guard, on_big_stack
-from fcl.defaults import BLOCK_SIZE
+from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.errors import FCLError
 from fcl.hostio import Writer
 from fcl.il import ir
@@ -59,6 +59,7 @@ class CompileOptions:
     # Arrays sharing blocks (fcl.memory.blocks); off under Oclgrind, whose reports of elements
     # read before they are written a reused block would hide.
     share_blocks: bool = True
+    warp_size: int = WARP_SIZE  # the value of #WarpSize
 
 
 def main_root(session: Session) -> ast.Expr:
@@ -106,7 +107,7 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
     lowered IL (step "lower") and the program after each step (fcl.steps)."""
     options = options or CompileOptions()
     with _depth_guard(root, "to compile"), ir.key_scope():
-        lowerer = Lowerer(make_primitive, options.block_size, options.checks)
+        lowerer = Lowerer(make_primitive, options.block_size, options.checks, options.warp_size)
         il = lowerer.lower(mono_program(session, root), options.keep_result, entry)
         observers = _observers(options, observe)
         if observers is not None:

@@ -152,6 +152,45 @@ def map_push_expected() -> str:
                  ints(sums), ints(k * (b + 1) for b in range(2) for k in range(4)))
 
 
+def tree_reduce(f, xs):
+    """The warp level's reduction order: lane i takes lane i + d's value, d = 1, 2, 4, ..."""
+    lanes, d = list(xs), 1
+    while d < len(lanes):
+        lanes = [f(x, lanes[i + d]) if i % (2 * d) == 0 and i + d < len(lanes) else x
+                 for i, x in enumerate(lanes)]
+        d *= 2
+    return lanes[:1]
+
+
+def tree_scan(f, xs):
+    """The warp level's scan order (Hillis and Steele): lane i takes lane i - d's value."""
+    lanes, d = list(xs), 1
+    while d < len(lanes):
+        lanes = [f(lanes[i - d], x) if i >= d else x for i, x in enumerate(lanes)]
+        d *= 2
+    return lanes
+
+
+def warp_expected() -> str:
+    xs = [i * 7 % 13 for i in range(256)]
+    per_warp = []
+    for w in range(8):
+        lane = xs[32 * w:32 * w + 32]
+        per_warp += [sum(lane), tree_scan(operator.add, lane)[31], lane[6 ^ 1], lane[1],
+                     lane[30], lane[5], sum(x % 3 == 0 for x in lane), int(any(x > 100 for x in lane)),
+                     int(all(x >= 0 for x in lane)), lane[0]]
+    squares = [i * i % 1000 for i in range(1024)]
+    sums = [sum(squares[256 * b:256 * b + 256]) for b in range(4)]
+    ds = [1.0e16 if i % 4 == 0 else -1.0e16 if i % 4 == 2 else float(i) for i in range(64)]
+    orders = []
+    for w in range(2):
+        lane = ds[32 * w:32 * w + 32]
+        orders += [tree_reduce(operator.add, lane)[0], lane[-1], lane[0],
+                   tree_reduce(operator.add, lane[:5])[0], tree_scan(operator.add, lane[:5])[4]]
+    return lines(ints(per_warp), ints(sums), doubles(orders), ints([32]),
+                 ints([0, 0, 1, 2, 2, 3]))
+
+
 def interleave_expected() -> str:
     columns = scatter(12, ((4 * j + b, 10 * b + j) for b in range(4) for j in range(3)))
     strided = scatter(32, ((16 * b + 15 - (8 * k + t), 100 * b + 10 * t + k)
@@ -343,6 +382,7 @@ EXPECTED = {
     "interleave.fcl": interleave_expected,
     "interleaveSeq.fcl": interleave_seq_expected,
     "seqfor.fcl": seqfor_expected,
+    "warp.fcl": warp_expected,
     "power.fcl": power_expected,
     "while.fcl": while_expected,
     "forceAndPrint.fcl": lambda: lines(ints((i - 2) * 1000000 for i in range(6)),

@@ -54,6 +54,8 @@ def make_primitive(lw: Lowerer, name: str, t: Type, span):
         return Prim(name, 1, lambda a: mk_un(op, a, result))
     if name == "#BlockSize":
         return ir.Const(lw.block_size, I)
+    if name == "#WarpSize":
+        return ir.Const(lw.warp_size, I)
     if name == "powi":
         return Prim(name, 2, lambda b, e: _powi(lw, b, e))
     table = _array_builtins(lw, t, span)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from fcl import checks
-from fcl.defaults import BLOCK_SIZE
+from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.il import ir
@@ -45,9 +45,9 @@ PrimitiveMaker = Callable[["Lowerer", str, Type, "Span | None"], object]
 
 class Lowerer:
     def __init__(self, primitive: PrimitiveMaker, block_size: int = BLOCK_SIZE,
-                 checks: bool = True):
+                 checks: bool = True, warp_size: int = WARP_SIZE):
         self.make_primitive = primitive
-        self.block_size = block_size
+        self.block_size, self.warp_size = block_size, warp_size
         self.checks = checks
         # The parallel loops around the code being lowered, innermost last, as (kind, index
         # variable): a failing check names where it happened by them (fcl.checks).

@@ -13,7 +13,7 @@ import numpy as np
 
 from fcl import checks
 from fcl.deep import depth_guard
-from fcl.defaults import BLOCK_SIZE
+from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.hostio import Writer
@@ -51,6 +51,7 @@ class RunConfig:
     block_size: int = BLOCK_SIZE
     out: Writer = field(default_factory=lambda: sys.stdout)
     err: Writer = field(default_factory=lambda: sys.stderr)
+    warp_size: int = WARP_SIZE
 
 
 class Interpreter:

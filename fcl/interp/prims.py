@@ -101,6 +101,8 @@ def make_primitive(name: str, t: Type, span, interp):
         return Primitive(name, 1, lambda ctx, sp, a: elementwise(fn, a, ctx=ctx))
     if name == "#BlockSize":
         return np.int32(interp.config.block_size)
+    if name == "#WarpSize":
+        return np.int32(interp.config.warp_size)
     if name == "powi":
         return Primitive(name, 2, _powi)
     impl = ARRAY.get(name)

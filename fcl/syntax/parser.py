@@ -27,6 +27,8 @@ BINARY_BUILTINS = {
 }
 DECL_KEYWORDS = {"SIG", "FUN", "VAL"}
 CONCRETE_LEVEL_NAMES = {"thread", "block", "grid", "Z"}
+# The original's programs may name a level variable `warp`: it then stands for that variable.
+LEVEL_WORDS = CONCRETE_LEVEL_NAMES | {"warp"}
 
 
 class _TokenPassThrough(LarkLexer):
@@ -236,8 +238,8 @@ def _level_list_error(source: Source, tokens: list[Token], opener: Token) -> FCL
     while True:
         while i + 1 < len(tokens) and tokens[i].type == "INT" and tokens[i + 1].type == "PLUS":
             if tokens[i].value != 1:
-                return FCLError("only `1+` can be added to a level (levels are thread, block, "
-                                "grid)", _tok_span(source, tokens[i]))
+                return FCLError("only `1+` can be added to a level (levels are thread, warp, "
+                                "block, grid)", _tok_span(source, tokens[i]))
             i += 2
         if i == len(tokens) or tokens[i].type not in NAME_TOKENS:
             break
@@ -246,7 +248,7 @@ def _level_list_error(source: Source, tokens: list[Token], opener: Token) -> FCL
             written = source.text[opener.start_pos:tokens[i - 1].end_pos]
             return _unexpected(source, tokens, i, f"`>` to close the level list `{written}`")
         i += 1
-    return _unexpected(source, tokens, i, "a level (thread, block, grid or a level variable)")
+    return _unexpected(source, tokens, i, "a level (thread, warp, block, grid or a level variable)")
 
 
 def _unexpected(source: Source, tokens: list[Token], i: int, expected: str) -> FCLError:
@@ -387,8 +389,8 @@ class _Builder:
     def level_step(self, meta, items):
         one, _, inner = items
         if one.value != 1:
-            raise FCLError("only `1+` can be added to a level (levels are thread, block, grid)",
-                           _tok_span(self.source, one))
+            raise FCLError("only `1+` can be added to a level (levels are thread, warp, block, "
+                           "grid)", _tok_span(self.source, one))
         return ast.LevelSyntax(inner.name, inner.steps + 1, self._span(meta))
 
     def level_args(self, meta, items):

@@ -5,7 +5,7 @@ it decides the letters in printed types, as in the original compiler.
 """
 from __future__ import annotations
 
-from fcl.defaults import BLOCK_SIZE
+from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.types.types import BT, GT
 
 I2I, D2D, II2I, DD2D, II2B, DD2B = ("int -> int", "double -> double", "int -> int -> int",
@@ -106,6 +106,7 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
                              "element combined with every xs[k] whose is[k] is that bin; op is "
                              "addi, mini, maxi, mind or maxd (atomics on a device)"),
     "#BlockSize": ("int", {}, f"the work-group size (configurable, {BLOCK_SIZE} by default)"),
+    "#WarpSize": ("int", {}, f"the lanes of a warp (configurable, {WARP_SIZE} by default)"),
     "readIntCSV": ("string -> Program<grid> [int]", {}, "read ints from a CSV file"),
     "forceAndPrint": ("int -> [int]<grid> -> Program<grid> [int]", {},
                       "force a grid array and print its first n elements"),

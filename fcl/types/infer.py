@@ -26,6 +26,7 @@ from fcl.types.types import (
     STRING,
     TYP,
     UNIT,
+    WARP,
     Level,
     LStep,
     LVar,
@@ -58,7 +59,7 @@ from fcl.types.unify import (
 
 _T = TypeVar("_T")
 CONCRETE_LEVELS = {"thread": 0, "block": 1, "grid": 2, "Z": 0}
-LEVEL_NAMES = ["thread", "block", "grid"]
+LEVEL_NAMES = ["thread", "warp", "block", "grid"]
 # Why a builtin's type variable is restricted to a kind: what it is, in the builtin's type.
 KIND_REASONS = {"push": "the elements of push arrays", "pull": "the elements of pull arrays",
                 "program": "the results of programs"}
@@ -316,6 +317,8 @@ class Checker:
             base = scope[lvl.name]
         elif lvl.name in CONCRETE_LEVELS:
             return level_of_depth(CONCRETE_LEVELS[lvl.name] + lvl.steps)
+        elif lvl.name == "warp":
+            return WARP if lvl.steps == 0 else level_of_depth(lvl.steps)
         else:
             # The name is the last thing in `1+...+name`.
             span = Span(lvl.span.source, lvl.span.end - len(lvl.name), lvl.span.end)
@@ -325,14 +328,14 @@ class Checker:
             if misspelt:
                 raise FCLError(f"`{lvl.name}` is not a level", span,
                                [f"did you mean `{misspelt[0]}`?",
-                                f"the levels are thread, block and grid; a level variable is "
+                                f"the levels are thread, warp, block and grid; a level variable is "
                                 f"declared, as in `{declare}`"])
             if not implicit:
                 close = difflib.get_close_matches(lvl.name, list(scope), n=1, cutoff=0.75)
                 raise FCLError(f"level variable `{lvl.name}` is not in scope", span,
                                [f"did you mean `{c}`?" for c in close] +
                                [f"declare it on the definition, as in `{declare}`, or use "
-                                "thread, block or grid"])
+                                "thread, warp, block or grid"])
             base = scope[lvl.name] = self.fresh_level(lvl.name, rigid=True)
         return level_of_depth(lvl.steps, base)
 

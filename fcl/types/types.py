@@ -26,6 +26,12 @@ class LZero(Level):
 
 
 @dataclass(eq=False)
+class LWarp(Level):
+    """The warp level, between thread and block: the lanes of a warp (or sub-group) run its
+    code in step. It is no step of the original's chain: `1+warp` is `block`, as `1+thread`."""
+
+
+@dataclass(eq=False)
 class LStep(Level):
     inner: Level
 
@@ -39,6 +45,7 @@ class LVar(Level):
 
 
 THREAD: Level = LZero()
+WARP: Level = LWarp()
 
 
 def level_of_depth(steps: int, base: Level | None = None) -> Level:
@@ -65,8 +72,13 @@ def zonk_level(level: Level) -> Level:
     return level
 
 
+def is_warp(level: Level) -> bool:
+    return isinstance(chase_level(level), LWarp)
+
+
 def level_depth(level: Level) -> tuple[int, LVar | None]:
-    """(number of `1+` steps, the variable underneath or None for a concrete level)."""
+    """(number of `1+` steps, the variable underneath or None for a concrete level). The warp
+    level counts as depth 0, as thread: one step above either is block (see is_warp)."""
     level = chase_level(level)
     steps = 0
     while isinstance(level, LStep):
@@ -275,6 +287,8 @@ class Namer:
     def level(self, level: Level) -> str:
         steps, var = level_depth(level)
         if var is None:
+            if steps == 0 and is_warp(level):
+                return "warp"
             if steps <= 2:
                 return ("thread", "block", "grid")[steps]
             return "1+" * (steps - 2) + "grid"

@@ -14,6 +14,7 @@ from fcl.types.types import (
     Level,
     LStep,
     LVar,
+    LWarp,
     LZero,
     TArrow,
     TCon,
@@ -139,9 +140,17 @@ def unify_levels(l1: Level, l2: Level) -> None:
         raise LevelError(l1, l2, err.rigid, err.other) from None
 
 
+def _step_over_warp(level: Level) -> Level:
+    """`1+warp` as the level it is, `1+thread` (block)."""
+    if isinstance(level, LStep) and isinstance(chase_level(level.inner), LWarp):
+        return LStep(LZero())
+    return level
+
+
 def _unify_levels(l1: Level, l2: Level) -> None:
-    l1, l2 = chase_level(l1), chase_level(l2)
-    if l1 is l2 or (isinstance(l1, LZero) and isinstance(l2, LZero)):
+    l1, l2 = _step_over_warp(chase_level(l1)), _step_over_warp(chase_level(l2))
+    if l1 is l2 or (isinstance(l1, LZero) and isinstance(l2, LZero)) or \
+            (isinstance(l1, LWarp) and isinstance(l2, LWarp)):
         return
     if isinstance(l1, LStep) and isinstance(l2, LStep):
         _unify_levels(l1.inner, l2.inner)

@@ -177,8 +177,8 @@ def warp_expected() -> str:
     for w in range(8):
         lane = xs[32 * w:32 * w + 32]
         per_warp += [sum(lane), tree_scan(operator.add, lane)[31], lane[6 ^ 1], lane[1],
-                     lane[30], lane[5], sum(x % 3 == 0 for x in lane), int(any(x > 100 for x in lane)),
-                     int(all(x >= 0 for x in lane)), lane[0]]
+                     lane[30], lane[5], sum(x % 3 == 0 for x in lane),
+                     int(any(x > 100 for x in lane)), int(all(x >= 0 for x in lane)), lane[0]]
     squares = [i * i % 1000 for i in range(1024)]
     sums = [sum(squares[256 * b:256 * b + 256]) for b in range(4)]
     ds = [1.0e16 if i % 4 == 0 else -1.0e16 if i % 4 == 2 else float(i) for i in range(64)]

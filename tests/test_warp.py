@@ -1,0 +1,231 @@
+"""The warp level: its place among the levels, its primitives on both back ends, #WarpSize, and
+the code it becomes where the device has no sub-groups (a warp's lanes in one work-item)."""
+import io
+import operator
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from fcl import pipeline
+from fcl.cli import main as fcl_main
+from fcl.errors import FCLError
+from fcl.interp.eval import RunConfig
+from runs import compiled_source, run_cl, run_interp, session_for
+from test_memory import same_everywhere
+from test_oclgrind import oclgrind_findings
+from test_programs import tree_reduce, tree_scan
+from test_types import types_of
+
+
+def warps_program(part: str, n: int, per_warp: int, lanes: int = 32, values: str = "i * 7 % 13",
+                  elem: str = "int") -> str:
+    """A program whose warps each run `part` on `lanes` of n values and print `per_warp`
+    results each: one block of n / lanes warps."""
+    warps = n // lanes
+    printer = "forceAndPrint" if elem == "int" else "forceAndPrintDouble"
+    return f"""\
+sig part : [{elem}] -> Program<warp> [{elem}]<warp>
+fun part xs = {part}
+
+val main = do<grid> {{
+  r <- forceM<grid> (concat<block> {warps * per_warp} (generate 1 (fn b =>
+         concat<warp> {per_warp} (map part (splitUp {lanes} (generate {n} (fn i => {values})))))));
+  {printer} {warps * per_warp} (push<grid> r)
+}}
+"""
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.strip().strip("[]").split(",")]
+
+
+# ---- the level ---------------------------------------------------------------------------------
+
+def test_a_block_of_warps_is_one_level_up_and_warp_prints_as_written():
+    program = ("sig sums : [int] -> Program<1+warp> [int]<1+warp>\n"
+               "fun sums xs = concat<warp> 1 (map (fn lanes => reduceWarp addi lanes "
+               "|> liftM<warp> push<warp>) (splitUp #WarpSize xs))\n"
+               "fun lanes<l> xs = forcePull<l> xs\n"
+               "val inWarp = lanes<warp>")
+    assert types_of(program, prelude=True)[-3:] == [
+        "sums : [int] -> Program <block> [int]<block>",
+        "lanes : forall 'a <l>. ['a] -> Program <l> ['a]",
+        "inWarp : forall 'a. ['a] -> Program <warp> ['a]"]
+
+
+@pytest.mark.parametrize("code, levels", [
+    # Thread-level parts make a block, not a warp: the warp's lanes are no thread's parts.
+    ("concat<thread> 1 (generate 1 (fn i => reduceWarp addi (iota 4) |> liftM<warp> "
+     "push<warp>))", ("thread", "warp")),
+    # A warp primitive belongs to a warp, not a whole block.
+    ("do<block> { s <- reduceWarp addi (iota 4) ; pushM<block> s }", ("block", "warp")),
+])
+def test_warp_code_outside_a_warp_is_a_level_error(code, levels):
+    with pytest.raises(FCLError) as caught:
+        types_of(f"val bad = {code}", prelude=True)
+    text = caught.value.render()
+    assert all(f"`{level}`" in text or f"<{level}>" in text for level in levels), text
+
+
+def test_warp_is_still_a_level_variable_where_one_is_declared_so():
+    # The original has no warp level: its programs may call a level variable `warp`.
+    program = ("sig copy : forall <warp> 'a. ['a] -> Program<warp> ['a]\n"
+               "fun copy<warp> xs = force<warp> (push<warp> xs)\n"
+               "val main = do<grid> { r <- copy<grid> (iota 3) ; forceAndPrint 3 (push<grid> r) }")
+    assert types_of(program, prelude=True)[0] == \
+        "copy : forall 'a <warp>. ['a] -> Program <warp> ['a]"
+    assert same_everywhere(program) == "[0,1,2]\n"
+
+
+def test_a_misspelt_warp_is_caught_as_the_other_levels_are():
+    with pytest.raises(FCLError) as caught:
+        types_of("sig f : [int] -> Program<wrap> [int]\nfun f xs = forcePull<warp> xs",
+                 prelude=True)
+    assert "did you mean `warp`?" in caught.value.render()
+
+
+# ---- the primitives ------------------------------------------------------------------------------
+
+SHUFFLES = {
+    "shuffleXor 5 xs": lambda lanes: [lanes[i ^ 5] for i in range(32)],
+    "shuffleUp 3 xs": lambda lanes: [lanes[i - 3] if i >= 3 else lanes[i] for i in range(32)],
+    "shuffleDown 3 xs": lambda lanes: [lanes[i + 3] if i + 3 < 32 else lanes[i]
+                                       for i in range(32)],
+    "broadcast 7 xs": lambda lanes: [lanes[7]] * 32,
+    "shuffle (fn i => 31 - i) xs": lambda lanes: lanes[::-1],
+    "scanWarp maxi xs": lambda lanes: tree_scan(max, lanes),
+}
+
+
+@pytest.mark.parametrize("call", SHUFFLES)
+def test_shuffles_and_scans_give_each_lane_its_value_on_every_back_end(call):
+    values = [(i * 37 + 11) % 101 - 50 for i in range(64)]
+    text = warps_program(f"do<warp> {{ ys <- {call} ; pushM<warp> ys }}", 64, 32,
+                         values="(i * 37 + 11) % 101 - 50")
+    expected = SHUFFLES[call](values[:32]) + SHUFFLES[call](values[32:])
+    assert ints(same_everywhere(text)) == expected
+    assert ints(same_everywhere(text, target="cpu")) == expected
+
+
+def test_votes_count_any_and_all_over_the_lanes():
+    part = ("do<warp> { c <- ballotCount (map (fn x => x > 6) xs) ; "
+            "a <- anyWarp (map (fn x => x == 12) xs) ; l <- allWarp (map (fn x => x < 12) xs) ; "
+            "pushM<warp> (generate 3 (fn k => if k == 0 then index c 0 "
+            "else if k == 1 then b2i (index a 0) else b2i (index l 0))) }")
+    values = [i * 7 % 13 for i in range(96)]
+    expected = []
+    for w in range(3):
+        lanes = values[32 * w:32 * w + 32]
+        expected += [sum(x > 6 for x in lanes), int(12 in lanes), int(all(x < 12 for x in lanes))]
+    assert ints(same_everywhere(warps_program(part, 96, 3))) == expected
+
+
+@pytest.mark.slow  # about 1 s per example
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lanes=st.integers(1, 40), a=st.integers(1, 97), b=st.integers(0, 50))
+def test_a_tree_over_any_number_of_lanes_keeps_the_operands_order(lanes, a, b):
+    # `fn x y => x - y` is not associative: the result shows the exact order of the tree.
+    part = ("do<warp> { r <- reduceWarp (fn x => fn y => x - y) xs ; "
+            "s <- scanWarp (fn x => fn y => x * 3 - y) xs ; "
+            f"pushM<warp> (generate {lanes + 1} (fn k => if k == 0 then index r 0 "
+            "else index s (k - 1))) }")
+    values = [(i * a + b) % 29 - 14 for i in range(lanes)]
+    expected = tree_reduce(operator.sub, values) + tree_scan(lambda x, y: x * 3 - y, values)
+    text = warps_program(part, lanes, lanes + 1, lanes=lanes, values=f"(i * {a} + {b}) % 29 - 14")
+    # ints wrap as on a device
+    assert ints(same_everywhere(text)) == [(v + 2**31) % 2**32 - 2**31 for v in expected]
+
+
+def test_double_sums_follow_the_tree_not_the_input_order():
+    values = [1.0e16 if i % 4 == 0 else -1.0e16 if i % 4 == 2 else float(i) for i in range(32)]
+    text = warps_program("do<warp> { r <- reduceWarp addd xs ; pushM<warp> r }", 32, 1,
+                         values="if i % 4 == 0 then 1.0e16 else if i % 4 == 2 "
+                                "then negated 1.0e16 else i2d i", elem="double")
+    (total,) = tree_reduce(operator.add, values)
+    assert total != sum(values)  # the order shows
+    assert same_everywhere(text) == f"[{total:.5f}]\n"
+
+
+def test_no_lanes_reduce_to_nothing():
+    text = warps_program("do<warp> { r <- reduceWarp addi (take 0 xs) ; s <- scanWarp addi "
+                         "(take 0 xs) ; pushM<warp> (generate (1 + lengthPull r + lengthPull s) "
+                         "(fn k => 7)) }", 32, 1)
+    assert same_everywhere(text) == "[7]\n"
+
+
+def test_a_lane_out_of_range_is_the_same_error_on_every_back_end():
+    text = warps_program("do<warp> { ys <- shuffleXor 32 xs ; pushM<warp> ys }", 64, 32)
+    rendered = []
+    for run in (run_interp, lambda t: run_cl(t)[0], lambda t: run_cl(t, target="cpu")[0]):
+        with pytest.raises(FCLError) as caught:
+            run(text)
+        rendered.append(caught.value.render().splitlines()[:3])
+    assert rendered[0] == rendered[1] == rendered[2]
+    assert "index 32 is out of bounds for an array of length 32" in rendered[0][0]
+
+
+# ---- #WarpSize -----------------------------------------------------------------------------------
+
+SIZED = """\
+val main = do<grid> {
+  r <- forceM<grid> (concat<block> 2 (generate 1 (fn b => concat<warp> 1
+         (map (fn xs => do<warp> { s <- reduceWarp addi xs ; pushM<warp> s })
+              (splitUp #WarpSize (generate (2 * #WarpSize) (fn i => i))))))) ;
+  forceAndPrint 2 (push<grid> r) ;
+  forceAndPrint 1 (push<grid> (generate 1 (fn i => #WarpSize)))
+}
+"""
+
+
+def test_the_warp_size_is_an_option_that_both_back_ends_read():
+    expected = {32: "[496,1520]\n[32]\n", 8: "[28,92]\n[8]\n"}
+    for size, output in expected.items():
+        out = io.StringIO()
+        session = session_for(SIZED)
+        pipeline.run_interpreter(session, pipeline.main_root(session),
+                                 RunConfig(out=out, warp_size=size))
+        assert out.getvalue() == output
+        assert run_cl(SIZED, warp_size=size)[0] == output
+
+
+def test_the_command_line_sets_the_warp_size(tmp_path, capsys):
+    path = tmp_path / "sized.fcl"
+    path.write_text(SIZED)
+    for backend in ("interp", "opencl"):
+        assert fcl_main(["run", "--backend", backend, "--warp-size", "4", str(path)]) == 0
+        assert capsys.readouterr().out == "[6,22]\n[4]\n"
+    assert fcl_main(["run", "--warp-size", "0", str(path)]) != 0
+    assert "the warp size must be positive, not 0" in capsys.readouterr().err
+
+
+# ---- what it becomes -----------------------------------------------------------------------------
+
+BLOCK_OF_WARPS = """\
+sig blockSum : [int] -> Program<block> [int]<block>
+fun blockSum xs =
+  let byWarp = fn lanes => do<warp> { s <- reduceWarp addi lanes ; pushM<warp> s } in
+  do<block> {
+    sums <- forceM<block> (concat<warp> 1 (map byWarp (splitUp #WarpSize xs)));
+    concat<warp> 1 (generate 1 (fn w => byWarp sums))
+  }
+
+val main = do<grid> {
+  r <- forceM<grid> (concat<block> 1 (map blockSum (splitUp 256 (generate 1024 (fn i => i)))));
+  forceAndPrint 4 (push<grid> r)
+}
+"""
+
+
+def test_a_block_of_warps_needs_one_barrier_between_its_two_warp_steps():
+    source = compiled_source(BLOCK_OF_WARPS)
+    assert source.count("barrier(") == 1
+    # Without sub-groups, a warp's lanes are one work-item's loop: the 8 warps' sums are made
+    # by 8 work-items, the last sum by one.
+    assert "get_local_id(0)) < 8)" in source and "get_local_id(0)) < 1)" in source
+    assert same_everywhere(BLOCK_OF_WARPS) == \
+        "[" + ",".join(str(sum(range(256 * b, 256 * b + 256))) for b in range(4)) + "]\n"
+
+
+@pytest.mark.slow  # 2-4 s on Oclgrind
+def test_warp_code_is_clean_under_oclgrind(capfd):
+    assert oclgrind_findings(BLOCK_OF_WARPS, "warps.fcl", capfd, block_size=256) == ""

@@ -29,7 +29,7 @@ def run_interp(text: str) -> str:
     return out.getvalue()
 
 
-def compiled_source(text: str, block_size: int = 256) -> str:
+def compiled_source(text: str, block_size: int = 256, target: str = "auto") -> str:
     session = session_for(text)
     return pipeline.compile_program(session, pipeline.main_root(session),
-                                 pipeline.CompileOptions(block_size)).source
+                                 pipeline.CompileOptions(block_size, target=target)).source

@@ -2,6 +2,7 @@
 the code it becomes where the device has no sub-groups (a warp's lanes in one work-item)."""
 import io
 import operator
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -86,6 +87,10 @@ def test_a_misspelt_warp_is_caught_as_the_other_levels_are():
 
 # ---- the primitives ------------------------------------------------------------------------------
 
+# Kernels shaped for a GPU run a warp's lanes as work-items, for a CPU as one work-item's loop;
+# both shapes run on every device.
+TARGETS = ("gpu", "cpu")
+
 SHUFFLES = {
     "shuffleXor 5 xs": lambda lanes: [lanes[i ^ 5] for i in range(32)],
     "shuffleUp 3 xs": lambda lanes: [lanes[i - 3] if i >= 3 else lanes[i] for i in range(32)],
@@ -103,8 +108,8 @@ def test_shuffles_and_scans_give_each_lane_its_value_on_every_back_end(call):
     text = warps_program(f"do<warp> {{ ys <- {call} ; pushM<warp> ys }}", 64, 32,
                          values="(i * 37 + 11) % 101 - 50")
     expected = SHUFFLES[call](values[:32]) + SHUFFLES[call](values[32:])
-    assert ints(same_everywhere(text)) == expected
-    assert ints(same_everywhere(text, target="cpu")) == expected
+    for target in TARGETS:
+        assert ints(same_everywhere(text, target=target)) == expected
 
 
 def test_votes_count_any_and_all_over_the_lanes():
@@ -117,7 +122,8 @@ def test_votes_count_any_and_all_over_the_lanes():
     for w in range(3):
         lanes = values[32 * w:32 * w + 32]
         expected += [sum(x > 6 for x in lanes), int(12 in lanes), int(all(x < 12 for x in lanes))]
-    assert ints(same_everywhere(warps_program(part, 96, 3))) == expected
+    for target in TARGETS:
+        assert ints(same_everywhere(warps_program(part, 96, 3), target=target)) == expected
 
 
 @pytest.mark.slow  # about 1 s per example
@@ -132,8 +138,9 @@ def test_a_tree_over_any_number_of_lanes_keeps_the_operands_order(lanes, a, b):
     values = [(i * a + b) % 29 - 14 for i in range(lanes)]
     expected = tree_reduce(operator.sub, values) + tree_scan(lambda x, y: x * 3 - y, values)
     text = warps_program(part, lanes, lanes + 1, lanes=lanes, values=f"(i * {a} + {b}) % 29 - 14")
-    # ints wrap as on a device
-    assert ints(same_everywhere(text)) == [(v + 2**31) % 2**32 - 2**31 for v in expected]
+    wrapped = [(v + 2**31) % 2**32 - 2**31 for v in expected]  # ints wrap as on a device
+    for target in TARGETS:
+        assert ints(same_everywhere(text, target=target)) == wrapped
 
 
 def test_double_sums_follow_the_tree_not_the_input_order():
@@ -143,7 +150,8 @@ def test_double_sums_follow_the_tree_not_the_input_order():
                                 "then negated 1.0e16 else i2d i", elem="double")
     (total,) = tree_reduce(operator.add, values)
     assert total != sum(values)  # the order shows
-    assert same_everywhere(text) == f"[{total:.5f}]\n"
+    for target in TARGETS:
+        assert same_everywhere(text, target=target) == f"[{total:.5f}]\n"
 
 
 def test_no_lanes_reduce_to_nothing():
@@ -156,7 +164,8 @@ def test_no_lanes_reduce_to_nothing():
 def test_a_lane_out_of_range_is_the_same_error_on_every_back_end():
     text = warps_program("do<warp> { ys <- shuffleXor 32 xs ; pushM<warp> ys }", 64, 32)
     rendered = []
-    for run in (run_interp, lambda t: run_cl(t)[0], lambda t: run_cl(t, target="cpu")[0]):
+    for run in (run_interp, lambda t: run_cl(t, target="gpu")[0],
+                lambda t: run_cl(t, target="cpu")[0]):
         with pytest.raises(FCLError) as caught:
             run(text)
         rendered.append(caught.value.render().splitlines()[:3])
@@ -216,14 +225,37 @@ val main = do<grid> {
 """
 
 
-def test_a_block_of_warps_needs_one_barrier_between_its_two_warp_steps():
-    source = compiled_source(BLOCK_OF_WARPS)
-    assert source.count("barrier(") == 1
-    # Without sub-groups, a warp's lanes are one work-item's loop: the 8 warps' sums are made
-    # by 8 work-items, the last sum by one.
-    assert "get_local_id(0)) < 8)" in source and "get_local_id(0)) < 1)" in source
-    assert same_everywhere(BLOCK_OF_WARPS) == \
-        "[" + ",".join(str(sum(range(256 * b, 256 * b + 256))) for b in range(4)) + "]\n"
+def test_on_a_gpu_the_lanes_are_work_items_and_the_warps_arrays_local_slices():
+    source = compiled_source(BLOCK_OF_WARPS, target="gpu")
+    # Warp w is work-items [32 w, 32 w + 32); its arrays lie at w times their length.
+    warp = re.search(r"int (warp_\d+) = \(\(\(int\)get_local_id\(0\)\) / 32\);", source)
+    assert warp and re.search(r"int lane_\d+ = \(\(\(int\)get_local_id\(0\)\) % 32\);", source)
+    assert re.search(rf"buf_\d+\[\(\({warp[1]} \* 32\) \+ i_\d+\)\] = ", source)
+    # Each lane loop ends with a barrier, without sub-groups the work-group's: the 32 values
+    # loaded, 5 steps of a tree, the warps' sums placed; 8 sums loaded, 3 steps, the block's
+    # sum placed; but none at the kernel's end.
+    assert source.count("barrier(") == (1 + 5 + 1) + (1 + 3 + 1) - 1
+    expected = "[" + ",".join(str(sum(range(256 * b, 256 * b + 256))) for b in range(4)) + "]\n"
+    for target in TARGETS:
+        assert same_everywhere(BLOCK_OF_WARPS, target=target) == expected
+
+
+def test_on_a_cpu_one_work_item_runs_a_warps_lanes_in_turn():
+    source = compiled_source(BLOCK_OF_WARPS, target="cpu")
+    assert "barrier(" not in source and "warp_" not in source
+    assert re.search(r"for \(int j_\d+ = 0; j_\d+ < 8; j_\d+\+\+\)", source)
+
+
+def test_warps_that_may_take_different_paths_keep_their_lanes_in_one_work_item():
+    # Each warp's part has its own length: the trees have different depths, and a
+    # work-group barrier inside them would not be reached by every work-item.
+    text = warps_program("do<warp> { r <- reduceWarp addi (take (index xs 0 % 7 + 1) xs) ; "
+                         "pushM<warp> r }", 256, 1, values="i * 3 % 11")
+    source = compiled_source(text, target="gpu")
+    assert "warp_" not in source
+    values = [i * 3 % 11 for i in range(256)]
+    expected = [sum(values[32 * w:32 * w + values[32 * w] % 7 + 1]) for w in range(8)]
+    assert ints(same_everywhere(text, target="gpu")) == expected
 
 
 @pytest.mark.slow  # 2-4 s on Oclgrind

@@ -32,10 +32,12 @@ from fcl.codegen.kernel import (
     Special,
     StridedFor,
 )
+from fcl.codegen.warps import lanes_in_parallel, shift_to_slices
 from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.dispatch import StmtVisitor
 from fcl.il.ranges import Ranges, interval, note
+from fcl.il.simplify import mk_bin
 from fcl.il.traverse import assigned
 
 PRIVATE_ARRAY_LIMIT = 64  # thread-level arrays up to this size live in registers
@@ -183,6 +185,9 @@ class KernelBody(StmtVisitor):
         # its work-item is sized for the largest length they allow.
         self.ranges: Ranges = {}
         self.changed: set[str] = set()
+        # Inside a warp's code run with its lanes in parallel: (lanes per warp, this work-item's
+        # lane, whether its warp has a part this round, None when every warp has one).
+        self.lanes: tuple[int, ir.Expr, ir.Expr | None] | None = None
 
     def iteration(self, var: ir.Var, bound: ir.Expr, stmts: list[ir.Stmt], level: str
                   ) -> list[ir.Stmt]:
@@ -216,12 +221,76 @@ class KernelBody(StmtVisitor):
         return [*self.items_loop(s, self.block(s.body, "thread")),
                 ir.Barrier("block", span=s.span)]
 
-    visit_Distribute = visit_ParFor
+    def visit_Distribute(self, s: ir.Distribute, level: str) -> list[ir.Stmt]:
+        if s.warp and not self.serial and level == "block":
+            made = self.warp_distribute(s)
+            if made is not None:
+                return made
+        return self.visit_ParFor(s, level)
+
+    def warp_distribute(self, s: ir.Distribute) -> list[ir.Stmt] | None:
+        """A warp distribute with its lanes as work-items (fcl.codegen.warps), if it can be."""
+        size = self.block_size
+        if size is None or size % s.warp or self.lanes is not None:
+            return None
+        code = lanes_in_parallel(s)
+        if code is None:
+            return None
+        warps = size // s.warp
+        width = ir.Const(s.warp, ir.INT)
+        number = s.var.name.rpartition("_")[2]
+        warp_id, lane = ir.Var(f"warp_{number}", ir.INT), ir.Var(f"lane_{number}", ir.INT)
+        ids = [ir.Declare(warp_id, ir.Bin("/", Special("local_id"), width, ir.INT), span=s.span),
+               ir.Declare(lane, ir.Bin("%", Special("local_id"), width, ir.INT), span=s.span)]
+        allocs = [ir.Alloc(a.var, mk_bin("*", ir.Const(warps, ir.INT), a.size, ir.INT), "block",
+                           span=a.span)
+                  for a in s.body if isinstance(a, ir.Alloc) and a.var.name in code.arrays]
+        body = shift_to_slices([t for t in s.body if not any(t is a for a in s.body
+                                                               if isinstance(a, ir.Alloc))],
+                               code, warp_id)
+        every = isinstance(s.bound, ir.Const) and s.bound.value % warps == 0
+        active = None if every else mk_bin("<", s.var, s.bound, ir.BOOL)
+        if isinstance(s.bound, ir.Const) and s.bound.value <= warps:
+            parts: list[ir.Stmt] = [ir.Declare(s.var, warp_id, span=s.span), *body]
+        else:
+            round_ = ir.Var(f"round_{s.var.name}", ir.INT)
+            first = mk_bin("*", round_, ir.Const(warps, ir.INT), ir.INT)
+            rounds = mk_bin("/", mk_bin("+", s.bound, ir.Const(warps - 1, ir.INT), ir.INT),
+                            ir.Const(warps, ir.INT), ir.INT)
+            parts = [ir.SeqFor(round_, rounds, [
+                ir.Declare(s.var, mk_bin("+", first, warp_id, ir.INT), span=s.span), *body],
+                span=s.span)]
+        self.lanes = (s.warp, lane, active)
+        try:
+            return self.block([*allocs, *ids, *parts], "block")
+        finally:
+            self.lanes = None
+
+    def lane_loop(self, s: ir.SeqFor) -> list[ir.Stmt]:
+        """A warp's loop over its lanes' elements, spread over its lanes; then a barrier."""
+        assert self.lanes is not None
+        width, lane, active = self.lanes
+        body = self.block(s.body, "thread")
+        if isinstance(s.bound, ir.Const) and s.bound.value <= width:
+            own = [ir.Declare(s.var, lane, span=s.span), *body]
+            guards = [] if active is None else [active]
+            if s.bound.value < width:
+                guards.append(mk_bin("<", lane, s.bound, ir.BOOL))
+            loop: list[ir.Stmt] = own
+            for guard in reversed(guards):
+                loop = [ir.If(guard, loop, [], span=s.span)]
+        else:
+            loop = [StridedFor(s.var, lane, s.bound, ir.Const(width, ir.INT), body, span=s.span)]
+            if active is not None:
+                loop = [ir.If(active, loop, [], span=s.span)]
+        return [*loop, ir.Barrier("block", span=s.span)]
 
     def visit_Alloc(self, s: ir.Alloc, level: str) -> list[ir.Stmt]:
         return self.alloc(s, level)
 
     def visit_SeqFor(self, s: ir.SeqFor, level: str) -> list[ir.Stmt]:
+        if s.lanes and self.lanes is not None:
+            return self.lane_loop(s)
         return [ir.SeqFor(s.var, s.bound, self.block(s.body, level), span=s.span)]
 
     def visit_While(self, s: ir.While, level: str) -> list[ir.Stmt]:

@@ -14,12 +14,13 @@ from fcl.il.values import (
     Pull,
     PushPull,
     SeqForPush,
+    at_warp,
     elem_type,
     level_of,
 )
 from fcl.intmath import INT_MAX, INT_MIN
 from fcl.prelude import PRELUDE_NAME
-from fcl.types.types import TPush, Type, arg_type, result_type
+from fcl.types.types import TPull, TPush, Type, arg_type, result_type
 
 I, D, B = ir.INT, ir.DOUBLE, ir.BOOL  # noqa: E741  # the tables below read as types
 BINARY = {
@@ -136,7 +137,7 @@ def _array_builtins(lw: Lowerer, t: Type, span):
 
     def force(array):
         level = level_of(arg_type(t, 0))
-        return program(lambda: lw.force(array, level, elem_type(t)))
+        return program(lambda: lw.force(array, level, elem_type(t), at_warp(arg_type(t, 0))))
 
     def generate(n, f):
         if lw.checks:
@@ -155,7 +156,11 @@ def _array_builtins(lw: Lowerer, t: Type, span):
             # Built by a prelude function (concat, concatMap): its faults are the user's call's.
             where = lw.user_span() if span is not None and span.source.name == PRELUDE_NAME \
                 else span
-            return program(lambda: Interleave(level, size, place, programs, sequential, where))
+            parts = arg_type(t, 2)
+            assert isinstance(parts, TPull)
+            warp = lw.warp_size if at_warp(parts.elem) and not sequential else 0
+            return program(lambda: Interleave(level, size, place, programs, sequential, where,
+                                              warp))
         return build
 
     def bind(m, f):
@@ -248,7 +253,8 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         "take": (2, take),
         "mapPull": (2, lambda f, array: Pull(array.length, lambda i: lw.apply(f, array.fn(i)))),
         "mapPush": (2, lambda f, array: MapPush(f, array)),
-        "push": (1, lambda array: PushPull(level_of(result_type(t)), array)),
+        "push": (1, lambda array: PushPull(level_of(result_type(t)), array,
+                                           at_warp(result_type(t)))),
         "force": (1, force),
         "return": (1, lambda value: program(lambda: snapshot(lw, value))),
         "bind": (2, bind),

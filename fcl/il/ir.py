@@ -172,19 +172,26 @@ class ParFor(Stmt):
 @dataclass(eq=False)
 class Distribute(Stmt):
     """for var in [0, bound), each iteration run by one unit one level below `level`
-    (at grid level: one work-group per iteration)."""
+    (at grid level: one work-group per iteration). At block level with `warp` (its lanes),
+    each iteration is a warp's code: its lane loops are the `lanes` SeqFors, its arrays are the
+    warp's, and one work-item may run all its lanes (fcl.codegen.warps)."""
 
     level: str
     var: Var
     bound: Expr
     body: list[Stmt]
+    warp: int = field(default=0, kw_only=True)
 
 
 @dataclass(eq=False)
 class SeqFor(Stmt):
+    """for var in [0, bound), in order; with `lanes`, iteration i is a warp's lane i's
+    element, in any order (see Distribute)."""
+
     var: Var
     bound: Expr
     body: list[Stmt]
+    lanes: bool = field(default=False, kw_only=True)
 
 
 @dataclass(eq=False)
@@ -474,10 +481,12 @@ def _show(s: Stmt, indent: int) -> str:
         return show_block(f"parfor<{s.level}> ({s.var.name} < {show_expr(s.bound)})", s.body,
                           indent)
     if isinstance(s, Distribute):
-        return show_block(f"distribute<{s.level}> ({s.var.name} < {show_expr(s.bound)})",
+        level = f"{s.level}, warps of {s.warp}" if s.warp else s.level
+        return show_block(f"distribute<{level}> ({s.var.name} < {show_expr(s.bound)})",
                           s.body, indent)
     if isinstance(s, SeqFor):
-        return show_block(f"seqfor ({s.var.name} < {show_expr(s.bound)})", s.body, indent)
+        loop = "lanes" if s.lanes else "seqfor"
+        return show_block(f"{loop} ({s.var.name} < {show_expr(s.bound)})", s.body, indent)
     if isinstance(s, While):
         test = show_stmts(s.test, indent + 1)
         head = show_block(f"while ({show_expr(s.cond)})", s.body, indent)

@@ -308,12 +308,13 @@ class Lowerer:
             return self.length(array.inner)
         raise TypeError(array)  # pragma: no cover
 
-    def force(self, array, level: int, elem: str) -> Pull:
-        """Materialize a push array in the memory of `level` (thesis rule 5.82)."""
+    def force(self, array, level: int, elem: str, warp: bool = False) -> Pull:
+        """Materialize a push array in the memory of `level` (thesis rule 5.82); at the warp
+        level, in the warp's memory (a thread-level array that its lanes may share)."""
         size = self.declare("len", self.length(array))
         if self.checks:
             self.fail(mk_bin("<", size, ir.Const(0, ir.INT), ir.BOOL), checks.NEGATIVE, [size])
-        if level == THREAD and isinstance(size, ir.Const) and size.value == 1:
+        if level == THREAD and not warp and isinstance(size, ir.Const) and size.value == 1:
             # A one-element thread-level array lives in a register.
             cell = self.fresh("acc", elem)
             self.emit(ir.Declare(cell, ir.Const(ZERO[elem], elem)))
@@ -334,7 +335,7 @@ class Lowerer:
             with self.capture() as body, self.parallel(checks.PUSH_PLACES[array.level], i):
                 write(i, array.pull.fn(i))
             if array.level == THREAD:
-                self.emit(ir.SeqFor(i, array.pull.length, body))
+                self.emit(ir.SeqFor(i, array.pull.length, body, lanes=array.lanes))
             else:
                 self.emit(ir.ParFor(LEVELS[array.level], i, array.pull.length, body))
         elif isinstance(array, Interleave):
@@ -360,7 +361,7 @@ class Lowerer:
                     self.emit(ir.SeqFor(outer, array.programs.length, body))
                 else:
                     self.emit(ir.Distribute(LEVELS[array.level], outer, array.programs.length,
-                                            body))
+                                            body, warp=array.warp))
         elif isinstance(array, SeqForPush):
             self.force_seqfor(array, write)
         else:

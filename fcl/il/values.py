@@ -15,7 +15,7 @@ from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.mono import level_number
 from fcl.syntax import ast
-from fcl.types.types import TArrow, TCon, TProgram, TPull, TPush, Type, chase
+from fcl.types.types import TArrow, TCon, TProgram, TPull, TPush, Type, chase, is_warp
 
 
 def il_type(t: Type) -> str:
@@ -48,6 +48,7 @@ class Pull:
 class PushPull:
     level: int
     pull: Pull
+    lanes: bool = False  # at warp level: one element per lane
 
 
 @dataclass(eq=False)
@@ -58,6 +59,7 @@ class Interleave:
     programs: Pull
     sequential: bool
     span: Span | None
+    warp: int = 0       # parts at warp level: the lanes of the warp that runs each
 
 
 @dataclass(eq=False)
@@ -96,6 +98,12 @@ class Prim:
     impl: Callable
     args: tuple = ()
 
+
+
+def at_warp(t: Type) -> bool:
+    """Whether a program or push array type is at the warp level."""
+    t = chase(t)
+    return isinstance(t, (TProgram, TPush)) and is_warp(t.level)
 
 
 def level_of(t: Type) -> int:

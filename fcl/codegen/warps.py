@@ -1,0 +1,142 @@
+"""A warp's code with its lanes in parallel (an ir.Distribute with `warp`).
+
+The lowering writes a warp's code as one work-item would run it: its lane loops (`lanes`
+SeqFors) visit every lane's element in turn, and its arrays are thread-level. That is how a
+serial kernel (a CPU device) runs it. In a work-group kernel the lanes are work-items instead:
+warp w of the group is work-items [w W, (w + 1) W), lane l its l-th. The distribute's parts are
+dealt to the warps in rounds, a lane loop is spread over the lanes and ends with a barrier, and
+the warp's arrays are slices of one local array, warp w's at w × its length.
+
+The devices here have no sub-groups, so that barrier is the work-group's: every work-item must
+reach each one. That holds when the loops and branches around lane loops depend on nothing that
+differs between warps (`uniform`): no part index, no memory read. Where they may, or where the
+code writes outside a lane loop, keeps a value from one lane's element in a variable, or swaps
+arrays, its lanes stay one work-item's loop (`lanes_in_parallel` answers None).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fcl.il import ir
+from fcl.il.simplify import mk_bin
+from fcl.il.traverse import declared, map_bodies, map_children, map_stmt_exprs, names
+
+
+@dataclass
+class WarpCode:
+    """How a warp distribute runs with its lanes in parallel."""
+
+    arrays: dict[str, ir.Expr]  # the warp's arrays: name -> length (the same in every warp)
+
+
+def lanes_in_parallel(s: ir.Distribute) -> WarpCode | None:
+    """The warp's arrays, if the distribute's lanes can run in parallel (see the module)."""
+    arrays: dict[str, ir.Expr] = {}
+    uniform = _Uniform(declared(s.body) | {s.var.name})
+    if not uniform.expr(s.bound):
+        return None
+    for stmt in s.body:
+        if isinstance(stmt, ir.Alloc):
+            if stmt.level != "thread" or not uniform.expr(stmt.size):
+                return None
+            arrays[stmt.var.name] = stmt.size
+        elif not _warp_statement(stmt, uniform):
+            return None
+    return WarpCode(arrays)
+
+
+class _Uniform:
+    """The variables whose values are the same in every work-item of the group: those from
+    outside the warp's code, and those it computes from such alone."""
+
+    def __init__(self, inside: set[str]):
+        self.inside = inside  # declared in the warp's code (and its part index)
+        self.known: set[str] = set()
+
+    def expr(self, e: ir.Expr) -> bool:
+        if any(True for _ in _reads(e)):
+            return False
+        return all(name not in self.inside or name in self.known for name in names(e))
+
+    def define(self, var: ir.Var, value: ir.Expr) -> None:
+        if self.expr(value):
+            self.known.add(var.name)
+        else:
+            self.known.discard(var.name)
+
+
+def _reads(e: ir.Expr):
+    if isinstance(e, ir.Index):
+        yield e
+    for name in ir.field_names(e):
+        value = getattr(e, name)
+        if isinstance(value, ir.Expr):
+            yield from _reads(value)
+
+
+def _has_lane_loop(stmts: list[ir.Stmt]) -> bool:
+    return any(isinstance(s, ir.SeqFor) and s.lanes for s in ir.walk(stmts))
+
+
+def _warp_statement(s: ir.Stmt, uniform: _Uniform) -> bool:
+    """Whether a statement of a warp's code (outside its lane loops) can run in every lane."""
+    if isinstance(s, (ir.Declare, ir.Assign)):
+        if isinstance(s.var.type, ir.ArrayType):
+            return False  # arrays swapped: a loop's buffers
+        uniform.define(s.var, s.init if isinstance(s, ir.Declare) else s.value)
+        return True
+    if isinstance(s, ir.Fail):
+        return True
+    if isinstance(s, ir.SeqFor) and s.lanes:
+        return uniform.expr(s.bound) and _lane_body(s.body)
+    if isinstance(s, ir.SeqFor):
+        if _has_lane_loop(s.body):
+            if not uniform.expr(s.bound):
+                return False
+            uniform.known.add(s.var.name)
+        return all(_warp_statement(t, uniform) for t in s.body)
+    if isinstance(s, ir.If):
+        if _has_lane_loop(s.then + s.else_) and not uniform.expr(s.cond):
+            return False
+        return all(_warp_statement(t, uniform) for t in s.then + s.else_)
+    if isinstance(s, ir.While):
+        ok = all(_warp_statement(t, uniform) for t in s.test + s.body)
+        return ok and (not _has_lane_loop(s.test + s.body) or uniform.expr(s.cond))
+    return False  # a store outside a lane loop, memory, a nested parallel loop
+
+
+def _lane_body(body: list[ir.Stmt]) -> bool:
+    """Whether a lane loop's body keeps to its lane: nothing allocated, no loop over lanes or
+    work-items inside, no variable from outside it changed."""
+    own = declared(body)
+    for s in ir.walk(body):
+        if isinstance(s, (ir.Alloc, ir.ParFor, ir.Distribute, ir.Barrier)) or \
+                (isinstance(s, ir.SeqFor) and s.lanes):
+            return False
+        if isinstance(s, ir.Assign) and s.var.name not in own:
+            return False
+    return True
+
+
+def shift_to_slices(stmts: list[ir.Stmt], code: WarpCode, warp_id: ir.Expr) -> list[ir.Stmt]:
+    """The statements with every element of a warp array moved into its warp's slice."""
+    def shift(e: ir.Expr) -> ir.Expr:
+        if isinstance(e, ir.Index) and e.array.name in code.arrays:
+            return ir.Index(e.array, _in_slice(e.array, shift(e.index), code, warp_id))
+        return map_children(e, shift)
+
+    def statement(s: ir.Stmt) -> ir.Stmt:
+        if isinstance(s, ir.Store):
+            index = shift(s.index)
+            if s.array.name in code.arrays:
+                index = _in_slice(s.array, index, code, warp_id)
+            s = replace(s, index=index, value=shift(s.value))
+        else:
+            s = map_stmt_exprs(s, shift)
+        return map_bodies(s, lambda body: [statement(t) for t in body])
+    return [statement(s) for s in stmts]
+
+
+def _in_slice(array: ir.Var, index: ir.Expr, code: WarpCode, warp_id: ir.Expr) -> ir.Expr:
+    start = mk_bin("*", warp_id, code.arrays[array.name], ir.INT)
+    return mk_bin("+", start, index, ir.INT)

@@ -165,10 +165,10 @@ def test_empty_do_block_does_not_claim_its_brace_is_unclosed():
      "`<grid, block`", 27, "->"),
     ("val m = do<grid { return<grid> 1 }", "unexpected `{`; expected `>` to close the level list "
      "`<grid`", 17, "{"),
-    ("sig f : Program <3> int", "unexpected number `3`; expected a level (thread, block, grid or "
-     "a level variable)", 18, "3"),
+    ("sig f : Program <3> int", "unexpected number `3`; expected a level (thread, warp, block, "
+     "grid or a level variable)", 18, "3"),
     ("sig f : Program <2+grid> int", "only `1+` can be added to a level (levels are thread, "
-     "block, grid)", 18, "2"),
+     "warp, block, grid)", 18, "2"),
 ])
 def test_a_level_list_that_does_not_close_says_what_is_missing(text, message, col, marked):
     # The lexer takes `<` for the less-than operator unless a level list follows it.

@@ -266,6 +266,27 @@ def test_barrier_inside_a_branch_on_the_local_id():
     assert "barrier inside a branch on the work-item's local id" in kernel_rejected(kernel)
 
 
+def test_barrier_inside_a_branch_on_a_value_computed_from_the_local_id():
+    # A warp's number: the warps whose part this round is past the last would skip it.
+    warp, part = v("warp"), v("j")
+    kernel = group_kernel([
+        ir.Declare(warp, ir.Bin("/", Special("local_id"), c(32), INT)),
+        ir.Declare(part, ir.Bin("+", warp, c(8), INT)),
+        ir.If(ir.Bin("<", part, c(12), BOOL), [ir.Barrier("block")], [])])
+    assert "barrier inside a branch on `j`, which differs between work-items" in \
+        kernel_rejected(kernel)
+
+
+def test_barrier_inside_a_loop_whose_bound_only_some_work_items_share():
+    limit, k = v("limit"), v("k")
+    kernel = group_kernel([
+        ir.Declare(limit, c(0)),
+        ir.If(ir.Bin("<", Special("local_id"), c(4), BOOL), [ir.Assign(limit, c(3))], []),
+        ir.SeqFor(k, limit, [ir.Barrier("block")])])
+    assert "barrier inside a loop whose bound differs between work-items" in \
+        kernel_rejected(kernel)
+
+
 def test_barrier_inside_a_loop_over_work_items():
     i = v("i")
     kernel = group_kernel([StridedFor(i, Special("local_id"), c(100), c(32),

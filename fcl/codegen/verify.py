@@ -46,6 +46,9 @@ class KernelVerifier(Verifier):
         # Work-item builtins: none on the host except in a launch's group count.
         self.specials: frozenset[str] = frozenset() if kernel is None else SPECIALS
         self.flags: list[int] = []  # failure codes seen
+        # Variables whose values may differ between the work-items of a group: computed from
+        # a work-item id, or changed where only some work-items run (a warp's number, say).
+        self.varying: set[str] = set()
 
     def check_kernel(self) -> None:
         k = self.kernel
@@ -87,7 +90,15 @@ class KernelVerifier(Verifier):
             self.fail(f"a {type(s).__name__} statement inside a kernel")
         if isinstance(s, ir.While) and s.level == "block" and where.no_barrier is not None:
             self.fail(f"a work-group's while loop (its test has barriers) {where.no_barrier}")
+        if self.kernel is not None and isinstance(s, (ir.Declare, ir.Assign)):
+            value = s.init if isinstance(s, ir.Declare) else s.value
+            if self.differs(value) or (isinstance(s, ir.Assign) and where.no_barrier is not None):
+                self.varying.add(s.var.name)
         super().stmt(s, where)
+
+    def differs(self, e: ir.Expr) -> bool:
+        """Whether e may have different values in the work-items of a group."""
+        return mentions_ids(e, WORK_ITEM_IDS) or bool(names(e) & self.varying)
 
     def allocate(self, s: ir.Alloc, where: Where) -> None:
         if self.kernel is None:
@@ -135,6 +146,12 @@ class KernelVerifier(Verifier):
             return Where(False, "inside a loop over work-items")
         if isinstance(s, ir.If) and mentions_ids(s.cond, LOCAL_IDS):
             return Where(False, "inside a branch on the work-item's local id")
+        if isinstance(s, ir.If) and self.differs(s.cond):
+            which = ", ".join(f"`{n}`" for n in sorted(names(s.cond) & self.varying))
+            return Where(False, f"inside a branch on {which}, which differs between work-items")
+        if isinstance(s, ir.SeqFor) and self.kernel is not None and self.differs(s.bound):
+            self.varying.add(s.var.name)
+            return Where(False, "inside a loop whose bound differs between work-items")
         if isinstance(s, ir.While) and self.kernel is not None and s.level != "block":
             return Where(False, "inside a while loop each work-item runs on its own")
         return super().inside(s, where)

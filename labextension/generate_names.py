@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from fcl.syntax.lexer import KEYWORDS, SOFT_KEYWORDS
-from fcl.syntax.parser import CONCRETE_LEVEL_NAMES
+from fcl.syntax.parser import LEVEL_WORDS
 from fcl.types.builtins import BUILTINS
 
 NAMES_TS = Path(__file__).resolve().parent / "src" / "names.ts"
@@ -22,7 +22,7 @@ NAMES_TS = Path(__file__).resolve().parent / "src" / "names.ts"
 TYPES = {"int", "double", "bool", "char", "unit", "string", "Program"}
 CONSTANTS = {"true", "false"}
 # `Z` is the compiler's internal level below `thread`: nobody writes it.
-LEVELS = CONCRETE_LEVEL_NAMES - {"Z"}
+LEVELS = LEVEL_WORDS - {"Z"}
 
 
 def prelude_names() -> list[str]:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import shutil
 
+from dataclasses import replace
+
 import pytest
 
 from fcl import pipeline
 from fcl.analysis import gpu as gpu_module
+from fcl.analysis.costs import costs_text
 from fcl.analysis.gpu import DEFAULT_GPU, gpu_names, load_gpu
 from fcl.analysis.occupancy import BASE_REGISTERS, estimate_registers, occupancy
 from fcl.analysis.predict import (
@@ -232,6 +235,7 @@ def test_local_memory_issue_and_barrier_terms():
     clocks = 132 * 1.98e9
     assert predicted.terms == pytest.approx({
         "DRAM": 0.0,
+        "L1": 0.0,
         "local memory": 21120 * 20 / clocks,
         "issue": 21120 * 256 / (32 * 0.5) / clocks,  # half the lanes idle: twice the requests
         "barriers": 20 * 8 * BARRIER_CYCLES / 1.98e9,
@@ -239,6 +243,29 @@ def test_local_memory_issue_and_barrier_terms():
     })
     assert predicted.bound == "barriers"
     assert predicted.time_s == pytest.approx(3e-6 + 20 * 8 * BARRIER_CYCLES / 1.98e9)
+
+
+def test_sectors_a_work_group_reads_again_come_from_the_caches():
+    h100 = load_gpu("h100")
+    # Each work-item sums 8 consecutive ints (the scan's first step): a warp's 8 load requests
+    # each touch 32 sectors, one per lane, but together only the 32 sectors of its 256 ints;
+    # its one store request touches 4. 8 warps per group, 16384 groups: 4M ints read.
+    warps, groups = 8, 16384
+    work = KernelWork("runs", (groups,), 256, 0, 16, global_sectors=(8 * 32 + 4) * warps,
+                      global_requests=9 * warps, local_passes=0, lane_accesses=9 * 256,
+                      simt_efficiency=1.0, barriers=0, dram_sectors=(32 + 4) * warps)
+    predicted = predict_kernel(h100, work)
+    # A request waits on DRAM for its share of the new sectors, 36 / 9 = 4 of them: 132 SMs x 8
+    # groups x 8 warps x 128 B = 1081344 B in flight, 64.6% of the 1675000 B Little's law asks.
+    reached = 3.35e12 * 1081344 / 1675000
+    assert predicted.terms["DRAM"] == pytest.approx(groups * 36 * warps * 32 / reached)
+    # Every request's sectors pass through L1: 128 B per clock on each of 132 SMs.
+    assert predicted.terms["L1"] == pytest.approx(groups * 260 * warps * 32 / (128 * 132 * 1.98e9))
+    assert predicted.terms["L1"] < predicted.terms["DRAM"] and predicted.bound == "DRAM"
+    # Counted as DRAM traffic, the same work would move 7.2 times the bytes, with enough in
+    # flight for the whole bandwidth.
+    all_dram = predict_kernel(h100, replace(work, dram_sectors=None))
+    assert all_dram.terms["DRAM"] == pytest.approx(groups * 260 * warps * 32 / 3.35e12)
 
 
 def test_global_atomics_take_their_turns_in_the_l2():
@@ -299,6 +326,19 @@ def test_a_naive_transpose_is_predicted_slower_than_a_copy_of_the_same_size():
     assert copy.predicted.terms["DRAM"] == pytest.approx(copy_bytes / (3.35e12 * 1081344 / 1675000))
     assert naive.predicted.time_s > 2 * copy.predicted.time_s
     assert naive.predicted.gpu.name == "H100 SXM5"
+
+
+def test_the_sectors_a_work_group_reads_again_are_counted_once_for_dram():
+    runs = predicted_kernels(
+        "do<grid> { xs <- forcePull<grid> (iota 4096); forcePull<grid> (generate 512 (fn i => "
+        "let r = fn k => index xs (8 * i + k) in r 0 + r 1 + r 2 + r 3 + r 4 + r 5 + r 6 + r 7)) }",
+        "h100")[1]
+    # A group's 8 warps make 8 load requests of 32 sectors each (a lane's ints are 32 B apart),
+    # but its 256 work-items read 8 KB: 256 sectors. Its 8 store requests write 4 sectors each.
+    assert runs.sectors == 8 * 8 * 32 + 8 * 4
+    assert runs.distinct_sectors == 256 + 32
+    assert kernel_work(runs, 16).dram_sectors == 288
+    assert "2080 (288)" in costs_text([runs])
 
 
 @pytest.mark.slow  # 0.8-1.7 s

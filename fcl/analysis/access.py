@@ -138,6 +138,20 @@ def sectors(accesses: SiteAccesses) -> tuple[int, int, int]:
     return touched(SECTOR_BYTES), ideal, touched(LINE_BYTES)
 
 
+def distinct_sectors(by_site: list[SiteAccesses]) -> int:
+    """The 32-byte sectors the global accesses touch, each counted once per array for loads
+    and once for stores: what a work-group moves to and from DRAM when every sector it touches
+    again is still in the L1 or L2 cache."""
+    touched: dict[tuple[str, str | None], set] = {}
+    for accesses in by_site:
+        if accesses.site.space != "global" or not accesses.site.is_memory:
+            continue
+        sector = accesses.index.astype(np.int64) * accesses.elem_bytes // SECTOR_BYTES
+        touched.setdefault((accesses.site.kind, accesses.site.array), set()).update(
+            np.unique(sector).tolist())
+    return sum(len(s) for s in touched.values())
+
+
 def bank_words(accesses: SiteAccesses) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(phase, bank, distinct words of the bank the phase accesses), one entry per bank a
     phase of a warp request uses; phases are numbered densely from 0."""

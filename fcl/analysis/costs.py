@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fcl.analysis.access import SiteSummary, simt_by_site, summarize
+from fcl.analysis.access import (
+    SiteSummary,
+    distinct_sectors,
+    simt_by_site,
+    split_by_site,
+    summarize,
+)
 from fcl.analysis.predict import KernelPrediction, ProgramPrediction, time_text
 from fcl.analysis.trace import KernelTrace, Trace
 
@@ -45,6 +51,8 @@ class KernelCosts:
     atomics: float             # atomic read-modify-writes per work-item (global and local) ...
     atomic_conflicts: float    # ... and lanes per warp atomic request waiting on another's
     global_atomics: int        # lane operations on global memory in the traced work-group
+    distinct_sectors: int      # 32-byte sectors the traced work-group's global requests touch,
+                               # each counted once (loads and stores apart): its DRAM traffic
     groups_per_launch: list[int]  # work-groups of every launch of this kernel
     truncated: bool
     sites: list[SiteSummary]
@@ -52,6 +60,11 @@ class KernelCosts:
     predicted: KernelPrediction | None = field(default=None, kw_only=True)
     # ... and the time measured on the device that ran it: median kernel time per run, in ms.
     measured_ms: float | None = field(default=None, kw_only=True)
+
+    @property
+    def sectors(self) -> float:
+        """The 32-byte sectors of all the traced work-group's global requests."""
+        return self.load_sectors * self.load_requests + self.store_sectors * self.store_requests
 
 
 @dataclass(frozen=True)
@@ -103,6 +116,7 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         sum(s.accesses for s in atomic) / items,
         sum(s.same_address for s in atomic) / max(1, sum(s.requests for s in atomic)),
         sum(s.accesses for s in atomic if s.site.space == "global"),
+        distinct_sectors(split_by_site(trace, sites)),
         list(trace.groups_per_launch), trace.truncated, summaries)
 
 
@@ -131,6 +145,10 @@ ROWS = [
      lambda c: f"{_number(c.store_sectors)} ({_number(c.store_sectors_ideal)})"
      if c.global_stores else "–"),
     ("lines per warp store", lambda c: _number(c.store_lines) if c.global_stores else "–"),
+    # Requests' sectors, and of those the distinct ones: the rest are served by the caches.
+    ("sectors per group (from DRAM)",
+     lambda c: f"{_number(c.sectors)} ({c.distinct_sectors})"
+     if c.global_loads or c.global_stores else "–"),
     ("local loads per work-item", lambda c: _number(c.local_loads)),
     ("local stores per work-item", lambda c: _number(c.local_stores)),
     ("bank conflicts per group (worst)",
@@ -192,9 +210,9 @@ def _prediction_note(predicted: list[KernelPrediction]) -> str:
     total = "cannot run there" if seconds is None else f"takes {time_text(seconds)}"
     return (f"Predicted on {gpu.description}: the program {total}, "
             f"{gpu.launch_overhead_us:g} µs per launch included; each kernel takes its "
-            "launches plus the longest of its DRAM, local memory, issue and barrier times, "
-            "shown in brackets, every sector counted as DRAM traffic (no L2 reuse). "
-            "docs/costs.md explains the model.")
+            "launches plus the longest of its DRAM, L1, local memory, issue and barrier "
+            "times, shown in brackets; a sector a work-group touches again comes from the "
+            "caches, not DRAM. docs/costs.md explains the model.")
 
 
 def _heading(c: KernelCosts) -> str:

@@ -3,7 +3,8 @@ the traced work-group's counts, small enough to check by hand (docs/costs.md der
 
 Per launch of g work-groups, each term is the time one resource of the GPU needs for the work:
 
-    DRAM     g × sectors per group × 32 B / achievable bandwidth
+    DRAM     g × distinct sectors per group × 32 B / achievable bandwidth
+    L1       g × sectors per group × 32 B / (L1_BYTES_PER_CLOCK × active SMs × clock)
     local    g × bank passes per group / (active SMs × clock)   (a pass: 32 banks × 4 B)
     issue    g × lane accesses per group / (32 × SIMT efficiency) / (active SMs × clock)
     barriers waves × barriers per group × BARRIER_CYCLES / clock
@@ -13,9 +14,10 @@ and the launch takes the longest of them (the resources work at once), plus the 
 Achievable bandwidth is Little's law: to keep bandwidth × latency bytes on their way, the
 resident warps each have one request of (sectors per request × 32 B) in flight; with fewer
 warps than that (low occupancy, or few work-groups) the bandwidth reached falls in proportion.
-A program's time is the sum of its kernels' times. Every sector a request touches is counted as
-DRAM traffic: the model knows nothing of the L2 cache, so where data is re-read while it is
-still there, the real GPU is faster than predicted.
+A program's time is the sum of its kernels' times. A sector a work-group touches again (the
+next element of a work-item's run, a row every work-item of a group reads) is served by the
+L1 or L2 cache: DRAM moves each sector a work-group touches once, and every request's sectors
+pass through L1. Sectors re-read by other work-groups are counted again (an upper bound).
 """
 from __future__ import annotations
 
@@ -36,7 +38,10 @@ ISSUE_PER_CLOCK = 1
 # turns). An assumption, as the profiles' are; a local atomic on an element another lane of the
 # request also combines into costs a pass of the banks more.
 ATOMICS_PER_CLOCK = 32
-TERMS = ("DRAM", "local memory", "issue", "barriers", "atomics")
+# Bytes the L1 cache of an SM delivers per clock: 128, as its shared-memory banks (32 × 4 B),
+# with which it shares its storage and data path on NVIDIA GPUs since Volta.
+L1_BYTES_PER_CLOCK = 128
+TERMS = ("DRAM", "L1", "local memory", "issue", "barriers", "atomics")
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class KernelWork:
     simt_efficiency: float    # 1.0: no lane of a warp ever idle
     barriers: int             # per work-group
     global_atomics: float = 0  # atomic lane operations on global memory, per work-group
+    dram_sectors: float | None = None  # sectors from DRAM: the distinct ones (None: all)
 
 
 @dataclass(frozen=True)
@@ -95,10 +101,10 @@ def kernel_work(costs, registers: int) -> KernelWork:
     return KernelWork(
         costs.kernel, tuple(costs.groups_per_launch), costs.block_size, costs.local_bytes,
         registers,
-        costs.load_sectors * costs.load_requests + costs.store_sectors * costs.store_requests,
+        costs.sectors,
         costs.load_requests + costs.store_requests, phases + costs.bank_conflicts + waiting,
         accesses * costs.block_size, costs.simt_efficiency, costs.barriers,
-        costs.global_atomics)
+        costs.global_atomics, costs.distinct_sectors)
 
 
 def predict_kernel(gpu: GPU, work: KernelWork) -> KernelPrediction:
@@ -124,8 +130,11 @@ def _launch_terms(gpu: GPU, work: KernelWork, resident: Occupancy,
     at_once = min(groups, resident.groups_per_sm * gpu.sms)  # work-groups running together
     active_sms = min(groups, gpu.sms)
     sm_clocks = active_sms * gpu.clock_hz
-    dram_bytes = groups * work.global_sectors * gpu.sector_bytes
-    in_flight = at_once * warps * (work.global_sectors * gpu.sector_bytes / work.global_requests
+    distinct = work.global_sectors if work.dram_sectors is None else work.dram_sectors
+    dram_bytes = groups * distinct * gpu.sector_bytes
+    l1_bytes = groups * work.global_sectors * gpu.sector_bytes
+    # A request waits on DRAM for the sectors no earlier request brought into the caches.
+    in_flight = at_once * warps * (distinct * gpu.sector_bytes / work.global_requests
                                    if work.global_requests else 0)
     needed = gpu.memory_bandwidth * gpu.memory_latency_ns * 1e-9  # bytes, by Little's law
     bandwidth = gpu.memory_bandwidth * min(1.0, in_flight / needed)
@@ -134,6 +143,7 @@ def _launch_terms(gpu: GPU, work: KernelWork, resident: Occupancy,
     waves = math.ceil(groups / (resident.groups_per_sm * gpu.sms))
     return {
         "DRAM": dram_bytes / bandwidth if dram_bytes else 0.0,
+        "L1": l1_bytes / (L1_BYTES_PER_CLOCK * sm_clocks),
         "local memory": groups * work.local_passes / sm_clocks,
         "issue": groups * issued / (ISSUE_PER_CLOCK * sm_clocks),
         "barriers": waves * work.barriers * BARRIER_CYCLES / gpu.clock_hz,

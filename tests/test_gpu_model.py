@@ -328,6 +328,7 @@ def test_a_naive_transpose_is_predicted_slower_than_a_copy_of_the_same_size():
     assert naive.predicted.gpu.name == "H100 SXM5"
 
 
+@pytest.mark.slow  # 1.2 s
 def test_the_sectors_a_work_group_reads_again_are_counted_once_for_dram():
     runs = predicted_kernels(
         "do<grid> { xs <- forcePull<grid> (iota 4096); forcePull<grid> (generate 512 (fn i => "

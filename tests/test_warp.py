@@ -11,6 +11,7 @@ from fcl import pipeline
 from fcl.cli import main as fcl_main
 from fcl.errors import FCLError
 from fcl.interp.eval import RunConfig
+from marks import sampled
 from runs import compiled_source, run_cl, run_interp, session_for
 from test_memory import same_everywhere
 from test_oclgrind import oclgrind_findings
@@ -102,7 +103,7 @@ SHUFFLES = {
 }
 
 
-@pytest.mark.parametrize("call", SHUFFLES)
+@pytest.mark.parametrize("call", sampled(SHUFFLES, 3))  # 0.3 s each
 def test_shuffles_and_scans_give_each_lane_its_value_on_every_back_end(call):
     values = [(i * 37 + 11) % 101 - 50 for i in range(64)]
     text = warps_program(f"do<warp> {{ ys <- {call} ; pushM<warp> ys }}", 64, 32,
@@ -112,6 +113,7 @@ def test_shuffles_and_scans_give_each_lane_its_value_on_every_back_end(call):
         assert ints(same_everywhere(text, target=target)) == expected
 
 
+@pytest.mark.slow  # 0.5 s
 def test_votes_count_any_and_all_over_the_lanes():
     part = ("do<warp> { c <- ballotCount (map (fn x => x > 6) xs) ; "
             "a <- anyWarp (map (fn x => x == 12) xs) ; l <- allWarp (map (fn x => x < 12) xs) ; "
@@ -143,6 +145,7 @@ def test_a_tree_over_any_number_of_lanes_keeps_the_operands_order(lanes, a, b):
         assert ints(same_everywhere(text, target=target)) == wrapped
 
 
+@pytest.mark.slow  # 0.4 s
 def test_double_sums_follow_the_tree_not_the_input_order():
     values = [1.0e16 if i % 4 == 0 else -1.0e16 if i % 4 == 2 else float(i) for i in range(32)]
     text = warps_program("do<warp> { r <- reduceWarp addd xs ; pushM<warp> r }", 32, 1,

@@ -29,6 +29,10 @@ class Task:
     traffic: int             # bytes the task must read and write at least
 
 
+# (what a task's name adds, what its program's entry point adds)
+BY_WARPS = (("", ""), (", warps", "Warps"))
+
+
 def tasks(s: Sizes, rng: np.random.Generator) -> list[Task]:
     def ints(count: int, low: int = -100, high: int = 100) -> np.ndarray:
         return rng.integers(low, high, count, dtype=np.int32)
@@ -50,27 +54,19 @@ def tasks(s: Sizes, rng: np.random.Generator) -> list[Task]:
              {"rows": s.side, "cols": s.side, "tile": s.tile}, {"input": matrix},
              lambda i: i["input"].reshape(s.side, s.side).T.flatten(), Reference.transpose,
              2 * word * s.side * s.side),
-        Task("reduce (partial)", "reduce.fcl", "partial", {"n": s.n}, {"input": vector},
-             lambda i: pad_to(i["input"], 2 * s.block).reshape(-1, 2 * s.block).sum(axis=1,
-                                                                                  dtype=np.int32),
-             Reference.reduce_partial, word * s.n),
-        Task("reduce (full)", "reduce.fcl", "full", {"n": s.n}, {"input": vector},
-             lambda i: np.array([i["input"].sum(dtype=np.int32)]), Reference.reduce_full,
-             word * s.n),
-        Task("reduce (partial, warps)", "reduce.fcl", "partialWarps", {"n": s.n},
-             {"input": vector},
-             lambda i: pad_to(i["input"], 2 * s.block).reshape(-1, 2 * s.block).sum(axis=1,
-                                                                                  dtype=np.int32),
-             Reference.reduce_partial, word * s.n),
-        Task("reduce (full, warps)", "reduce.fcl", "fullWarps", {"n": s.n}, {"input": vector},
-             lambda i: np.array([i["input"].sum(dtype=np.int32)]), Reference.reduce_full,
-             word * s.n),
-        Task("scan", "scan.fcl", "scanned", {"n": s.scan_n, "perItem": s.per_item},
-             {"input": scan_in}, lambda i: np.cumsum(i["input"], dtype=np.int32),
-             Reference.scan, 2 * word * s.scan_n),
-        Task("scan (warps)", "scan.fcl", "scannedWarps", {"n": s.scan_n, "perItem": s.per_item},
-             {"input": scan_in}, lambda i: np.cumsum(i["input"], dtype=np.int32),
-             Reference.scan, 2 * word * s.scan_n),
+        # Each reduction and the scan twice: as the thesis writes them, and by warps.
+        *(Task(f"reduce (partial{how})", "reduce.fcl", f"partial{entry}", {"n": s.n},
+               {"input": vector},
+               lambda i: pad_to(i["input"], 2 * s.block).reshape(-1, 2 * s.block).sum(
+                   axis=1, dtype=np.int32),
+               Reference.reduce_partial, word * s.n) for how, entry in BY_WARPS),
+        *(Task(f"reduce (full{how})", "reduce.fcl", f"full{entry}", {"n": s.n},
+               {"input": vector}, lambda i: np.array([i["input"].sum(dtype=np.int32)]),
+               Reference.reduce_full, word * s.n) for how, entry in BY_WARPS),
+        *(Task(f"scan{' (warps)' if how else ''}", "scan.fcl", f"scanned{entry}",
+               {"n": s.scan_n, "perItem": s.per_item}, {"input": scan_in},
+               lambda i: np.cumsum(i["input"], dtype=np.int32), Reference.scan,
+               2 * word * s.scan_n) for how, entry in BY_WARPS),
         Task(f"histogram ({s.bytes_bins} bins)", "histogram.fcl", "counted",
              {"n": s.n, "bins": s.bytes_bins}, {"input": bins_small},
              lambda i: np.bincount(i["input"], minlength=s.bytes_bins).astype(np.int32),

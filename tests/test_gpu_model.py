@@ -3,7 +3,6 @@ checked against figures worked out by hand from the formulas in docs/costs.md.""
 from __future__ import annotations
 
 import shutil
-
 from dataclasses import replace
 
 import pytest

@@ -16,7 +16,7 @@ import numpy as np
 
 from fcl import pipeline
 from fcl.analysis.gpu import DEFAULT_GPU, gpu_names, load_gpu
-from fcl.defaults import BLOCK_SIZE
+from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.errors import FCLError, Source
 from fcl.explain import explain
 from fcl.highlight import theme_colour
@@ -70,16 +70,20 @@ class Settings:
     device: str | None = None
     gpu: str = DEFAULT_GPU  # whose occupancy and time %%costs predicts (a file in fcl/gpus/)
     short_circuit: bool = True  # the memory steps (fcl.memory)
+    warp_size: int = WARP_SIZE  # #WarpSize
 
     def options(self, keep_result: bool = True) -> pipeline.CompileOptions:
         return pipeline.CompileOptions(self.block_size, self.checks, keep_result,
-                                       short_circuit=self.short_circuit)
+                                       short_circuit=self.short_circuit,
+                                       warp_size=self.warp_size)
 
     def set(self, key: str, value: str) -> None:
         """Set one setting from its text, as `%config key=value` and the kernel's Jupyter
         configuration give it."""
         if key == "block_size" and value.isdigit() and int(value) > 0:
             self.block_size = int(value)
+        elif key == "warp_size" and value.isdigit() and int(value) > 0:
+            self.warp_size = int(value)
         elif key == "backend" and value in BACKENDS:
             self.backend = value
         elif key == "checks" and value.lower() in ("on", "off", "true", "false"):
@@ -89,7 +93,7 @@ class Settings:
         elif key == "gpu" and value:
             self.gpu = load_gpu(value).key  # an unknown GPU: an error naming the known ones
         else:
-            raise FCLError(f"cannot set `{key}={value}`: use block_size=N, "
+            raise FCLError(f"cannot set `{key}={value}`: use block_size=N, warp_size=N, "
                            f"backend={'|'.join(BACKENDS)}, checks=on|off, short_circuit=on|off or "
                            f"gpu={'|'.join(gpu_names())}")
 
@@ -165,7 +169,8 @@ class Workspace:
                               asked_as="`%config backend=opencl`")
 
     def interpret(self, root: ast.Expr, out: Writer, err: Writer):
-        config = RunConfig(block_size=self.settings.block_size, out=out, err=err)
+        config = RunConfig(block_size=self.settings.block_size, out=out, err=err,
+                           warp_size=self.settings.warp_size)
         interpreter = Interpreter(config)
         value = interpreter.run(pipeline.mono_program(self.session, root))
         try:

@@ -124,8 +124,8 @@ class Magics:
         self._text("\n".join(self.workspace.device_listing()))
 
     def line_config(self, args: str) -> None:
-        """`%config` shows the settings; `%config block_size=128 backend=interp checks=off
-        short_circuit=off gpu=h100` changes them (short_circuit: the compiler's memory planning;
+        """`%config` shows the settings; `%config block_size=128 warp_size=32 backend=interp
+        checks=off short_circuit=off gpu=h100` changes them (short_circuit: the compiler's memory planning;
         backend: auto, the default, is opencl where a device works and
         else interp; gpu: the GPU whose occupancy and time %%costs predicts, one of the
         profiles in fcl/gpus/)."""
@@ -135,6 +135,7 @@ class Magics:
             settings.set(key, value)
         resolved = f" ({self.workspace.backend()})" if settings.backend == "auto" else ""
         self._text(f"backend={settings.backend}{resolved} block_size={settings.block_size} "
+                   f"warp_size={settings.warp_size} "
                    f"checks={'on' if settings.checks else 'off'} "
                    f"short_circuit={'on' if settings.short_circuit else 'off'} "
                    f"device={settings.device or 'default'} gpu={settings.gpu}")

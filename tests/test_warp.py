@@ -11,6 +11,7 @@ from fcl import pipeline
 from fcl.cli import main as fcl_main
 from fcl.errors import FCLError
 from fcl.interp.eval import RunConfig
+from fcl.notebook import Workspace
 from marks import sampled
 from runs import compiled_source, run_cl, run_interp, session_for
 from test_memory import same_everywhere
@@ -264,3 +265,15 @@ def test_warps_that_may_take_different_paths_keep_their_lanes_in_one_work_item()
 @pytest.mark.slow  # 2-4 s on Oclgrind
 def test_warp_code_is_clean_under_oclgrind(capfd):
     assert oclgrind_findings(BLOCK_OF_WARPS, "warps.fcl", capfd, block_size=256) == ""
+
+
+def test_a_notebook_sets_the_warp_size_with_config():
+    workspace = Workspace()
+    workspace.settings.set("warp_size", "4")
+    for backend in ("interp", "opencl"):
+        workspace.settings.set("backend", backend)
+        out = io.StringIO()
+        workspace.execute(SIZED.replace("val main = ", ""), out, out)
+        assert out.getvalue() == "[6,22]\n[4]\n", backend
+    with pytest.raises(FCLError, match="use block_size=N, warp_size=N"):
+        workspace.settings.set("warp_size", "0")

@@ -4,9 +4,11 @@ import io
 import operator
 import re
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+import fcl
 from fcl import pipeline
 from fcl.cli import main as fcl_main
 from fcl.errors import FCLError
@@ -277,3 +279,18 @@ def test_a_notebook_sets_the_warp_size_with_config():
         assert out.getvalue() == "[6,22]\n[4]\n", backend
     with pytest.raises(FCLError, match="use block_size=N, warp_size=N"):
         workspace.settings.set("warp_size", "0")
+
+
+@pytest.mark.slow  # 2 s
+def test_python_loads_a_library_with_its_warp_size():
+    source = """\
+sig warpSums : [int] -> Program<grid> [int]
+fun warpSums xs = forceM<grid> (concat<block> (256 / #WarpSize) (map (fn chunk =>
+  concat<warp> 1 (map (fn lanes => do<warp> { s <- reduceWarp addi lanes ; pushM<warp> s })
+                      (splitUp #WarpSize chunk))) (splitUp 256 xs)))
+"""
+    values = np.arange(512, dtype=np.int32)
+    for backend in ("interp", "opencl"):
+        for size in (32, 8):
+            lib = fcl.load(source, backend=backend, warp_size=size)
+            assert list(lib.warpSums(values)) == list(values.reshape(-1, size).sum(axis=1))

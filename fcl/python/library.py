@@ -27,7 +27,7 @@ import numpy as np
 from fcl import pipeline
 from fcl.analysis.gpu import DEFAULT_GPU, load_gpu
 from fcl.codegen.kernel import Compiled
-from fcl.defaults import BLOCK_SIZE
+from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.errors import FCLError, Source
 from fcl.explain import Explanation
 from fcl.interp.eval import Interpreter, RunConfig
@@ -73,17 +73,19 @@ def _fcl_errors(function):
 
 @_fcl_errors
 def load(source: str, *, backend: str = "auto", device: str | None = None,
-         block_size: int = BLOCK_SIZE, checks: bool = True, name: str = "<fcl>") -> Library:
+         block_size: int = BLOCK_SIZE, checks: bool = True, name: str = "<fcl>",
+         warp_size: int = WARP_SIZE) -> Library:
     """The entry points of FCL source text. `device` picks the OpenCL device as `fcl run
     --device` does (default: PYOPENCL_CTX, else a GPU, else PoCL); `checks=False` leaves out
-    the run-time checks, as `--unsafe` does."""
+    the run-time checks, as `--unsafe` does; `block_size` and `warp_size` are #BlockSize and
+    #WarpSize."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     session = Session.new()
     session.add_file(Source(name, source))
     backend = choose_backend(backend, device, asked_as='`backend="opencl"`',
                              note=lambda text: print(text, file=sys.stderr, flush=True))
-    return Library(session, source, backend, device, block_size, checks)
+    return Library(session, source, backend, device, block_size, checks, warp_size)
 
 
 def load_file(path: str | os.PathLike, **options) -> Library:
@@ -95,9 +97,10 @@ class Library:
     """The callable functions of an FCL program, as attributes; `entry_points` lists them."""
 
     def __init__(self, session: Session, source: str, backend: str, device: str | None,
-                 block_size: int, checks: bool):
+                 block_size: int, checks: bool, warp_size: int = WARP_SIZE):
         self.session, self.source, self.backend = session, source, backend
         self.device, self.block_size, self.checks = device, block_size, checks
+        self.warp_size = warp_size
         self.entry_points: dict[str, EntryPoint] = {}
         self.not_callable: dict[str, str] = {}  # other top-level names: why they are not
         for decl in session.user_decls():
@@ -259,7 +262,8 @@ class Instance:
     def compiled(self) -> Compiled:
         if self._compiled is None:
             library = self.library
-            options = pipeline.CompileOptions(library.block_size, library.checks)
+            options = pipeline.CompileOptions(library.block_size, library.checks,
+                                              warp_size=library.warp_size)
             self._compiled = pipeline.compile_program(library.session, self.root, options,
                                                       entry=True)
         return self._compiled
@@ -267,7 +271,8 @@ class Instance:
     def interpret(self, values: list):
         if self._mono is None:
             self._mono = pipeline.mono_program(self.library.session, self.root)
-        interpreter = Interpreter(RunConfig(self.library.block_size, sys.stdout, sys.stderr))
+        interpreter = Interpreter(RunConfig(self.library.block_size, sys.stdout, sys.stderr,
+                                            self.library.warp_size))
         arguments = [Buffer(v, np.int64(0), np.int32(len(v))) if isinstance(v, np.ndarray)
                      else v for v in values]
         value = pipeline.on_big_stack(interpreter.run)(self._mono, arguments)

@@ -241,6 +241,9 @@ def test_on_a_gpu_the_lanes_are_work_items_and_the_warps_arrays_local_slices():
     # loaded, 5 steps of a tree, the warps' sums placed; 8 sums loaded, 3 steps, the block's
     # sum placed; but none at the kernel's end.
     assert source.count("barrier(") == (1 + 5 + 1) + (1 + 3 + 1) - 1
+    # The kernel says so, for each of its two warp steps.
+    assert source.count("/* warp code of line 5: warp w's 32 lanes are work-items 32w to "
+                        "32w + 31, its arrays in local memory */") == 1
     expected = "[" + ",".join(str(sum(range(256 * b, 256 * b + 256))) for b in range(4)) + "]\n"
     for target in TARGETS:
         assert same_everywhere(BLOCK_OF_WARPS, target=target) == expected
@@ -249,7 +252,26 @@ def test_on_a_gpu_the_lanes_are_work_items_and_the_warps_arrays_local_slices():
 def test_on_a_cpu_one_work_item_runs_a_warps_lanes_in_turn():
     source = compiled_source(BLOCK_OF_WARPS, target="cpu")
     assert "barrier(" not in source and "warp_" not in source
+    assert "/* warp code of line 6: one work-item runs each warp's 32 lanes in turn, since the " \
+        "kernel is shaped for a CPU (a serial work-group) */" in source
     assert re.search(r"for \(int j_\d+ = 0; j_\d+ < 8; j_\d+\+\+\)", source)
+
+
+@pytest.mark.parametrize("part, why", [
+    # The tree's depth follows the part's first value.
+    ("do<warp> { r <- reduceWarp addi xs ; s <- shuffleXor (index r 0 % 2) xs ; "
+     "t <- reduceWarp addi (take (mini 32 (maxi 0 (index s 0 % 3 + 30))) s) ; pushM<warp> t }",
+     "an array's length depends on the part or on memory"),
+    # A `while` over the lanes: its buffers swap at run time.
+    ("do<warp> { ys <- while<warp> (fn a => index a 0 < 100) (fn a => pushM<warp> "
+     "(map (fn x => x * 2 + 1) a)) (pushM<warp> xs) ; pushM<warp> (take 1 ys) }",
+     "a loop's arrays swap"),
+])
+def test_the_kernel_says_why_a_warps_lanes_stay_in_one_work_item(part, why):
+    text = warps_program(part, 64, 1)
+    source = compiled_source(text, target="gpu")
+    assert f"one work-item runs each warp's 32 lanes in turn, since {why}" in source
+    assert same_everywhere(text, target="gpu") == run_interp(text)
 
 
 def test_warps_that_may_take_different_paths_keep_their_lanes_in_one_work_item():
@@ -259,6 +281,8 @@ def test_warps_that_may_take_different_paths_keep_their_lanes_in_one_work_item()
                          "pushM<warp> r }", 256, 1, values="i * 3 % 11")
     source = compiled_source(text, target="gpu")
     assert "warp_" not in source
+    assert "one work-item runs each warp's 32 lanes in turn, since an array's length depends " \
+        "on the part or on memory" in source
     values = [i * 3 % 11 for i in range(256)]
     expected = [sum(values[32 * w:32 * w + values[32 * w] % 7 + 1]) for w in range(8)]
     assert ints(same_everywhere(text, target="gpu")) == expected

@@ -383,6 +383,8 @@ class KernelPrinter(StmtVisitor):
         if self.trace:
             params.append(TRACE_PARAMS)
         self.line(f"__kernel void {k.name}({', '.join(params)}) {{", 0, k.span)
+        for note in k.notes:
+            self.line(f"/* {note} */", 1, None)
         if self.trace:
             # The work-item's linear id: tiled kernels run in 2-D work-groups.
             self.line("const int fcl_lane = get_local_id(1) * get_local_size(0) + get_local_id(0);",

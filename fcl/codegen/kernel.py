@@ -132,6 +132,8 @@ class Kernel:
     # Launched with work-groups of one work-item that runs the group's iterations in order (for
     # CPU devices, see kernelize).
     serial: bool = False
+    # How its warps' code runs, and why (fcl.codegen.warps): comments at the kernel's start.
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(eq=False)

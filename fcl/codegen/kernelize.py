@@ -101,7 +101,8 @@ class Kernelizer(StmtVisitor):
     def _add(self, name: str, made: KernelBody, body: list[ir.Stmt], span: Span | None,
              **decided) -> Kernel:
         kernel = Kernel(name, body, locals=made.locals, private=made.private, span=span,
-                        abortable=made.abortable, block_size=self.block_size, **decided)
+                        abortable=made.abortable, block_size=self.block_size,
+                        notes=tuple(made.notes), **decided)
         self.kernels.append(kernel)
         return kernel
 
@@ -147,6 +148,10 @@ class Kernelizer(StmtVisitor):
         return Launch(kernel, groups, span=s.span)
 
 
+def _at(s: ir.Stmt) -> str:
+    return f"warp code of line {s.span.line}" if s.span is not None else "warp code"
+
+
 def runs_better_serial(group_body: list[ir.Stmt], block_size: int | None) -> bool:
     """Whether a work-group's body runs faster on a CPU device as one work-item's loops (see
     fcl.backend): unless it is at most two steps of one iteration per work-item (a tile
@@ -188,6 +193,7 @@ class KernelBody(StmtVisitor):
         # Inside a warp's code run with its lanes in parallel: (lanes per warp, this work-item's
         # lane, whether its warp has a part this round, None when every warp has one).
         self.lanes: tuple[int, ir.Expr, ir.Expr | None] | None = None
+        self.notes: list[str] = []  # how each warp distribute runs (Kernel.notes)
 
     def iteration(self, var: ir.Var, bound: ir.Expr, stmts: list[ir.Stmt], level: str
                   ) -> list[ir.Stmt]:
@@ -222,20 +228,26 @@ class KernelBody(StmtVisitor):
                 ir.Barrier("block", span=s.span)]
 
     def visit_Distribute(self, s: ir.Distribute, level: str) -> list[ir.Stmt]:
-        if s.warp and not self.serial and level == "block":
+        if s.warp and level == "block":
             made = self.warp_distribute(s)
-            if made is not None:
+            if isinstance(made, list):
+                self.notes.append(f"{_at(s)}: warp w's {s.warp} lanes are work-items {s.warp}w "
+                                  f"to {s.warp}w + {s.warp - 1}, its arrays in local memory")
                 return made
+            self.notes.append(f"{_at(s)}: one work-item runs each warp's {s.warp} lanes in turn, "
+                              f"since {made}")
         return self.visit_ParFor(s, level)
 
-    def warp_distribute(self, s: ir.Distribute) -> list[ir.Stmt] | None:
-        """A warp distribute with its lanes as work-items (fcl.codegen.warps), if it can be."""
+    def warp_distribute(self, s: ir.Distribute) -> list[ir.Stmt] | str:
+        """A warp distribute with its lanes as work-items (fcl.codegen.warps), or why not."""
         size = self.block_size
-        if size is None or size % s.warp or self.lanes is not None:
-            return None
+        if self.serial:
+            return "the kernel is shaped for a CPU (a serial work-group)"
+        if size is None or size % s.warp:
+            return f"the work-group ({size}) is no whole number of warps"
         code = lanes_in_parallel(s)
-        if code is None:
-            return None
+        if isinstance(code, str):
+            return code
         warps = size // s.warp
         width = ir.Const(s.warp, ir.INT)
         number = s.var.name.rpartition("_")[2]

@@ -11,7 +11,7 @@ The devices here have no sub-groups, so that barrier is the work-group's: every 
 reach each one. That holds when the loops and branches around lane loops depend on nothing that
 differs between warps (`uniform`): no part index, no memory read. Where they may, or where the
 code writes outside a lane loop, keeps a value from one lane's element in a variable, or swaps
-arrays, its lanes stay one work-item's loop (`lanes_in_parallel` answers None).
+arrays, its lanes stay one work-item's loop (`lanes_in_parallel` says why).
 """
 from __future__ import annotations
 
@@ -29,19 +29,22 @@ class WarpCode:
     arrays: dict[str, ir.Expr]  # the warp's arrays: name -> length (the same in every warp)
 
 
-def lanes_in_parallel(s: ir.Distribute) -> WarpCode | None:
-    """The warp's arrays, if the distribute's lanes can run in parallel (see the module)."""
+def lanes_in_parallel(s: ir.Distribute) -> WarpCode | str:
+    """The warp's arrays, if the distribute's lanes can run in parallel (see the module), or
+    why they cannot."""
     arrays: dict[str, ir.Expr] = {}
     uniform = _Uniform(declared(s.body) | {s.var.name})
     if not uniform.expr(s.bound):
-        return None
+        return "the number of parts may differ between work-groups"
     for stmt in s.body:
         if isinstance(stmt, ir.Alloc):
             if stmt.level != "thread" or not uniform.expr(stmt.size):
-                return None
+                return "an array's length depends on the part or on memory"
             arrays[stmt.var.name] = stmt.size
-        elif not _warp_statement(stmt, uniform):
-            return None
+        else:
+            why = _warp_statement(stmt, uniform)
+            if why is not None:
+                return why
     return WarpCode(arrays)
 
 
@@ -78,44 +81,63 @@ def _has_lane_loop(stmts: list[ir.Stmt]) -> bool:
     return any(isinstance(s, ir.SeqFor) and s.lanes for s in ir.walk(stmts))
 
 
-def _warp_statement(s: ir.Stmt, uniform: _Uniform) -> bool:
-    """Whether a statement of a warp's code (outside its lane loops) can run in every lane."""
+# Why a warp's code cannot run with its lanes as work-items, by what it does.
+DIVERGES = "a loop or branch around a lane loop depends on the part or on memory"
+STORES = "it writes memory outside a lane loop"
+SWAPS = "a loop's arrays swap (a `while` or `power` the compiler does not unroll)"
+NESTED = "it has a parallel loop or memory of its own inside"
+KEEPS = "a lane loop changes a variable from outside it"
+
+
+def _warp_statement(s: ir.Stmt, uniform: _Uniform) -> str | None:
+    """Why a statement of a warp's code (outside its lane loops) cannot run in every lane, or
+    None if it can."""
     if isinstance(s, (ir.Declare, ir.Assign)):
         if isinstance(s.var.type, ir.ArrayType):
-            return False  # arrays swapped: a loop's buffers
+            return SWAPS
         uniform.define(s.var, s.init if isinstance(s, ir.Declare) else s.value)
-        return True
+        return None
     if isinstance(s, ir.Fail):
-        return True
+        return None
     if isinstance(s, ir.SeqFor) and s.lanes:
-        return uniform.expr(s.bound) and _lane_body(s.body)
+        if not uniform.expr(s.bound):
+            return DIVERGES
+        return _lane_body(s.body)
+    nested: list[ir.Stmt] = []
     if isinstance(s, ir.SeqFor):
         if _has_lane_loop(s.body):
             if not uniform.expr(s.bound):
-                return False
+                return DIVERGES
             uniform.known.add(s.var.name)
-        return all(_warp_statement(t, uniform) for t in s.body)
-    if isinstance(s, ir.If):
+        nested = s.body
+    elif isinstance(s, ir.If):
         if _has_lane_loop(s.then + s.else_) and not uniform.expr(s.cond):
-            return False
-        return all(_warp_statement(t, uniform) for t in s.then + s.else_)
-    if isinstance(s, ir.While):
-        ok = all(_warp_statement(t, uniform) for t in s.test + s.body)
-        return ok and (not _has_lane_loop(s.test + s.body) or uniform.expr(s.cond))
-    return False  # a store outside a lane loop, memory, a nested parallel loop
+            return DIVERGES
+        nested = s.then + s.else_
+    elif isinstance(s, ir.While):
+        nested = s.test + s.body
+    elif isinstance(s, ir.Store):
+        return STORES
+    else:
+        return NESTED
+    why = next((w for t in nested if (w := _warp_statement(t, uniform)) is not None), None)
+    if why is None and isinstance(s, ir.While) and _has_lane_loop(nested) \
+            and not uniform.expr(s.cond):
+        return DIVERGES
+    return why
 
 
-def _lane_body(body: list[ir.Stmt]) -> bool:
-    """Whether a lane loop's body keeps to its lane: nothing allocated, no loop over lanes or
-    work-items inside, no variable from outside it changed."""
+def _lane_body(body: list[ir.Stmt]) -> str | None:
+    """Why a lane loop's body does not keep to its lane (None if it does): something
+    allocated, a loop over lanes or work-items inside, a variable from outside it changed."""
     own = declared(body)
     for s in ir.walk(body):
         if isinstance(s, (ir.Alloc, ir.ParFor, ir.Distribute, ir.Barrier)) or \
                 (isinstance(s, ir.SeqFor) and s.lanes):
-            return False
+            return NESTED
         if isinstance(s, ir.Assign) and s.var.name not in own:
-            return False
-    return True
+            return KEEPS
+    return None
 
 
 def shift_to_slices(stmts: list[ir.Stmt], code: WarpCode, warp_id: ir.Expr) -> list[ir.Stmt]:

@@ -125,9 +125,9 @@ class Magics:
 
     def line_config(self, args: str) -> None:
         """`%config` shows the settings; `%config block_size=128 warp_size=32 backend=interp
-        checks=off short_circuit=off gpu=h100` changes them (short_circuit: the compiler's memory planning;
-        backend: auto, the default, is opencl where a device works and
-        else interp; gpu: the GPU whose occupancy and time %%costs predicts, one of the
+        checks=off short_circuit=off gpu=h100` changes them (short_circuit: the compiler's
+        memory planning; backend: auto, the default, is opencl where a device works and else
+        interp; gpu: the GPU whose occupancy and time %%costs predicts, one of the
         profiles in fcl/gpus/)."""
         settings = self.workspace.settings
         for item in shlex.split(args):

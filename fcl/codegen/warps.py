@@ -10,8 +10,9 @@ the warp's arrays are slices of one local array, warp w's at w × its length.
 The devices here have no sub-groups, so that barrier is the work-group's: every work-item must
 reach each one. That holds when the loops and branches around lane loops depend on nothing that
 differs between warps (`uniform`): no part index, no memory read. Where they may, or where the
-code writes outside a lane loop, keeps a value from one lane's element in a variable, or swaps
-arrays, its lanes stay one work-item's loop (`lanes_in_parallel` says why).
+code writes outside a lane loop, keeps a value from one lane's element in a variable, swaps
+arrays, or checks in a lane loop what may fail there, its lanes stay one work-item's loop
+(`lanes_in_parallel` says why).
 """
 from __future__ import annotations
 
@@ -87,6 +88,9 @@ STORES = "it writes memory outside a lane loop"
 SWAPS = "a loop's arrays swap (a `while` or `power` the compiler does not unroll)"
 NESTED = "it has a parallel loop or memory of its own inside"
 KEEPS = "a lane loop changes a variable from outside it"
+# A check that may fail in several lanes: one work-item reports the first lane's failure in the
+# lanes' order, as the interpreter does; lanes in parallel would report the lowest value.
+CHECKS = "a run-time check in a lane loop may fail (`--unsafe` leaves it out)"
 
 
 def _warp_statement(s: ir.Stmt, uniform: _Uniform) -> str | None:
@@ -129,7 +133,8 @@ def _warp_statement(s: ir.Stmt, uniform: _Uniform) -> str | None:
 
 def _lane_body(body: list[ir.Stmt]) -> str | None:
     """Why a lane loop's body does not keep to its lane (None if it does): something
-    allocated, a loop over lanes or work-items inside, a variable from outside it changed."""
+    allocated, a loop over lanes or work-items inside, a variable from outside it changed, a
+    check that may fail."""
     own = declared(body)
     for s in ir.walk(body):
         if isinstance(s, (ir.Alloc, ir.ParFor, ir.Distribute, ir.Barrier)) or \
@@ -137,6 +142,8 @@ def _lane_body(body: list[ir.Stmt]) -> str | None:
             return NESTED
         if isinstance(s, ir.Assign) and s.var.name not in own:
             return KEEPS
+        if isinstance(s, ir.Fail):
+            return CHECKS
     return None
 
 

@@ -291,8 +291,9 @@ def test_the_kernel_says_why_a_warps_lanes_stay_in_one_work_item(part, why):
 
 
 @pytest.mark.slow  # 2-4 s on Oclgrind
-def test_warp_code_is_clean_under_oclgrind(capfd):
-    assert oclgrind_findings(BLOCK_OF_WARPS, "warps.fcl", capfd, block_size=256) == ""
+@pytest.mark.parametrize("block_size", [256, 64])  # 64: two warps take the 8 parts in 4 rounds
+def test_warp_code_is_clean_under_oclgrind(block_size, capfd):
+    assert oclgrind_findings(BLOCK_OF_WARPS, "warps.fcl", capfd, block_size=block_size) == ""
 
 
 def test_a_notebook_sets_the_warp_size_with_config():

@@ -321,3 +321,13 @@ fun warpSums xs = forceM<grid> (concat<block> (256 / #WarpSize) (map (fn chunk =
         for size in (32, 8):
             lib = fcl.load(source, backend=backend, warp_size=size)
             assert list(lib.warpSums(values)) == list(values.reshape(-1, size).sum(axis=1))
+
+
+def test_costs_say_how_each_warp_step_runs(tmp_path, capsys):
+    path = tmp_path / "warps.fcl"
+    path.write_text(BLOCK_OF_WARPS)
+    assert fcl_main(["costs", "--gpu", "h100", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert shown.count("warp code of line ") == 2
+    assert "kernel0_line10, warp code of line 6: warp w's 32 lanes are work-items 32w to " \
+        "32w + 31, its arrays in local memory." in shown

@@ -53,6 +53,7 @@ class KernelCosts:
     global_atomics: int        # lane operations on global memory in the traced work-group
     distinct_sectors: int      # 32-byte sectors the traced work-group's global requests touch,
                                # each counted once (loads and stores apart): its DRAM traffic
+    warp_notes: tuple[str, ...]  # how its warp code runs, and why (Kernel.notes)
     groups_per_launch: list[int]  # work-groups of every launch of this kernel
     truncated: bool
     sites: list[SiteSummary]
@@ -116,7 +117,7 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         sum(s.accesses for s in atomic) / items,
         sum(s.same_address for s in atomic) / max(1, sum(s.requests for s in atomic)),
         sum(s.accesses for s in atomic if s.site.space == "global"),
-        distinct_sectors(split_by_site(trace, sites)),
+        distinct_sectors(split_by_site(trace, sites)), trace.kernel.notes,
         list(trace.groups_per_launch), trace.truncated, summaries)
 
 
@@ -246,6 +247,8 @@ def _notes(costs: list[KernelCosts], measured: Measured | None = None) -> list[s
     if any(c.truncated for c in costs):
         notes.append("Some work-items did more accesses than were recorded: counts are lower "
                      "bounds.")
+    # How each kernel's warp code runs (fcl.codegen.warps): what its counts describe.
+    notes += [f"{c.kernel}, {note}." for c in costs for note in c.warp_notes]
     return notes
 
 

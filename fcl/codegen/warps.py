@@ -20,7 +20,15 @@ from dataclasses import dataclass, replace
 
 from fcl.il import ir
 from fcl.il.simplify import mk_bin
-from fcl.il.traverse import declared, map_bodies, map_children, map_stmt_exprs, names
+from fcl.il.traverse import (
+    assigned,
+    declared,
+    expr_reads,
+    map_bodies,
+    map_children,
+    map_stmt_exprs,
+    names,
+)
 
 
 @dataclass
@@ -36,10 +44,12 @@ def lanes_in_parallel(s: ir.Distribute) -> WarpCode | str:
     arrays: dict[str, ir.Expr] = {}
     uniform = _Uniform(declared(s.body) | {s.var.name})
     if not uniform.expr(s.bound):
-        return "the number of parts may differ between work-groups"
+        return "the number of parts is read from memory"
     for stmt in s.body:
         if isinstance(stmt, ir.Alloc):
-            if stmt.level != "thread" or not uniform.expr(stmt.size):
+            if stmt.level != "thread":
+                return NESTED
+            if not uniform.expr(stmt.size):
                 return "an array's length depends on the part or on memory"
             arrays[stmt.var.name] = stmt.size
         else:
@@ -58,7 +68,7 @@ class _Uniform:
         self.known: set[str] = set()
 
     def expr(self, e: ir.Expr) -> bool:
-        if any(True for _ in _reads(e)):
+        if next(expr_reads(e), None) is not None:
             return False
         return all(name not in self.inside or name in self.known for name in names(e))
 
@@ -67,15 +77,6 @@ class _Uniform:
             self.known.add(var.name)
         else:
             self.known.discard(var.name)
-
-
-def _reads(e: ir.Expr):
-    if isinstance(e, ir.Index):
-        yield e
-    for name in ir.field_names(e):
-        value = getattr(e, name)
-        if isinstance(value, ir.Expr):
-            yield from _reads(value)
 
 
 def _has_lane_loop(stmts: list[ir.Stmt]) -> bool:
@@ -107,27 +108,26 @@ def _warp_statement(s: ir.Stmt, uniform: _Uniform) -> str | None:
         if not uniform.expr(s.bound):
             return DIVERGES
         return _lane_body(s.body)
-    nested: list[ir.Stmt] = []
     if isinstance(s, ir.SeqFor):
-        if _has_lane_loop(s.body):
-            if not uniform.expr(s.bound):
-                return DIVERGES
+        nested, decides = s.body, s.bound
+        if uniform.expr(s.bound):
             uniform.known.add(s.var.name)
-        nested = s.body
     elif isinstance(s, ir.If):
-        if _has_lane_loop(s.then + s.else_) and not uniform.expr(s.cond):
-            return DIVERGES
-        nested = s.then + s.else_
+        nested, decides = s.then + s.else_, s.cond
     elif isinstance(s, ir.While):
-        nested = s.test + s.body
+        nested, decides = s.test + s.body, s.cond
     elif isinstance(s, ir.Store):
         return STORES
     else:
         return NESTED
-    why = next((w for t in nested if (w := _warp_statement(t, uniform)) is not None), None)
-    if why is None and isinstance(s, ir.While) and _has_lane_loop(nested) \
-            and not uniform.expr(s.cond):
+    if _has_lane_loop(nested) and not uniform.expr(decides) and not isinstance(s, ir.While):
         return DIVERGES
+    why = next((w for t in nested if (w := _warp_statement(t, uniform)) is not None), None)
+    if why is None and _has_lane_loop(nested) and not uniform.expr(decides):
+        return DIVERGES  # a while's condition, known once its test has run
+    if not uniform.expr(decides):
+        # What only some work-items change, or change some number of times, differs.
+        uniform.known -= assigned(nested)
     return why
 
 

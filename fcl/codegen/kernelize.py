@@ -32,7 +32,7 @@ from fcl.codegen.kernel import (
     Special,
     StridedFor,
 )
-from fcl.codegen.warps import lanes_in_parallel, shift_to_slices
+from fcl.codegen.warps import lanes_as_work_items, lanes_in_parallel
 from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.dispatch import StmtVisitor
@@ -240,41 +240,19 @@ class KernelBody(StmtVisitor):
 
     def warp_distribute(self, s: ir.Distribute) -> list[ir.Stmt] | str:
         """A warp distribute with its lanes as work-items (fcl.codegen.warps), or why not."""
-        size = self.block_size
         if self.serial:
             return "the kernel is shaped for a CPU (a serial work-group)"
-        if size is None or size % s.warp:
-            return f"the work-group ({size}) is no whole number of warps"
+        if self.block_size is None:
+            return "the work-group's size is not known when compiling"
+        if self.block_size % s.warp:
+            return f"a work-group of {self.block_size} is no whole number of warps"
         code = lanes_in_parallel(s)
         if isinstance(code, str):
             return code
-        warps = size // s.warp
-        width = ir.Const(s.warp, ir.INT)
-        number = s.var.name.rpartition("_")[2]
-        warp_id, lane = ir.Var(f"warp_{number}", ir.INT), ir.Var(f"lane_{number}", ir.INT)
-        ids = [ir.Declare(warp_id, ir.Bin("/", Special("local_id"), width, ir.INT), span=s.span),
-               ir.Declare(lane, ir.Bin("%", Special("local_id"), width, ir.INT), span=s.span)]
-        allocs = [ir.Alloc(a.var, mk_bin("*", ir.Const(warps, ir.INT), a.size, ir.INT), "block",
-                           span=a.span)
-                  for a in s.body if isinstance(a, ir.Alloc) and a.var.name in code.arrays]
-        body = shift_to_slices([t for t in s.body if not any(t is a for a in s.body
-                                                               if isinstance(a, ir.Alloc))],
-                               code, warp_id)
-        every = isinstance(s.bound, ir.Const) and s.bound.value % warps == 0
-        active = None if every else mk_bin("<", s.var, s.bound, ir.BOOL)
-        if isinstance(s.bound, ir.Const) and s.bound.value <= warps:
-            parts: list[ir.Stmt] = [ir.Declare(s.var, warp_id, span=s.span), *body]
-        else:
-            round_ = ir.Var(f"round_{s.var.name}", ir.INT)
-            first = mk_bin("*", round_, ir.Const(warps, ir.INT), ir.INT)
-            rounds = mk_bin("/", mk_bin("+", s.bound, ir.Const(warps - 1, ir.INT), ir.INT),
-                            ir.Const(warps, ir.INT), ir.INT)
-            parts = [ir.SeqFor(round_, rounds, [
-                ir.Declare(s.var, mk_bin("+", first, warp_id, ir.INT), span=s.span), *body],
-                span=s.span)]
-        self.lanes = (s.warp, lane, active)
+        made = lanes_as_work_items(s, code, self.block_size)
+        self.lanes = (s.warp, made.lane, made.active)
         try:
-            return self.block([*allocs, *ids, *parts], "block")
+            return self.block(made.stmts, "block")
         finally:
             self.lanes = None
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from fcl.codegen.kernel import Special
 from fcl.il import ir
 from fcl.il.simplify import mk_bin
 from fcl.il.traverse import (
@@ -145,6 +146,43 @@ def _lane_body(body: list[ir.Stmt]) -> str | None:
         if isinstance(s, ir.Fail):
             return CHECKS
     return None
+
+
+@dataclass
+class LanesAsWorkItems:
+    """A warp distribute rewritten for a work-group kernel (block-level statements whose lane
+    loops are still to be spread over the lanes, see kernelize.KernelBody.lane_loop)."""
+
+    stmts: list[ir.Stmt]
+    lane: ir.Var                # this work-item's lane in its warp
+    active: ir.Expr | None      # whether its warp has a part this round (None: every warp has)
+
+
+def lanes_as_work_items(s: ir.Distribute, code: WarpCode, block_size: int) -> LanesAsWorkItems:
+    """The warps' arrays as local memory, and the parts dealt to the warps in rounds."""
+    warps = block_size // s.warp
+    width = ir.Const(s.warp, ir.INT)
+    number = s.var.name.rpartition("_")[2]
+    warp_id, lane = ir.Var(f"warp_{number}", ir.INT), ir.Var(f"lane_{number}", ir.INT)
+    ids = [ir.Declare(warp_id, ir.Bin("/", Special("local_id"), width, ir.INT), span=s.span),
+           ir.Declare(lane, ir.Bin("%", Special("local_id"), width, ir.INT), span=s.span)]
+    allocs = [ir.Alloc(a.var, mk_bin("*", ir.Const(warps, ir.INT), a.size, ir.INT), "block",
+                       span=a.span)
+              for a in s.body if isinstance(a, ir.Alloc)]
+    body = shift_to_slices([t for t in s.body if not isinstance(t, ir.Alloc)], code, warp_id)
+    every = isinstance(s.bound, ir.Const) and s.bound.value % warps == 0
+    active = None if every else mk_bin("<", s.var, s.bound, ir.BOOL)
+    if isinstance(s.bound, ir.Const) and s.bound.value <= warps:
+        parts: list[ir.Stmt] = [ir.Declare(s.var, warp_id, span=s.span), *body]
+    else:
+        round_ = ir.Var(f"round_{s.var.name}", ir.INT)
+        first = mk_bin("*", round_, ir.Const(warps, ir.INT), ir.INT)
+        rounds = mk_bin("/", mk_bin("+", s.bound, ir.Const(warps - 1, ir.INT), ir.INT),
+                        ir.Const(warps, ir.INT), ir.INT)
+        parts = [ir.SeqFor(round_, rounds, [
+            ir.Declare(s.var, mk_bin("+", first, warp_id, ir.INT), span=s.span), *body],
+            span=s.span)]
+    return LanesAsWorkItems([*allocs, *ids, *parts], lane, active)
 
 
 def shift_to_slices(stmts: list[ir.Stmt], code: WarpCode, warp_id: ir.Expr) -> list[ir.Stmt]:

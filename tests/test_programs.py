@@ -17,6 +17,7 @@ import pytest
 from fcl.errors import Source
 from fcl.interp.eval import RunConfig
 from fcl.pipeline import CompileOptions, main_root, run_interpreter, run_opencl
+from fcl.rowtiles import ROW_TILE
 from fcl.session import Session
 from fcl.types.builtins import BUILTINS
 
@@ -189,6 +190,59 @@ def warp_expected() -> str:
                    tree_reduce(operator.add, lane[:5])[0], tree_scan(operator.add, lane[:5])[4]]
     return lines(ints(per_warp), ints(sums), doubles(orders), ints([32]),
                  ints([0, 0, 1, 2, 2, 3]))
+
+
+def rows_in_tiles(rows, tile: int = ROW_TILE):
+    """The rows' pieces in the order of fcl.rowtiles: the part of each row in each tile of
+    `tile` consecutive elements of the rows' concatenation."""
+    start = 0
+    for row in rows:
+        pieces: dict[int, list] = {}
+        for k, x in enumerate(row):
+            pieces.setdefault((start + k) // tile, []).append(x)
+        start += len(row)
+        yield list(pieces.values())
+
+
+def reduce_rows(f, z, rows):
+    out = []
+    for pieces in rows_in_tiles(rows):
+        acc = z
+        for x in pieces[0] if pieces else []:
+            acc = f(acc, x)
+        for piece in pieces[1:]:
+            acc = f(acc, functools.reduce(f, piece))
+        out.append(acc)
+    return out
+
+
+def scan_rows(f, z, rows):
+    out = []
+    for pieces in rows_in_tiles(rows):
+        acc = z
+        for x in pieces[0] if pieces else []:
+            acc = f(acc, x)
+            out.append(acc)
+        for piece in pieces[1:]:
+            out += [f(acc, running) for running in itertools.accumulate(piece, f)]
+            acc = out[-1]
+    return out
+
+
+def rows_expected() -> str:
+    offsets = [0 if r < 2 else 3 * r if r < 4 else (r - 3) * 300 for r in range(7)]
+    n = offsets[-1]
+    cols = [e * 7 % 10 for e in range(n)]
+    vals = [1.0e16 if e % 50 == 0 else -1.0e16 if e % 50 == 25 else float(e % 5)
+            for e in range(n)]
+    x = [float(i + 1) for i in range(10)]
+
+    def rows(xs):
+        return [xs[offsets[r]:offsets[r + 1]] for r in range(6)]
+    products = [v * x[c] for v, c in zip(vals, cols, strict=True)]
+    return lines(doubles(reduce_rows(operator.add, 0.0, rows(products))),
+                 ints(scan_rows(operator.add, 1, rows(cols))),
+                 ints(max(cols[7 * r:7 * r + 7]) for r in range(5)))
 
 
 def interleave_expected() -> str:
@@ -383,6 +437,7 @@ EXPECTED = {
     "interleaveSeq.fcl": interleave_seq_expected,
     "seqfor.fcl": seqfor_expected,
     "warp.fcl": warp_expected,
+    "rows.fcl": rows_expected,
     "power.fcl": power_expected,
     "while.fcl": while_expected,
     "forceAndPrint.fcl": lambda: lines(ints((i - 2) * 1000000 for i in range(6)),

@@ -128,6 +128,8 @@ class Kernelizer(StmtVisitor):
     def parfor_kernel(self, s: ir.ParFor) -> Launch:
         name = self._kernel_name(s.span)
         made = KernelBody(self.block_size)
+        if s.note:
+            made.notes.append(s.note)
         body = made.iteration(s.var, s.bound, s.body, "thread")
         size = self.block_size
         # One work-item per iteration where one launch has enough, no loop: PoCL ran a copy in

@@ -5,6 +5,7 @@ from fcl import checks
 from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.lower import Lowerer
+from fcl.il.rows import reduce_rows, scan_rows
 from fcl.il.simplify import mk_bin, mk_un
 from fcl.il.values import (
     Interleave,
@@ -242,8 +243,15 @@ def _array_builtins(lw: Lowerer, t: Type, span):
             return Pull(count, lambda j: ir.Index(hist, j))
         return program(run)
 
+    def rows_program(build):
+        def make(f, z, rows):
+            return program(lambda: build(lw, f, z, rows, elem_type(result_type(t))))
+        return make
+
     return {
         "histogram": (5, histogram),
+        "reduceRows": (3, rows_program(reduce_rows)),
+        "scanRows": (3, rows_program(scan_rows)),
         "fst": (1, lambda p: p[0]),
         "snd": (1, lambda p: p[1]),
         "index": (2, lw.index),

@@ -161,12 +161,14 @@ class Store(Stmt):
 
 @dataclass(eq=False)
 class ParFor(Stmt):
-    """for var in [0, bound) in parallel over the units of `level`; ends with a barrier."""
+    """for var in [0, bound) in parallel over the units of `level`; ends with a barrier.
+    `note` says what the loop is for where the code alone does not (shown with its kernel)."""
 
     level: str
     var: Var
     bound: Expr
     body: list[Stmt]
+    note: str = field(default="", kw_only=True)
 
 
 @dataclass(eq=False)
@@ -478,8 +480,9 @@ def _show(s: Stmt, indent: int) -> str:
     if isinstance(s, Store):
         return f"{pad}{s.array.name}[{show_expr(s.index)}] = {show_expr(s.value)};"
     if isinstance(s, ParFor):
-        return show_block(f"parfor<{s.level}> ({s.var.name} < {show_expr(s.bound)})", s.body,
-                          indent)
+        shown = show_block(f"parfor<{s.level}> ({s.var.name} < {show_expr(s.bound)})", s.body,
+                           indent)
+        return f"{pad}-- {s.note}\n{shown}" if s.note else shown
     if isinstance(s, Distribute):
         level = f"{s.level}, warps of {s.warp}" if s.warp else s.level
         return show_block(f"distribute<{level}> ({s.var.name} < {show_expr(s.bound)})",

@@ -105,6 +105,12 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
                   {"a": BT}, "`histogram bins op neutral is xs`: bins elements, each the neutral "
                              "element combined with every xs[k] whose is[k] is that bin; op is "
                              "addi, mini, maxi, mind or maxd (atomics on a device)"),
+    "reduceRows": ("forall 'a. ('a -> 'a -> 'a) -> 'a -> [['a]] -> Program<grid> ['a]", {"a": BT},
+                   "`reduceRows f z rows`: each row of an irregular array folded from z with "
+                   "the associative f, balanced by elements, whatever the rows' lengths"),
+    "scanRows": ("forall 'a. ('a -> 'a -> 'a) -> 'a -> [['a]] -> Program<grid> ['a]", {"a": BT},
+                 "`scanRows f z rows`: each row's inclusive scan from z with the associative f, "
+                 "the rows one after another in one array"),
     "#BlockSize": ("int", {}, f"the work-group size (configurable, {BLOCK_SIZE} by default)"),
     "#WarpSize": ("int", {}, f"the lanes of a warp (configurable, {WARP_SIZE} by default)"),
     "readIntCSV": ("string -> Program<grid> [int]", {}, "read ints from a CSV file"),

@@ -1,0 +1,273 @@
+"""Irregular arrays, flattened: `reduceRows` and `scanRows` over rows of different lengths.
+
+An irregular array is a pull array of rows (`[['a]]`) whose rows may differ in length, such
+as `segments offsets xs`. Its shape is found from the program before any code is made, by
+looking at the length of a symbolic row r:
+
+- regular: the length does not depend on r (`splitUp n xs`): row r starts at r * n, and no
+  descriptor is needed;
+- segmented: the length is S(r + 1) - S(r) for an expression S of r (`offsets[r+1] -
+  offsets[r]`): row r starts at S(r) - S(0), read where the descriptor already lies, so
+  arrays built on the same offsets share one descriptor;
+- counted: anything else; the lengths are added up into a descriptor first, by one
+  work-item.
+
+The flat code balances work by elements, not rows (fcl.rowtiles fixes the order): tiles of
+ROW_TILE elements of the rows' concatenation, one work-item each, fold the piece that
+continues a row begun in an earlier tile; then one work-item per row folds its first piece
+(at most ROW_TILE elements) and the tiles' pieces. No work-item does more than ROW_TILE +
+(its row's length / ROW_TILE) steps, however skewed the rows.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fcl import checks
+from fcl.errors import FCLError
+from fcl.il import ir
+from fcl.il.ir import expr_key, show_expr
+from fcl.il.lower import Lowerer
+from fcl.il.simplify import mk_bin, rebuild
+from fcl.il.traverse import declared, expr_reads, names
+from fcl.il.values import Pull
+from fcl.rowtiles import ROW_TILE
+
+I, B = ir.INT, ir.BOOL  # noqa: E741  # the code below reads as types
+
+
+@dataclass(frozen=True)
+class Shape:
+    kind: str                               # "regular", "segmented" or "counted"
+    said: str                               # the shape in words, for the kernels' notes
+    rows: ir.Expr                           # how many rows
+    start: Callable[[ir.Expr], ir.Expr]     # where row r begins in the concatenation, r <= rows
+    total: ir.Expr                          # the elements of all rows
+
+    def row_end(self, r: ir.Expr) -> ir.Expr:
+        return self.start(mk_bin("+", r, ir.Const(1, I), I))
+
+
+def _c(value: int) -> ir.Const:
+    return ir.Const(value, I)
+
+
+def shape_of(lw: Lowerer, rows: Pull) -> Shape:
+    count = lw.declare("rows", rows.length)
+    r = lw.fresh("r", I)
+    with lw.capture() as thrown_away:  # the row's own code is made again where it runs
+        length = _row(rows, r).length
+    if not names(length) & declared(thrown_away):
+        if r.name not in names(length):
+            per_row = lw.declare("rowlen", length)
+            return Shape("regular", f"regular rows of {show_expr(per_row)} elements", count,
+                         lambda k: mk_bin("*", k, per_row, I),
+                         lw.declare("total", mk_bin("*", count, per_row, I)))
+        if isinstance(length, ir.Bin) and length.op == "-":
+            after, before = length.left, length.right
+            if expr_key(rebuild(before, {r.name: mk_bin("+", r, _c(1), I)})) == expr_key(after):
+                base = lw.declare("base", rebuild(before, {r.name: _c(0)}))
+
+                def start(k: ir.Expr) -> ir.Expr:
+                    return mk_bin("-", rebuild(before, {r.name: k}), base, I)
+                held = sorted({read.array.name for read in expr_reads(before)})
+                formula = show_expr(before)
+                said = f"rows segmented by {' and '.join(held)}" if held else \
+                    f"rows starting at {formula}" if len(formula) <= 60 else \
+                    "rows starting where a formula of the row says"
+                return Shape("segmented", said, count, start, lw.declare("total", start(count)))
+    return _counted(lw, rows, count)
+
+
+def _row(rows: Pull, r: ir.Expr) -> Pull:
+    row = rows.fn(r)
+    if not isinstance(row, Pull):
+        raise FCLError("internal: a row of an irregular array is not a pull array")
+    return row
+
+
+def _counted(lw: Lowerer, rows: Pull, count: ir.Expr) -> Shape:
+    """A descriptor made by adding up the rows' lengths, for rows whose lengths follow none."""
+    offsets = lw.fresh("offsets", ir.ArrayType(I))
+    lw.emit(ir.Alloc(offsets, mk_bin("+", count, _c(1), I), "grid"))
+    r, k, one = lw.fresh("r", I), lw.fresh("k", I), lw.fresh("one", I)
+    with lw.capture() as lengths, lw.parallel(checks.GLOBAL, r):
+        lw.emit(ir.Store(offsets, mk_bin("+", r, _c(1), I), _row(rows, r).length))
+    lw.emit(ir.ParFor("grid", r, count, lengths, note="the rows' lengths follow no "
+                      "descriptor: each work-item writes its row's length"))
+    after = mk_bin("+", k, _c(1), I)
+    lw.emit(ir.ParFor("grid", one, _c(1), [
+        ir.Store(offsets, _c(0), _c(0)),
+        ir.SeqFor(k, count, [ir.Store(offsets, after, mk_bin("+", ir.Index(offsets, k),
+                                                              ir.Index(offsets, after), I))])],
+                      note="one work-item adds up the rows' lengths into a descriptor"))
+    return Shape("counted", f"rows segmented by the lengths added up into {offsets.name}",
+                 count, lambda j: ir.Index(offsets, j),
+                 lw.declare("total", ir.Index(offsets, count)))
+
+
+class _Flat:
+    """The flat code for one irregular array: its shape, its elements, the combining function."""
+
+    def __init__(self, lw: Lowerer, rows: Pull, f, elem: str):
+        self.lw, self.rows, self.f, self.elem = lw, rows, f, elem
+        self.shape = shape_of(lw, rows)
+        tile = _c(ROW_TILE)
+        self.tiles = lw.declare("tiles", mk_bin("/", mk_bin("+", self.shape.total,
+                                                            _c(ROW_TILE - 1), I), tile, I))
+
+    def combine(self, acc: ir.Expr, value: ir.Expr) -> ir.Expr:
+        return self.lw.apply(self.lw.apply(self.f, acc), value)
+
+    def element(self, r: ir.Expr, j: ir.Expr) -> ir.Expr:
+        return _row(self.rows, r).fn(j)
+
+    def row_of(self, position: ir.Expr) -> ir.Var:
+        """The row holding the element at `position` (the last of the rows that begin there)."""
+        lw, shape = self.lw, self.shape
+        row = lw.fresh("row", I)
+        if shape.kind == "regular":
+            lw.emit(ir.Declare(row, mk_bin("/", position, shape.start(_c(1)), I)))
+            return row
+        low, high, middle = lw.fresh("low", I), lw.fresh("high", I), lw.fresh("mid", I)
+        lw.emit(ir.Declare(low, _c(0)))
+        lw.emit(ir.Declare(high, shape.rows))
+        lw.emit(ir.While([], mk_bin(">", mk_bin("-", high, low, I), _c(1), B), [
+            ir.Declare(middle, mk_bin("/", mk_bin("+", low, high, I), _c(2), I)),
+            ir.If(mk_bin("<=", shape.start(middle), position, B),
+                  [ir.Assign(low, middle)], [ir.Assign(high, middle)])], level="thread"))
+        lw.emit(ir.Declare(row, low))
+        return row
+
+    def fold(self, acc: ir.Var, first: ir.Expr, end: ir.Expr, value: Callable) -> None:
+        """acc = f(acc, value(k)) for k in [first, end), in order."""
+        lw, k = self.lw, self.lw.fresh("k", I)
+        with lw.capture() as body:
+            at = mk_bin("+", first, k, I)
+            lw.emit(ir.Assign(acc, self.combine(acc, value(at))))
+        lw.emit(ir.SeqFor(k, mk_bin("-", end, first, I), body))
+
+    def tile_heads(self) -> ir.Var:
+        """heads[t]: the fold of tile t's elements up to the first row that begins in it, for
+        each tile that begins inside a row (elsewhere unused)."""
+        lw, shape = self.lw, self.shape
+        heads = lw.fresh("heads", ir.ArrayType(self.elem))
+        lw.emit(ir.Alloc(heads, self.tiles, "grid"))
+        t = lw.fresh("tile", I)
+        with lw.capture() as body:
+            first = lw.declare("first", mk_bin("*", t, _c(ROW_TILE), I))
+            r = self.row_of(first)
+            begins = lw.declare("begins", shape.start(r))
+            with lw.capture() as inside, lw.parallel(checks.GLOBAL, r):
+                end = lw.declare("end", mk_bin("min", shape.row_end(r),
+                                               mk_bin("+", first, _c(ROW_TILE), I), I))
+                acc = lw.fresh("acc", self.elem)
+                lw.emit(ir.Declare(acc, self.element(r, mk_bin("-", first, begins, I))))
+                self.fold(acc, mk_bin("+", first, _c(1), I), end,
+                          lambda at: self.element(r, mk_bin("-", at, begins, I)))
+                lw.emit(ir.Store(heads, t, acc))
+            lw.emit(ir.If(mk_bin("<", begins, first, B), inside, []))
+        lw.emit(ir.ParFor("grid", t, self.tiles, body, note=(
+            f"{self.shape.said}, flattened: a work-item per tile of {ROW_TILE} elements folds "
+            "the piece of the row its tile begins inside")))
+        return heads
+
+    def each_row(self, heads: ir.Var, z: ir.Expr, after_first: Callable, before_tile: Callable,
+                 done: Callable) -> None:
+        """One work-item per row: acc = z, folded with the row's first piece, then with the
+        heads of the tiles that begin inside the row; the callbacks see acc on the way."""
+        lw, shape = self.lw, self.shape
+        r = lw.fresh("r", I)
+        with lw.capture() as body, lw.parallel(checks.GLOBAL, r):
+            begins = lw.declare("begins", shape.start(r))
+            ends = lw.declare("ends", shape.row_end(r))
+            tile = _c(ROW_TILE)
+            first_tile = lw.declare("tile", mk_bin("/", begins, tile, I))
+            piece_end = lw.declare("piece", mk_bin(
+                "min", ends, mk_bin("*", mk_bin("+", first_tile, _c(1), I), tile, I), I))
+            acc = lw.fresh("acc", self.elem)
+            lw.emit(ir.Declare(acc, z))
+            self.fold(acc, begins, piece_end,
+                      lambda at: self.element(r, mk_bin("-", at, begins, I)))
+            after_first(r, acc)
+            last_tile = mk_bin("/", mk_bin("-", ends, _c(1), I), tile, I)
+            later = mk_bin("-", last_tile, first_tile, I)
+            count = lw.declare("later", mk_bin("max", ir.Select(
+                mk_bin(">", ends, begins, B), later, _c(0), I), _c(0), I))
+            k = lw.fresh("k", I)
+            with lw.capture() as step:
+                t = lw.declare("t", mk_bin("+", mk_bin("+", first_tile, _c(1), I), k, I))
+                before_tile(t, acc)
+                lw.emit(ir.Assign(acc, self.combine(acc, ir.Index(heads, t))))
+            lw.emit(ir.SeqFor(k, count, step))
+            done(r, acc)
+        lw.emit(ir.ParFor("grid", r, shape.rows, body, note=(
+            f"{shape.said}, flattened: a work-item per row folds its first piece (at most "
+            f"{ROW_TILE} elements) and the pieces of the tiles that begin inside it")))
+
+
+def reduce_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
+    flat = _Flat(lw, rows, f, elem)
+    heads = flat.tile_heads()
+    result = lw.fresh("reduced", ir.ArrayType(elem))
+    lw.emit(ir.Alloc(result, flat.shape.rows, "grid"))
+    flat.each_row(heads, z, lambda r, acc: None, lambda t, acc: None,
+                  lambda r, acc: lw.emit(ir.Store(result, r, acc)))
+    return Pull(flat.shape.rows, lambda i: ir.Index(result, i))
+
+
+def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
+    """Each row's inclusive scan, in the rows' concatenation. An element of a row's first piece
+    is the fold from z; in a later tile t, f(carry[t], the fold of the tile's piece up to it),
+    carry[t] being the row's fold before tile t (as reduceRows combines it)."""
+    flat = _Flat(lw, rows, f, elem)
+    shape = flat.shape
+    heads = flat.tile_heads()
+    carries = lw.fresh("carries", ir.ArrayType(elem))
+    lw.emit(ir.Alloc(carries, flat.tiles, "grid"))
+    # Every such t is below the tile count; the test says so to the IL verifier, whose
+    # ranges cannot follow a row's tiles.
+    flat.each_row(heads, z, lambda r, acc: None,
+                  lambda t, acc: lw.emit(ir.If(mk_bin("<", t, flat.tiles, B),
+                                               [ir.Store(carries, t, acc)], [])),
+                  lambda r, acc: None)
+    scanned = lw.fresh("scanned", ir.ArrayType(elem))
+    lw.emit(ir.Alloc(scanned, shape.total, "grid"))
+    t = lw.fresh("tile", I)
+    with lw.capture() as body:
+        first = lw.declare("first", mk_bin("*", t, _c(ROW_TILE), I))
+        end = lw.declare("end", mk_bin("min", shape.total,
+                                        mk_bin("+", first, _c(ROW_TILE), I), I))
+        row = flat.row_of(first)
+        acc = lw.fresh("acc", elem)
+        lw.emit(ir.Declare(acc, z))
+        k = lw.fresh("k", I)
+        with lw.capture() as step:
+            at = lw.declare("at", mk_bin("+", first, k, I))
+            # Past the row's end: on to the row holding `at` (rows between may be empty).
+            with lw.capture() as advance:
+                lw.emit(ir.Assign(row, mk_bin("+", row, _c(1), I)))
+            lw.emit(ir.While([], mk_bin("<=", shape.row_end(row), at, B), advance,
+                             level="thread"))
+            begins = lw.declare("begins", shape.start(row))
+            with lw.parallel(checks.GLOBAL, row):
+                value = lw.declare("x", flat.element(row, mk_bin("-", at, begins, I)))
+                with lw.capture() as continues:  # the row began in an earlier tile
+                    with lw.capture() as first_of_tile:
+                        lw.emit(ir.Assign(acc, value))
+                    with lw.capture() as further:
+                        lw.emit(ir.Assign(acc, flat.combine(acc, value)))
+                    lw.emit(ir.If(mk_bin("==", k, _c(0), B), first_of_tile, further))
+                    lw.emit(ir.Store(scanned, at, flat.combine(ir.Index(carries, t), acc)))
+                with lw.capture() as starts_here:
+                    with lw.capture() as restart:
+                        lw.emit(ir.Assign(acc, z))
+                    lw.emit(ir.If(mk_bin("==", at, begins, B), restart, []))
+                    lw.emit(ir.Assign(acc, flat.combine(acc, value)))
+                    lw.emit(ir.Store(scanned, at, acc))
+            lw.emit(ir.If(mk_bin("<", begins, first, B), continues, starts_here))
+        lw.emit(ir.SeqFor(k, mk_bin("-", end, first, I), step))
+    lw.emit(ir.ParFor("grid", t, flat.tiles, body, note=(
+        f"{shape.said}, flattened: a work-item per tile of {ROW_TILE} elements scans them, "
+        "from its rows' values before the tile")))
+    return Pull(shape.total, lambda i: ir.Index(scanned, i))

@@ -1,0 +1,190 @@
+"""Irregular arrays (`segments offsets xs`, rows of different lengths) reduced and scanned row by
+row with `reduceRows` and `scanRows`: flattened into kernels balanced by elements, the same bits
+on both back ends, and checked against plain Python."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import fcl
+from fcl.errors import FCLError
+from fcl.rowtiles import ROW_TILE
+from runs import compiled_source, run_cl, run_interp
+from test_memory import same_everywhere
+from test_oclgrind import oclgrind_findings
+
+LIBRARY = """
+sig smvm : [int] -> [int] -> [double] -> [double] -> Program<grid> [double]
+fun smvm offsets cols vals x =
+  reduceRows addd 0.0 (map (map (fn p => muld (fst p) (index x (snd p))))
+                           (segments offsets (zipWith (fn v => fn c => (v, c)) vals cols)))
+
+sig rowSums : [int] -> [int] -> Program<grid> [int]
+fun rowSums offsets xs = reduceRows addi 0 (segments offsets xs)
+
+sig rowScans : [int] -> [double] -> Program<grid> [double]
+fun rowScans offsets xs = scanRows addd 0.0 (segments offsets xs)
+
+sig firstHalves : [int] -> [int] -> Program<grid> [int]
+fun firstHalves offsets xs =
+  reduceRows addi 0 (map (fn row => take (lengthPull row / 2) row) (segments offsets xs))
+"""
+
+
+@pytest.fixture(scope="module")
+def libraries():
+    return {backend: fcl.load(LIBRARY, backend=backend) for backend in ("interp", "opencl")}
+
+
+def skewed(seed: int, rows: int = 60, columns: int = 50):
+    """A CSR matrix with power-law row lengths: empty rows, and rows over several tiles."""
+    rng = np.random.default_rng(seed)
+    lengths = np.minimum((rng.pareto(1.2, rows) * 20).astype(np.int32), 3 * ROW_TILE + 17)
+    lengths[[1, 5, 6]] = 0
+    lengths[2] = 2 * ROW_TILE + 3
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    nnz = int(offsets[-1])
+    return (offsets, rng.integers(0, columns, nnz).astype(np.int32), rng.standard_normal(nnz),
+            rng.standard_normal(columns))
+
+
+def python_rows(offsets, values):
+    return [list(values[offsets[r]:offsets[r + 1]]) for r in range(len(offsets) - 1)]
+
+
+def test_sparse_matrix_vector_product_matches_python_and_both_back_ends_agree(libraries):
+    offsets, cols, vals, x = skewed(1)
+    results = {b: lib.smvm(offsets, cols, vals, x) for b, lib in libraries.items()}
+    assert np.array_equal(results["interp"], results["opencl"])  # bit for bit
+    rows = zip(python_rows(offsets, vals), python_rows(offsets, cols), strict=True)
+    expected = [sum(v * x[c] for v, c in zip(row_vals, row_cols, strict=True))
+                for row_vals, row_cols in rows]
+    assert np.allclose(results["opencl"], expected, rtol=1e-12, atol=1e-12)
+    assert results["opencl"][1] == 0.0 and len(results["opencl"]) == len(offsets) - 1
+
+
+def test_a_row_within_one_tile_is_an_ordinary_left_fold(libraries):
+    offsets, _, vals, _ = skewed(2)
+    sums = libraries["opencl"].rowScans(offsets, vals)
+    for r, row in enumerate(python_rows(offsets, vals)):
+        if row and offsets[r] // ROW_TILE == (offsets[r + 1] - 1) // ROW_TILE:
+            # Python's sum adds left to right from 0: the same bits.
+            assert sums[offsets[r + 1] - 1] == sum(row), r
+
+
+def test_each_scanned_row_ends_with_the_rows_reduction(libraries):
+    offsets, cols, vals, _ = skewed(3)
+    for backend, lib in libraries.items():
+        scanned = lib.rowScans(offsets, vals)
+        reduced = lib.smvm(offsets, np.zeros_like(cols), vals, np.ones(1))
+        ends = offsets[1:][offsets[1:] > offsets[:-1]] - 1
+        assert np.array_equal(scanned[ends], reduced[offsets[1:] > offsets[:-1]]), backend
+        expected = np.concatenate([np.cumsum(row) for row in python_rows(offsets, vals) if row])
+        assert np.allclose(scanned, expected, rtol=1e-12, atol=1e-12), backend
+    assert np.array_equal(libraries["interp"].rowScans(offsets, vals),
+                          libraries["opencl"].rowScans(offsets, vals))
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from([0, 1, 2, 5, ROW_TILE - 1, ROW_TILE, ROW_TILE + 1, 700]),
+                min_size=1, max_size=12), st.integers(0, 1000))
+def test_generated_rows_sum_exactly_on_both_back_ends(libraries, lengths, seed):
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    xs = np.random.default_rng(seed).integers(-1000, 1000, int(offsets[-1])).astype(np.int32)
+    expected = [sum(row) for row in python_rows(offsets, xs)]
+    halves = [sum(row[:len(row) // 2]) for row in python_rows(offsets, xs)]
+    for backend, lib in libraries.items():
+        assert list(lib.rowSums(offsets, xs)) == expected, backend
+        assert list(lib.firstHalves(offsets, xs)) == halves, backend
+
+
+SHAPES = """val main =
+  let xs = generate 1000 (fn i => i % 17) in
+  let offsets = generate 5 (fn r => r * r * 40) in
+  do<grid> {
+    a <- reduceRows addi 0 (splitUp 300 xs) ;
+    forceAndPrint 3 (push<grid> a) ;
+    b <- scanRows maxi 0 (splitUp 300 xs) ;
+    forceAndPrint 900 (push<grid> b) ;
+    c <- reduceRows addi 0 (map (map (fn x => x * 2)) (segments offsets xs)) ;
+    forceAndPrint 4 (push<grid> c) ;
+    d <- reduceRows addi 0 (map (fn row => take (lengthPull row / 2) row) (segments offsets xs)) ;
+    forceAndPrint 4 (push<grid> d) ;
+    e <- reduceRows addi 5 (segments (generate 4 (fn i => 0)) xs) ;
+    forceAndPrint 3 (push<grid> e)
+  }
+"""
+
+
+@pytest.mark.slow
+def test_the_shape_of_the_rows_is_found_and_said_with_the_kernels():
+    xs = [i % 17 for i in range(1000)]
+    starts = [r * r * 40 for r in range(5)]
+    rows = [xs[starts[r]:starts[r + 1]] for r in range(4)]
+    scanned = [max(xs[r * 300:r * 300 + k + 1]) for r in range(3) for k in range(300)]
+    assert same_everywhere(SHAPES).splitlines() == [
+        str([sum(xs[r * 300:r * 300 + 300]) for r in range(3)]).replace(" ", ""),
+        str(scanned).replace(" ", ""),
+        str([2 * sum(row) for row in rows]).replace(" ", ""),
+        str([sum(row[:len(row) // 2]) for row in rows]).replace(" ", ""),
+        "[5,5,5]"]
+    source = compiled_source(SHAPES)
+    # splitUp's rows need no descriptor; segments' share the offsets where they lie; rows cut
+    # by `take` follow neither, so their lengths are added up first.
+    assert "regular rows of 300 elements, flattened" in source
+    assert "rows starting where a formula of the row says, flattened: a work-item per row" \
+        in source
+    assert "one work-item adds up the rows' lengths into a descriptor" in source
+    assert f"a work-item per tile of {ROW_TILE} elements" in source
+
+
+IN_MEMORY = """val main =
+  let xs = generate 1000 (fn i => i % 17) in
+  do<grid> {
+    offsets <- forcePull<grid> (generate 5 (fn r => r * r * 40)) ;
+    a <- reduceRows addi 0 (segments offsets xs) ;
+    b <- reduceRows addi 0 (map (map (fn x => x * 3)) (segments offsets (map (fn x => 1) xs))) ;
+    forceAndPrint 4 (push<grid> (generate 4 (fn r => index a r - index b r)))
+  }
+"""
+
+
+@pytest.mark.slow
+def test_rows_on_offsets_in_memory_read_the_descriptor_where_it_lies():
+    xs = [i % 17 for i in range(1000)]
+    starts = [r * r * 40 for r in range(5)]
+    assert same_everywhere(IN_MEMORY) == str(
+        [sum(xs[starts[r]:starts[r + 1]]) - 3 * (starts[r + 1] - starts[r])
+         for r in range(4)]).replace(" ", "") + "\n"
+    notes = [line for line in compiled_source(IN_MEMORY).splitlines() if "flattened" in line]
+    # Both arrays' rows are segmented by the one forced descriptor; no lengths are added up.
+    assert len(notes) == 4 and all("rows segmented by arr_" in note for note in notes)
+    assert "adds up" not in compiled_source(IN_MEMORY)
+
+
+FAULT = """val main =
+  let xs = generate 1000 (fn i => i % 17) in
+  do<grid> {
+    s <- reduceRows addi 0 (map (map (fn c => index xs (c * 100)))
+                                (segments (generate 4 (fn i => i * 300)) xs)) ;
+    forceAndPrint 3 (push<grid> s)
+  }
+"""
+
+
+def test_a_fault_in_a_rows_element_is_the_same_located_error_everywhere():
+    messages = []
+    for run in (run_interp, lambda text: run_cl(text)):
+        with pytest.raises(FCLError) as caught:
+            run(FAULT)
+        messages.append(caught.value.render())
+    assert messages[0] == messages[1]
+    assert "index 1000 is out of bounds for an array of length 1000 (in work-item 0)" \
+        in messages[0]
+    assert ":4:" in messages[0]
+
+
+@pytest.mark.slow
+def test_flattened_rows_are_clean_under_oclgrind(capfd):
+    assert oclgrind_findings(SHAPES, "rows.fcl", capfd) == ""
+    assert oclgrind_findings(IN_MEMORY, "memory.fcl", capfd) == ""

@@ -3,7 +3,7 @@
     fcl --version
     fcl check [--types] [--no-prelude] FILE...
     fcl run [--backend auto|opencl|interp] [--device D] [--block-size N] [--unsafe]
-            [--no-short-circuit] FILE...
+            [--no-short-circuit] [--no-flatten] FILE...
     fcl compile [-o out.cl] [--dump-il] FILE...
     fcl devices                                              # exit status 1: none usable
     fcl costs [--group G] [--warp W] [--gpu NAME] FILE...  # memory traffic, occupancy, time
@@ -145,6 +145,9 @@ def _compile_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--no-short-circuit", action="store_true",
                      help="no memory planning: every array gets its own buffer and every copy "
                           "runs (to compare; `fcl memory --blocks` shows what is planned)")
+    cmd.add_argument("--no-flatten", action="store_true",
+                     help="irregular arrays not flattened: reduceRows and scanRows give each "
+                          "row to one work-item, however long (to compare; the same results)")
     cmd.add_argument("--target", choices=("gpu", "cpu"), default=None,
                      help="shape the kernels for a GPU or a CPU device (default: `compile` "
                           "shows a GPU's; `run` shapes them for its device)")
@@ -159,7 +162,7 @@ def _compile_options_of(args):
                                    verify_il=getattr(args, "verify_il", False),
                                    target=args.target or "auto",
                                    short_circuit=not args.no_short_circuit,
-                                   warp_size=args.warp_size)
+                                   warp_size=args.warp_size, flatten=not args.no_flatten)
 
 
 def _explain_options(cmd: argparse.ArgumentParser) -> None:
@@ -323,7 +326,7 @@ def _check(args, session: Session, root, options) -> int:
     compiled = pipeline.compile_program(session, root, options)
     argv = [*args.files, "--block-size", str(args.block_size)]
     argv += ["--no-prelude"] * args.no_prelude + ["--unsafe"] * args.unsafe
-    argv += ["--no-short-circuit"] * args.no_short_circuit
+    argv += ["--no-short-circuit"] * args.no_short_circuit + ["--no-flatten"] * args.no_flatten
     status, stdout, findings = run_checked(argv, compiled)
     sys.stdout.write(stdout)
     sys.stdout.flush()

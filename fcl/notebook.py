@@ -71,11 +71,12 @@ class Settings:
     gpu: str = DEFAULT_GPU  # whose occupancy and time %%costs predicts (a file in fcl/gpus/)
     short_circuit: bool = True  # the memory steps (fcl.memory)
     warp_size: int = WARP_SIZE  # #WarpSize
+    flatten: bool = True  # irregular arrays flattened (fcl.il.rows)
 
     def options(self, keep_result: bool = True) -> pipeline.CompileOptions:
         return pipeline.CompileOptions(self.block_size, self.checks, keep_result,
                                        short_circuit=self.short_circuit,
-                                       warp_size=self.warp_size)
+                                       warp_size=self.warp_size, flatten=self.flatten)
 
     def set(self, key: str, value: str) -> None:
         """Set one setting from its text, as `%config key=value` and the kernel's Jupyter
@@ -90,11 +91,14 @@ class Settings:
             self.checks = value.lower() in ("on", "true")
         elif key == "short_circuit" and value.lower() in ("on", "off", "true", "false"):
             self.short_circuit = value.lower() in ("on", "true")
+        elif key == "flatten" and value.lower() in ("on", "off", "true", "false"):
+            self.flatten = value.lower() in ("on", "true")
         elif key == "gpu" and value:
             self.gpu = load_gpu(value).key  # an unknown GPU: an error naming the known ones
         else:
             raise FCLError(f"cannot set `{key}={value}`: use block_size=N, warp_size=N, "
-                           f"backend={'|'.join(BACKENDS)}, checks=on|off, short_circuit=on|off or "
+                           f"backend={'|'.join(BACKENDS)}, checks=on|off, short_circuit=on|off, "
+                           f"flatten=on|off or "
                            f"gpu={'|'.join(gpu_names())}")
 
 

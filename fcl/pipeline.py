@@ -60,6 +60,7 @@ class CompileOptions:
     # read before they are written a reused block would hide.
     share_blocks: bool = True
     warp_size: int = WARP_SIZE  # the value of #WarpSize
+    flatten: bool = True  # irregular arrays flattened (fcl.il.rows); off: a work-item per row
 
 
 def main_root(session: Session) -> ast.Expr:
@@ -107,7 +108,8 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
     lowered IL (step "lower") and the program after each step (fcl.steps)."""
     options = options or CompileOptions()
     with _depth_guard(root, "to compile"), ir.key_scope():
-        lowerer = Lowerer(make_primitive, options.block_size, options.checks, options.warp_size)
+        lowerer = Lowerer(make_primitive, options.block_size, options.checks, options.warp_size,
+                          options.flatten)
         il = lowerer.lower(mono_program(session, root), options.keep_result, entry)
         observers = _observers(options, observe)
         if observers is not None:

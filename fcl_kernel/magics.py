@@ -125,8 +125,9 @@ class Magics:
 
     def line_config(self, args: str) -> None:
         """`%config` shows the settings; `%config block_size=128 warp_size=32 backend=interp
-        checks=off short_circuit=off gpu=h100` changes them (short_circuit: the compiler's
-        memory planning; backend: auto, the default, is opencl where a device works and else
+        checks=off short_circuit=off flatten=off gpu=h100` changes them (short_circuit: the
+        compiler's memory planning; flatten: irregular arrays' work shared out by elements;
+        backend: auto, the default, is opencl where a device works and else
         interp; gpu: the GPU whose occupancy and time %%costs predicts, one of the
         profiles in fcl/gpus/)."""
         settings = self.workspace.settings
@@ -138,6 +139,7 @@ class Magics:
                    f"warp_size={settings.warp_size} "
                    f"checks={'on' if settings.checks else 'off'} "
                    f"short_circuit={'on' if settings.short_circuit else 'off'} "
+                   f"flatten={'on' if settings.flatten else 'off'} "
                    f"device={settings.device or 'default'} gpu={settings.gpu}")
         if not args:
             from fcl_kernel.widgets import settings_panel  # ipywidgets: 0.16 s, when first shown

@@ -1,14 +1,20 @@
 """Irregular arrays (`segments offsets xs`, rows of different lengths) reduced and scanned row by
 row with `reduceRows` and `scanRows`: flattened into kernels balanced by elements, the same bits
 on both back ends, and checked against plain Python."""
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import fcl
+from fcl import pipeline
+from fcl.cli import main as fcl_main
 from fcl.errors import FCLError
+from fcl.notebook import Workspace
 from fcl.rowtiles import ROW_TILE
-from runs import compiled_source, run_cl, run_interp
+from runs import compiled_source, run_cl, run_interp, session_for
 from test_memory import same_everywhere
 from test_oclgrind import oclgrind_findings
 
@@ -188,3 +194,33 @@ def test_a_fault_in_a_rows_element_is_the_same_located_error_everywhere():
 def test_flattened_rows_are_clean_under_oclgrind(capfd):
     assert oclgrind_findings(SHAPES, "rows.fcl", capfd) == ""
     assert oclgrind_findings(IN_MEMORY, "memory.fcl", capfd) == ""
+
+
+def test_unflattened_rows_give_the_same_bits_a_work_item_per_row(libraries):
+    offsets, cols, vals, x = skewed(5)
+    whole = fcl.load(LIBRARY, backend="opencl", flatten=False)
+    assert np.array_equal(whole.smvm(offsets, cols, vals, x),
+                          libraries["opencl"].smvm(offsets, cols, vals, x))
+    assert np.array_equal(whole.rowScans(offsets, vals),
+                          libraries["opencl"].rowScans(offsets, vals))
+
+
+@pytest.mark.slow
+def test_the_command_line_and_a_notebook_turn_flattening_off(capsys):
+    out, _ = run_cl(SHAPES, flatten=False)
+    assert out == run_interp(SHAPES)
+    session = session_for(SHAPES)
+    source = pipeline.compile_program(session, pipeline.main_root(session),
+                                      pipeline.CompileOptions(flatten=False)).source
+    assert "not flattened (--no-flatten): a work-item per row folds the whole row" in source
+    assert "a work-item per tile" not in source
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, "rows.fcl")
+        path.write_text(SHAPES)
+        assert fcl_main(["compile", "--no-flatten", str(path)]) == 0
+    assert capsys.readouterr().out.count("not flattened (--no-flatten)") == 5
+    workspace = Workspace()
+    workspace.settings.set("flatten", "off")
+    assert not workspace.settings.options().flatten
+    with pytest.raises(FCLError, match=r"flatten=on\|off"):
+        workspace.settings.set("flatten", "sometimes")

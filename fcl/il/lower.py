@@ -45,8 +45,11 @@ PrimitiveMaker = Callable[["Lowerer", str, Type, "Span | None"], object]
 
 class Lowerer:
     def __init__(self, primitive: PrimitiveMaker, block_size: int = BLOCK_SIZE,
-                 checks: bool = True, warp_size: int = WARP_SIZE):
+                 checks: bool = True, warp_size: int = WARP_SIZE, flatten: bool = True):
         self.make_primitive = primitive
+        # Irregular arrays flattened, their work shared out by elements (fcl.il.rows); off:
+        # a work-item per row (`--no-flatten`, to compare).
+        self.flatten = flatten
         self.block_size, self.warp_size = block_size, warp_size
         self.checks = checks
         # The parallel loops around the code being lowered, innermost last, as (kind, index

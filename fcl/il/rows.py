@@ -119,8 +119,9 @@ class _Flat:
     def combine(self, acc: ir.Expr, value: ir.Expr) -> ir.Expr:
         return self.lw.apply(self.lw.apply(self.f, acc), value)
 
-    def element(self, r: ir.Expr, j: ir.Expr) -> ir.Expr:
-        return _row(self.rows, r).fn(j)
+    def row(self, r: ir.Expr) -> Pull:
+        """Row r, made once by the work-item that reads it (its checks with it)."""
+        return _row(self.rows, r)
 
     def row_of(self, position: ir.Expr) -> ir.Var:
         """The row holding the element at `position` (the last of the rows that begin there)."""
@@ -139,13 +140,30 @@ class _Flat:
         lw.emit(ir.Declare(row, low))
         return row
 
-    def fold(self, acc: ir.Var, first: ir.Expr, end: ir.Expr, value: Callable) -> None:
-        """acc = f(acc, value(k)) for k in [first, end), in order."""
+    def fold(self, acc: ir.Var, first: ir.Expr, end: ir.Expr, value: Callable,
+             each: Callable | None = None) -> None:
+        """acc = f(acc, value(k)) for k in [first, end), in order; each(k, acc) after each."""
         lw, k = self.lw, self.lw.fresh("k", I)
         with lw.capture() as body:
-            at = mk_bin("+", first, k, I)
+            at = lw.declare("at", mk_bin("+", first, k, I))
             lw.emit(ir.Assign(acc, self.combine(acc, value(at))))
+            if each is not None:
+                each(at, acc)
         lw.emit(ir.SeqFor(k, mk_bin("-", end, first, I), body))
+
+    def piece(self, row: Pull, begins: ir.Expr, ends: ir.Expr, t: ir.Expr,
+              each: Callable | None) -> ir.Var:
+        """The fold of row r's piece in tile t, from its first element, by this work-item."""
+        lw = self.lw
+        first = lw.declare("first", mk_bin("*", t, _c(ROW_TILE), I))
+        end = lw.declare("end", mk_bin("min", ends, mk_bin("+", first, _c(ROW_TILE), I), I))
+        running = lw.fresh("piece", self.elem)
+        lw.emit(ir.Declare(running, row.fn(mk_bin("-", first, begins, I))))
+        if each is not None:
+            each(first, running)
+        self.fold(running, mk_bin("+", first, _c(1), I), end,
+                  lambda at: row.fn(mk_bin("-", at, begins, I)), each)
+        return running
 
     def tile_heads(self) -> ir.Var:
         """heads[t]: the fold of tile t's elements up to the first row that begins in it, for
@@ -162,9 +180,10 @@ class _Flat:
                 end = lw.declare("end", mk_bin("min", shape.row_end(r),
                                                mk_bin("+", first, _c(ROW_TILE), I), I))
                 acc = lw.fresh("acc", self.elem)
-                lw.emit(ir.Declare(acc, self.element(r, mk_bin("-", first, begins, I))))
+                row = self.row(r)
+                lw.emit(ir.Declare(acc, row.fn(mk_bin("-", first, begins, I))))
                 self.fold(acc, mk_bin("+", first, _c(1), I), end,
-                          lambda at: self.element(r, mk_bin("-", at, begins, I)))
+                          lambda at: row.fn(mk_bin("-", at, begins, I)))
                 lw.emit(ir.Store(heads, t, acc))
             lw.emit(ir.If(mk_bin("<", begins, first, B), inside, []))
         lw.emit(ir.ParFor("grid", t, self.tiles, body, note=(
@@ -172,10 +191,11 @@ class _Flat:
             "the piece of the row its tile begins inside")))
         return heads
 
-    def each_row(self, heads: ir.Var, z: ir.Expr, after_first: Callable, before_tile: Callable,
-                 done: Callable) -> None:
+    def each_row(self, heads: ir.Var | None, z: ir.Expr, before_tile: Callable,
+                 done: Callable, each: Callable | None = None) -> None:
         """One work-item per row: acc = z, folded with the row's first piece, then with the
-        heads of the tiles that begin inside the row; the callbacks see acc on the way."""
+        pieces of the tiles that begin inside the row: their `heads`, or, not flattened (None),
+        folded here. before_tile(t, acc), each(position, value) and done(r, acc) see the way."""
         lw, shape = self.lw, self.shape
         r = lw.fresh("r", I)
         with lw.capture() as body, lw.parallel(checks.GLOBAL, r):
@@ -187,9 +207,8 @@ class _Flat:
                 "min", ends, mk_bin("*", mk_bin("+", first_tile, _c(1), I), tile, I), I))
             acc = lw.fresh("acc", self.elem)
             lw.emit(ir.Declare(acc, z))
-            self.fold(acc, begins, piece_end,
-                      lambda at: self.element(r, mk_bin("-", at, begins, I)))
-            after_first(r, acc)
+            row = self.row(r)
+            self.fold(acc, begins, piece_end, lambda at: row.fn(mk_bin("-", at, begins, I)), each)
             last_tile = mk_bin("/", mk_bin("-", ends, _c(1), I), tile, I)
             later = mk_bin("-", last_tile, first_tile, I)
             count = lw.declare("later", mk_bin("max", ir.Select(
@@ -198,20 +217,28 @@ class _Flat:
             with lw.capture() as step:
                 t = lw.declare("t", mk_bin("+", mk_bin("+", first_tile, _c(1), I), k, I))
                 before_tile(t, acc)
-                lw.emit(ir.Assign(acc, self.combine(acc, ir.Index(heads, t))))
+                if heads is not None:
+                    lw.emit(ir.Assign(acc, self.combine(acc, ir.Index(heads, t))))
+                else:
+                    seen = None if each is None else \
+                        (lambda at, running: each(at, self.combine(acc, running)))
+                    lw.emit(ir.Assign(acc, self.combine(
+                        acc, self.piece(row, begins, ends, t, seen))))
             lw.emit(ir.SeqFor(k, count, step))
             done(r, acc)
-        lw.emit(ir.ParFor("grid", r, shape.rows, body, note=(
-            f"{shape.said}, flattened: a work-item per row folds its first piece (at most "
-            f"{ROW_TILE} elements) and the pieces of the tiles that begin inside it")))
+        how = (f"flattened: a work-item per row folds its first piece (at most {ROW_TILE} "
+               "elements) and the pieces of the tiles that begin inside it") if heads is not None \
+            else \
+            "not flattened (--no-flatten): a work-item per row folds the whole row"
+        lw.emit(ir.ParFor("grid", r, shape.rows, body, note=f"{shape.said}, {how}"))
 
 
 def reduce_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
     flat = _Flat(lw, rows, f, elem)
-    heads = flat.tile_heads()
+    heads = flat.tile_heads() if lw.flatten else None
     result = lw.fresh("reduced", ir.ArrayType(elem))
     lw.emit(ir.Alloc(result, flat.shape.rows, "grid"))
-    flat.each_row(heads, z, lambda r, acc: None, lambda t, acc: None,
+    flat.each_row(heads, z, lambda t, acc: None,
                   lambda r, acc: lw.emit(ir.Store(result, r, acc)))
     return Pull(flat.shape.rows, lambda i: ir.Index(result, i))
 
@@ -222,12 +249,18 @@ def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
     carry[t] being the row's fold before tile t (as reduceRows combines it)."""
     flat = _Flat(lw, rows, f, elem)
     shape = flat.shape
+    if not lw.flatten:
+        scanned = lw.fresh("scanned", ir.ArrayType(elem))
+        lw.emit(ir.Alloc(scanned, shape.total, "grid"))
+        flat.each_row(None, z, lambda t, acc: None, lambda r, acc: None,
+                      lambda at, value: lw.emit(ir.Store(scanned, at, value)))
+        return Pull(shape.total, lambda i: ir.Index(scanned, i))
     heads = flat.tile_heads()
     carries = lw.fresh("carries", ir.ArrayType(elem))
     lw.emit(ir.Alloc(carries, flat.tiles, "grid"))
     # Every such t is below the tile count; the test says so to the IL verifier, whose
     # ranges cannot follow a row's tiles.
-    flat.each_row(heads, z, lambda r, acc: None,
+    flat.each_row(heads, z,
                   lambda t, acc: lw.emit(ir.If(mk_bin("<", t, flat.tiles, B),
                                                [ir.Store(carries, t, acc)], [])),
                   lambda r, acc: None)
@@ -251,7 +284,7 @@ def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
                              level="thread"))
             begins = lw.declare("begins", shape.start(row))
             with lw.parallel(checks.GLOBAL, row):
-                value = lw.declare("x", flat.element(row, mk_bin("-", at, begins, I)))
+                value = lw.declare("x", flat.row(row).fn(mk_bin("-", at, begins, I)))
                 with lw.capture() as continues:  # the row began in an earlier tile
                     with lw.capture() as first_of_tile:
                         lw.emit(ir.Assign(acc, value))

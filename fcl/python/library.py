@@ -74,18 +74,19 @@ def _fcl_errors(function):
 @_fcl_errors
 def load(source: str, *, backend: str = "auto", device: str | None = None,
          block_size: int = BLOCK_SIZE, checks: bool = True, name: str = "<fcl>",
-         warp_size: int = WARP_SIZE) -> Library:
+         warp_size: int = WARP_SIZE, flatten: bool = True) -> Library:
     """The entry points of FCL source text. `device` picks the OpenCL device as `fcl run
     --device` does (default: PYOPENCL_CTX, else a GPU, else PoCL); `checks=False` leaves out
     the run-time checks, as `--unsafe` does; `block_size` and `warp_size` are #BlockSize and
-    #WarpSize."""
+    #WarpSize; `flatten=False` gives each row of an irregular array to one work-item, as
+    `--no-flatten` does."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     session = Session.new()
     session.add_file(Source(name, source))
     backend = choose_backend(backend, device, asked_as='`backend="opencl"`',
                              note=lambda text: print(text, file=sys.stderr, flush=True))
-    return Library(session, source, backend, device, block_size, checks, warp_size)
+    return Library(session, source, backend, device, block_size, checks, warp_size, flatten)
 
 
 def load_file(path: str | os.PathLike, **options) -> Library:
@@ -97,10 +98,12 @@ class Library:
     """The callable functions of an FCL program, as attributes; `entry_points` lists them."""
 
     def __init__(self, session: Session, source: str, backend: str, device: str | None,
-                 block_size: int, checks: bool, warp_size: int = WARP_SIZE):
+                 block_size: int, checks: bool, warp_size: int = WARP_SIZE,
+                 flatten: bool = True):
         self.session, self.source, self.backend = session, source, backend
         self.device, self.block_size, self.checks = device, block_size, checks
         self.warp_size = warp_size
+        self.flatten = flatten
         self.entry_points: dict[str, EntryPoint] = {}
         self.not_callable: dict[str, str] = {}  # other top-level names: why they are not
         for decl in session.user_decls():
@@ -263,7 +266,8 @@ class Instance:
         if self._compiled is None:
             library = self.library
             options = pipeline.CompileOptions(library.block_size, library.checks,
-                                              warp_size=library.warp_size)
+                                              warp_size=library.warp_size,
+                                              flatten=library.flatten)
             self._compiled = pipeline.compile_program(library.session, self.root, options,
                                                       entry=True)
         return self._compiled

@@ -157,7 +157,8 @@ def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None,
                      "kernel_checks": sum(len(k.fails) for k in compiled.kernels),
                      "launches": {"reference": ref_launches, "fcl": fcl_launches},
                      "reference_times_ms": ref_times, "fcl_times_ms": fcl_times,
-                     "reference_kernel": reference.chosen.get(task.reference.__name__)})
+                     "reference_kernel": reference.chosen.get(task.reference.__name__,
+                                                              reference.last_chosen)})
         if gpu is not None:
             rows[-1]["predicted_ms"] = predicted_ms(portable, gpu, inputs, s.block, device_choice)
             rows[-1]["predicted_gpu"] = gpu.name

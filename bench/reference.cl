@@ -295,3 +295,39 @@ __kernel REQD1(BLOCK_SIZE) void histogram_local(__global const int* bin, __globa
     barrier(CLK_LOCAL_MEM_FENCE);
     if (t < bins && sub[t] != 0) atomic_add(&counts[t], sub[t]);
 }
+
+// Sparse matrix times vector, the matrix in CSR: y[r] = sum of vals[e] * x[cols[e]] over row
+// r's nonzeros e in [offsets[r], offsets[r+1]). One work-item per row (scalar CSR): a long row
+// keeps its work-item busy while the others wait.
+__kernel void smvm_scalar(__global const int* offsets, __global const int* cols,
+                          __global const int* vals, __global const int* x, __global int* y,
+                          int rows) {
+    int r = get_global_id(0);
+    if (r >= rows) return;
+    int sum = 0;
+    for (int e = offsets[r]; e < offsets[r + 1]; e++) sum += vals[e] * x[cols[e]];
+    y[r] = sum;
+}
+
+// SMVM_LANES work-items per row (vector CSR, Bell and Garland): each sums every SMVM_LANES-th
+// nonzero of the row, then the lanes' sums meet in a tree in local memory. Reads of a row are
+// coalesced; a short row leaves lanes idle.
+__kernel REQD1(BLOCK_SIZE) void smvm_vector(__global const int* offsets, __global const int* cols,
+                                            __global const int* vals, __global const int* x,
+                                            __global int* y, int rows) {
+    __local int partial[BLOCK_SIZE];
+    int t = get_local_id(0);
+    int lane = t % SMVM_LANES;
+    int r = get_group_id(0) * (BLOCK_SIZE / SMVM_LANES) + t / SMVM_LANES;
+    int sum = 0;
+    if (r < rows)
+        for (int e = offsets[r] + lane; e < offsets[r + 1]; e += SMVM_LANES)
+            sum += vals[e] * x[cols[e]];
+    partial[t] = sum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int d = SMVM_LANES / 2; d > 0; d /= 2) {
+        if (lane < d) partial[t] += partial[t + d];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lane == 0 && r < rows) y[r] = partial[t];
+}

@@ -28,6 +28,9 @@ REDUCE_GROUP = 16    # chunks (work-items) per work-group of reduce_items, at mo
 REDUCE_BIG = 16384   # ints per work-item in the full reduction's first pass (reduce_items_big)
 
 
+SMVM_LANES = 32      # work-items per row of smvm_vector (a warp), at most
+
+
 CHOICE_RUNS = 5      # timed runs of each candidate reference when choosing the faster
 
 
@@ -58,12 +61,14 @@ class Reference:
         # 16 ints per work-item measured 2-6% faster than 8 on both PoCLs, but Oclgrind takes
         # the lanes of a shuffled int16 for uninitialized values.
         self.reverse_width = 8 if is_oclgrind(device.device) else 16
+        self.smvm_lanes = min(SMVM_LANES, s.block)
         options = [f"-DBLOCK_SIZE={s.block}", f"-DTILE_DIM={s.tile}",
                    f"-DSCAN_PER_ITEM={s.per_item}", f"-DVEC_GROUP={self.vec_group}",
                    f"-DREVERSE_WIDTH={self.reverse_width}",
                    f"-DREDUCE_GROUP={self.reduce_group}", f"-DREDUCE_BIG={REDUCE_BIG}",
                    f"-DREDUCE_BIG_GROUP={self.big_group}",
-                   f"-DMATMUL_GX={self.matmul_group[0]}", f"-DMATMUL_GY={self.matmul_group[1]}"]
+                   f"-DMATMUL_GX={self.matmul_group[0]}", f"-DMATMUL_GY={self.matmul_group[1]}",
+                   f"-DSMVM_LANES={self.smvm_lanes}"]
         # Oclgrind interprets LLVM IR but not all of what LLVM's optimizer makes of it (its
         # uninitialized-value check crashes on the vector reductions): as for FCL's kernels
         # (fcl.runtime.device.build), it gets the code unoptimized.
@@ -73,6 +78,7 @@ class Reference:
         self.kernels = {k.function_name: k for k in program.all_kernels()}
         self.buffers: dict[tuple, cl.Buffer] = {}
         self.chosen: dict[str, str] = {}  # task: the candidate its runs use
+        self.last_chosen: str | None = None  # the candidate of the last run
 
     def out(self, key: str, count: int, itemsize: int = 4) -> cl.Buffer:
         """An output buffer kept from run to run, as the FCL side's come back from its pool."""
@@ -102,6 +108,7 @@ class Reference:
         """One run of the task by its fastest candidate (chosen on the task's first run)."""
         if task not in self.chosen:
             self.chosen[task] = self.choose(task, candidates, dtype)
+        self.last_chosen = self.chosen[task]
         return candidates[self.chosen[task]]()
 
     def choose(self, task: str, candidates: Mapping[str, Enqueue], dtype) -> str:
@@ -337,6 +344,23 @@ class Reference:
 
     def matmul_double(self, inputs):
         return self.matmul(inputs, "matmul_double")
+
+
+    def smvm_kernel(self, inputs, kernel: str):
+        rows = inputs["offsets"].length - 1
+        y = self.out(kernel, rows)
+        per_group = self.s.block if kernel == "smvm_scalar" else self.s.block // self.smvm_lanes
+        groups = self.groups_of(rows, per_group)
+        event = self.launch(kernel, (groups * self.s.block,), (self.s.block,),
+                            *(inputs[name].buffer for name in ("offsets", "cols", "vals", "x")),
+                            y, np.int32(rows))
+        return [event], (y, rows)
+
+    def smvm(self, inputs):
+        """The faster of scalar CSR (a work-item per row) and vector CSR (a warp per row)."""
+        task = f"smvm {id(inputs['offsets'])}"  # each matrix chooses its own
+        return self.best(task, {kernel: partial(self.smvm_kernel, inputs, kernel)
+                                for kernel in ("smvm_scalar", "smvm_vector")})
 
 
 def kernel_ms(events: list[cl.Event]) -> float:

@@ -27,6 +27,7 @@ class Task:
     expected: Callable[[dict[str, np.ndarray]], np.ndarray]
     reference: Callable[[Reference, dict[str, DeviceArray]], tuple[list[cl.Event], Result]]
     traffic: int             # bytes the task must read and write at least
+    flatten: bool = True     # irregular arrays flattened (off: a work-item per row)
 
 
 # (what a task's name adds, what its program's entry point adds)
@@ -45,6 +46,8 @@ def tasks(s: Sizes, rng: np.random.Generator) -> list[Task]:
     word = 4
     bins_small = rng.integers(0, s.bytes_bins, s.n, dtype=np.int32)
     bins_many = rng.integers(0, s.many_bins, s.n, dtype=np.int32)
+    regular, skewed = (csr(rng, s.smvm_rows, s.smvm_per_row, lengths)
+                       for lengths in (regular_rows, power_law_rows))
     return [
         Task("copy", "copy.fcl", "copy", {"n": s.n}, {"input": vector},
              lambda i: i["input"], Reference.copy, 2 * word * s.n),
@@ -79,7 +82,47 @@ def tasks(s: Sizes, rng: np.random.Generator) -> list[Task]:
              {"hA": hA, "wA": wA, "wB": wB, "tile": s.tile}, {"a": a, "b": b},
              lambda i: (i["a"].reshape(hA, wA) @ i["b"].reshape(wA, wB)).flatten(),
              Reference.matmul, word * (hA * wA + wA * wB + hA * wB)),
+        # Sparse matrix-vector products: rows of one length, and of power-law lengths (a few
+        # rows hold much of the matrix), flattened and, to compare, a work-item per row.
+        *(Task(f"smvm ({kind}{', not flattened' if not flatten else ''})", "smvm.fcl",
+               "product", {}, matrix, csr_product, Reference.smvm, csr_traffic(matrix),
+               flatten=flatten)
+          for kind, matrix, flatten in (("regular", regular, True), ("skewed", skewed, True),
+                                        ("skewed", skewed, False))),
     ]
+
+
+def regular_rows(rng: np.random.Generator, rows: int, per_row: int) -> np.ndarray:
+    return np.full(rows, per_row, np.int64)
+
+
+def power_law_rows(rng: np.random.Generator, rows: int, per_row: int) -> np.ndarray:
+    """Row lengths of a power law (Pareto, shape 1) with the same total as regular rows: most
+    rows short, a few holding a large share of the nonzeros."""
+    weights = rng.pareto(1.0, rows)
+    return np.floor(weights / weights.sum() * rows * per_row).astype(np.int64)
+
+
+def csr(rng: np.random.Generator, rows: int, per_row: int, lengths) -> dict[str, np.ndarray]:
+    """A random square matrix of `rows` rows in CSR, and a vector, all small ints."""
+    counts = lengths(rng, rows, per_row)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    nnz = int(offsets[-1])
+    return {"offsets": offsets, "cols": rng.integers(0, rows, nnz, dtype=np.int32),
+            "vals": rng.integers(-8, 8, nnz, dtype=np.int32),
+            "x": rng.integers(-8, 8, rows, dtype=np.int32)}
+
+
+def csr_product(i: dict[str, np.ndarray]) -> np.ndarray:
+    rows = len(i["offsets"]) - 1
+    row_of = np.repeat(np.arange(rows), np.diff(i["offsets"]))
+    products = i["vals"].astype(np.int64) * i["x"][i["cols"]]
+    return np.bincount(row_of, weights=products, minlength=rows).astype(np.int64).astype(np.int32)
+
+
+def csr_traffic(i: dict[str, np.ndarray]) -> int:
+    """Offsets, columns and values read once, the vector at least once, the product written."""
+    return 4 * (len(i["offsets"]) + 2 * len(i["cols"]) + 2 * len(i["x"]))
 
 
 def partial_histogram(bins: int):
@@ -100,4 +143,5 @@ def compile_task(task: Task, block: int, checks: bool = True):
     session = Session.new()
     session.add_file(Source(task.fcl, fcl_source(task)))
     return compile_program(session, main_root(session),
-                           CompileOptions(block, checks=checks, keep_result=True))
+                           CompileOptions(block, checks=checks, keep_result=True,
+                                          flatten=task.flatten))

@@ -227,6 +227,27 @@ def test_a_fault_in_a_rows_element_is_the_same_located_error_everywhere():
     assert ":4:" in messages[0]
 
 
+DECREASING = """val main =
+  let xs = generate 1000 (fn i => i % 17) in
+  let offsets = generate 5 (fn r => if r == 2 then 700 else r * 100) in
+  do<grid> {
+    s <- reduceRows addi 0 (segments offsets xs) ;
+    forceAndPrint 4 (push<grid> s)
+  }
+"""
+
+
+def test_offsets_that_decrease_are_the_same_error_everywhere_not_garbage():
+    messages = []
+    for run in (run_interp, run_cl, lambda text: run_cl(text, flatten=False),
+                lambda text: run_cl(text.replace("reduceRows", "scanRows"))):
+        with pytest.raises(FCLError) as caught:
+            run(DECREASING)
+        messages.append(caught.value.render().splitlines()[0])
+    assert messages == [
+        "prog.fcl:5:10: error: generate was given the negative length -400 (in work-item 2)"] * 4
+
+
 @pytest.mark.slow
 def test_flattened_rows_are_clean_under_oclgrind(capfd):
     assert oclgrind_findings(SHAPES, "rows.fcl", capfd) == ""

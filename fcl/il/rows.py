@@ -106,15 +106,32 @@ def _counted(lw: Lowerer, rows: Pull, count: ir.Expr) -> Shape:
                  lw.declare("total", ir.Index(offsets, count)))
 
 
+def _fails(stmts: list[ir.Stmt]) -> bool:
+    return any(isinstance(s, ir.Fail) or any(_fails(getattr(s, name, None) or [])
+                                             for name in ir.BODIES) for s in stmts)
+
+
 class _Flat:
     """The flat code for one irregular array: its shape, its elements, the combining function."""
 
-    def __init__(self, lw: Lowerer, rows: Pull, f, elem: str):
-        self.lw, self.rows, self.f, self.elem = lw, rows, f, elem
+    def __init__(self, lw: Lowerer, rows: Pull, f, z: ir.Expr, elem: str):
+        self.lw, self.rows, self.f, self.z, self.elem = lw, rows, f, z, elem
         self.shape = shape_of(lw, rows)
+        self.check_rows()
         tile = _c(ROW_TILE)
         self.tiles = lw.declare("tiles", mk_bin("/", mk_bin("+", self.shape.total,
                                                             _c(ROW_TILE - 1), I), tile, I))
+
+    def check_rows(self) -> None:
+        """Each row made once, with its checks (a negative length, where offsets decrease),
+        before any kernel relies on the rows' starts rising: a failure stops the program there,
+        as in the interpreter, which makes every row first."""
+        lw, r = self.lw, self.lw.fresh("r", I)
+        with lw.capture() as body, lw.parallel(checks.GLOBAL, r):
+            self.row(r)
+        if _fails(body):
+            lw.emit(ir.ParFor("grid", r, self.shape.rows, body, note=(
+                f"{self.shape.said}: each row checked before they are combined")))
 
     def combine(self, acc: ir.Expr, value: ir.Expr) -> ir.Expr:
         return self.lw.apply(self.lw.apply(self.f, acc), value)
@@ -165,37 +182,72 @@ class _Flat:
                   lambda at: row.fn(mk_bin("-", at, begins, I)), each)
         return running
 
-    def tile_heads(self) -> ir.Var:
-        """heads[t]: the fold of tile t's elements up to the first row that begins in it, for
-        each tile that begins inside a row (elsewhere unused)."""
+    def walk_tile(self, t: ir.Var, continued: Callable | None = None,
+                  started: Callable | None = None, each_continued: Callable | None = None,
+                  each_started: Callable | None = None) -> None:
+        """Tile t's elements, in order, by one work-item, a row's piece at a time: the piece of
+        the row that began in an earlier tile is folded from its first element, a row that
+        begins here from z. each_continued(at, acc) and each_started(at, acc) see the fold at
+        each element; continued(acc) and started(row, acc) at the end of a piece."""
         lw, shape = self.lw, self.shape
+        first = lw.declare("first", mk_bin("*", t, _c(ROW_TILE), I))
+        end = lw.declare("end", mk_bin("min", shape.total,
+                                        mk_bin("+", first, _c(ROW_TILE), I), I))
+        row = self.row_of(first)
+        at = lw.fresh("at", I)
+        lw.emit(ir.Declare(at, first))
+        with lw.capture() as piece:
+            # On to the row holding `at` (rows between may be empty).
+            lw.emit(ir.While([], mk_bin("<=", shape.row_end(row), at, B),
+                             [ir.Assign(row, mk_bin("+", row, _c(1), I))], level="thread"))
+            begins = lw.declare("begins", shape.start(row))
+            piece_end = lw.declare("piece", mk_bin("min", shape.row_end(row), end, I))
+            acc = lw.fresh("acc", self.elem)
+            lw.emit(ir.Declare(acc, self.z))
+            with lw.parallel(checks.GLOBAL, row):
+                elements = self.row(row)
+
+                def value(k: ir.Expr) -> ir.Expr:
+                    return elements.fn(mk_bin("-", k, begins, I))
+                with lw.capture() as continues:  # the row began in an earlier tile
+                    lw.emit(ir.Assign(acc, value(at)))
+                    if each_continued is not None:
+                        each_continued(at, acc)
+                    self.fold(acc, mk_bin("+", at, _c(1), I), piece_end, value, each_continued)
+                    if continued is not None:
+                        continued(acc)
+                with lw.capture() as starts_here:
+                    self.fold(acc, at, piece_end, value, each_started)
+                    if started is not None:
+                        started(row, acc)
+            lw.emit(ir.If(mk_bin("<", begins, first, B), continues, starts_here))
+            lw.emit(ir.Assign(at, piece_end))
+        lw.emit(ir.While([], mk_bin("<", at, end, B), piece, level="thread"))
+
+    def tile_pieces(self) -> tuple[ir.Var, ir.Var]:
+        """A work-item per tile folds each row's piece in it: heads[t], the piece of the row
+        that tile t begins inside (from its first element); firsts[r], row r's first piece,
+        from z (for rows that are not empty)."""
+        lw = self.lw
         heads = lw.fresh("heads", ir.ArrayType(self.elem))
+        firsts = lw.fresh("firsts", ir.ArrayType(self.elem))
         lw.emit(ir.Alloc(heads, self.tiles, "grid"))
+        lw.emit(ir.Alloc(firsts, self.shape.rows, "grid"))
         t = lw.fresh("tile", I)
         with lw.capture() as body:
-            first = lw.declare("first", mk_bin("*", t, _c(ROW_TILE), I))
-            r = self.row_of(first)
-            begins = lw.declare("begins", shape.start(r))
-            with lw.capture() as inside, lw.parallel(checks.GLOBAL, r):
-                end = lw.declare("end", mk_bin("min", shape.row_end(r),
-                                               mk_bin("+", first, _c(ROW_TILE), I), I))
-                acc = lw.fresh("acc", self.elem)
-                row = self.row(r)
-                lw.emit(ir.Declare(acc, row.fn(mk_bin("-", first, begins, I))))
-                self.fold(acc, mk_bin("+", first, _c(1), I), end,
-                          lambda at: row.fn(mk_bin("-", at, begins, I)))
-                lw.emit(ir.Store(heads, t, acc))
-            lw.emit(ir.If(mk_bin("<", begins, first, B), inside, []))
+            self.walk_tile(t, lambda acc: lw.emit(ir.Store(heads, t, acc)),
+                           lambda row, acc: lw.emit(ir.Store(firsts, row, acc)))
         lw.emit(ir.ParFor("grid", t, self.tiles, body, note=(
             f"{self.shape.said}, flattened: a work-item per tile of {ROW_TILE} elements folds "
-            "the piece of the row its tile begins inside")))
-        return heads
+            "each row's piece in it")))
+        return heads, firsts
 
-    def each_row(self, heads: ir.Var | None, z: ir.Expr, before_tile: Callable,
+    def each_row(self, pieces: tuple[ir.Var, ir.Var] | None, before_tile: Callable,
                  done: Callable, each: Callable | None = None) -> None:
-        """One work-item per row: acc = z, folded with the row's first piece, then with the
-        pieces of the tiles that begin inside the row: their `heads`, or, not flattened (None),
-        folded here. before_tile(t, acc), each(position, value) and done(r, acc) see the way."""
+        """One work-item per row: acc = z folded with the row's first piece, then with the
+        pieces of the tiles that begin inside the row: from tile_pieces, or, not flattened
+        (None), folded here. before_tile(t, acc), each(position, value) and done(r, acc) see
+        the way."""
         lw, shape = self.lw, self.shape
         r = lw.fresh("r", I)
         with lw.capture() as body, lw.parallel(checks.GLOBAL, r):
@@ -206,9 +258,14 @@ class _Flat:
             piece_end = lw.declare("piece", mk_bin(
                 "min", ends, mk_bin("*", mk_bin("+", first_tile, _c(1), I), tile, I), I))
             acc = lw.fresh("acc", self.elem)
-            lw.emit(ir.Declare(acc, z))
-            row = self.row(r)
-            self.fold(acc, begins, piece_end, lambda at: row.fn(mk_bin("-", at, begins, I)), each)
+            lw.emit(ir.Declare(acc, self.z))
+            if pieces is not None:
+                lw.emit(ir.If(mk_bin(">", ends, begins, B),
+                              [ir.Assign(acc, ir.Index(pieces[1], r))], []))
+            else:
+                row = self.row(r)
+                self.fold(acc, begins, piece_end, lambda at: row.fn(mk_bin("-", at, begins, I)),
+                          each)
             last_tile = mk_bin("/", mk_bin("-", ends, _c(1), I), tile, I)
             later = mk_bin("-", last_tile, first_tile, I)
             count = lw.declare("later", mk_bin("max", ir.Select(
@@ -217,8 +274,8 @@ class _Flat:
             with lw.capture() as step:
                 t = lw.declare("t", mk_bin("+", mk_bin("+", first_tile, _c(1), I), k, I))
                 before_tile(t, acc)
-                if heads is not None:
-                    lw.emit(ir.Assign(acc, self.combine(acc, ir.Index(heads, t))))
+                if pieces is not None:
+                    lw.emit(ir.Assign(acc, self.combine(acc, ir.Index(pieces[0], t))))
                 else:
                     seen = None if each is None else \
                         (lambda at, running: each(at, self.combine(acc, running)))
@@ -226,20 +283,19 @@ class _Flat:
                         acc, self.piece(row, begins, ends, t, seen))))
             lw.emit(ir.SeqFor(k, count, step))
             done(r, acc)
-        how = (f"flattened: a work-item per row folds its first piece (at most {ROW_TILE} "
-               "elements) and the pieces of the tiles that begin inside it") if heads is not None \
+        how = "flattened: a work-item per row combines its pieces, one per tile" \
+            if pieces is not None \
             else \
             "not flattened (--no-flatten): a work-item per row folds the whole row"
         lw.emit(ir.ParFor("grid", r, shape.rows, body, note=f"{shape.said}, {how}"))
 
 
 def reduce_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
-    flat = _Flat(lw, rows, f, elem)
-    heads = flat.tile_heads() if lw.flatten else None
+    flat = _Flat(lw, rows, f, z, elem)
+    pieces = flat.tile_pieces() if lw.flatten else None
     result = lw.fresh("reduced", ir.ArrayType(elem))
     lw.emit(ir.Alloc(result, flat.shape.rows, "grid"))
-    flat.each_row(heads, z, lambda t, acc: None,
-                  lambda r, acc: lw.emit(ir.Store(result, r, acc)))
+    flat.each_row(pieces, lambda t, acc: None, lambda r, acc: lw.emit(ir.Store(result, r, acc)))
     return Pull(flat.shape.rows, lambda i: ir.Index(result, i))
 
 
@@ -247,59 +303,29 @@ def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
     """Each row's inclusive scan, in the rows' concatenation. An element of a row's first piece
     is the fold from z; in a later tile t, f(carry[t], the fold of the tile's piece up to it),
     carry[t] being the row's fold before tile t (as reduceRows combines it)."""
-    flat = _Flat(lw, rows, f, elem)
+    flat = _Flat(lw, rows, f, z, elem)
     shape = flat.shape
+    scanned = lw.fresh("scanned", ir.ArrayType(elem))
     if not lw.flatten:
-        scanned = lw.fresh("scanned", ir.ArrayType(elem))
         lw.emit(ir.Alloc(scanned, shape.total, "grid"))
-        flat.each_row(None, z, lambda t, acc: None, lambda r, acc: None,
+        flat.each_row(None, lambda t, acc: None, lambda r, acc: None,
                       lambda at, value: lw.emit(ir.Store(scanned, at, value)))
         return Pull(shape.total, lambda i: ir.Index(scanned, i))
-    heads = flat.tile_heads()
+    pieces = flat.tile_pieces()
     carries = lw.fresh("carries", ir.ArrayType(elem))
     lw.emit(ir.Alloc(carries, flat.tiles, "grid"))
     # Every such t is below the tile count; the test says so to the IL verifier, whose
     # ranges cannot follow a row's tiles.
-    flat.each_row(heads, z,
+    flat.each_row(pieces,
                   lambda t, acc: lw.emit(ir.If(mk_bin("<", t, flat.tiles, B),
                                                [ir.Store(carries, t, acc)], [])),
                   lambda r, acc: None)
-    scanned = lw.fresh("scanned", ir.ArrayType(elem))
     lw.emit(ir.Alloc(scanned, shape.total, "grid"))
     t = lw.fresh("tile", I)
     with lw.capture() as body:
-        first = lw.declare("first", mk_bin("*", t, _c(ROW_TILE), I))
-        end = lw.declare("end", mk_bin("min", shape.total,
-                                        mk_bin("+", first, _c(ROW_TILE), I), I))
-        row = flat.row_of(first)
-        acc = lw.fresh("acc", elem)
-        lw.emit(ir.Declare(acc, z))
-        k = lw.fresh("k", I)
-        with lw.capture() as step:
-            at = lw.declare("at", mk_bin("+", first, k, I))
-            # Past the row's end: on to the row holding `at` (rows between may be empty).
-            with lw.capture() as advance:
-                lw.emit(ir.Assign(row, mk_bin("+", row, _c(1), I)))
-            lw.emit(ir.While([], mk_bin("<=", shape.row_end(row), at, B), advance,
-                             level="thread"))
-            begins = lw.declare("begins", shape.start(row))
-            with lw.parallel(checks.GLOBAL, row):
-                value = lw.declare("x", flat.row(row).fn(mk_bin("-", at, begins, I)))
-                with lw.capture() as continues:  # the row began in an earlier tile
-                    with lw.capture() as first_of_tile:
-                        lw.emit(ir.Assign(acc, value))
-                    with lw.capture() as further:
-                        lw.emit(ir.Assign(acc, flat.combine(acc, value)))
-                    lw.emit(ir.If(mk_bin("==", k, _c(0), B), first_of_tile, further))
-                    lw.emit(ir.Store(scanned, at, flat.combine(ir.Index(carries, t), acc)))
-                with lw.capture() as starts_here:
-                    with lw.capture() as restart:
-                        lw.emit(ir.Assign(acc, z))
-                    lw.emit(ir.If(mk_bin("==", at, begins, B), restart, []))
-                    lw.emit(ir.Assign(acc, flat.combine(acc, value)))
-                    lw.emit(ir.Store(scanned, at, acc))
-            lw.emit(ir.If(mk_bin("<", begins, first, B), continues, starts_here))
-        lw.emit(ir.SeqFor(k, mk_bin("-", end, first, I), step))
+        flat.walk_tile(t, each_continued=lambda at, acc: lw.emit(ir.Store(
+            scanned, at, flat.combine(ir.Index(carries, t), acc))),
+            each_started=lambda at, acc: lw.emit(ir.Store(scanned, at, acc)))
     lw.emit(ir.ParFor("grid", t, flat.tiles, body, note=(
         f"{shape.said}, flattened: a work-item per tile of {ROW_TILE} elements scans them, "
         "from its rows' values before the tile")))

@@ -178,7 +178,7 @@ def test_the_shape_of_the_rows_is_found_and_said_with_the_kernels():
     assert "rows starting where a formula of the row says, flattened: a work-item per row" \
         in source
     assert "one work-item adds up the rows' lengths into a descriptor" in source
-    assert f"a work-item per tile of {ROW_TILE} elements" in source
+    assert f"a work-group per tile of {ROW_TILE} elements reads them side by side" in source
 
 
 IN_MEMORY = """val main =

@@ -110,6 +110,8 @@ class Kernelizer(StmtVisitor):
         name = self._kernel_name(s.span)
         serial = self.serial and runs_better_serial(s.body, self.block_size)
         made = KernelBody(self.block_size, serial)
+        if s.note:
+            made.notes.append(s.note)
         body = made.iteration(s.var, s.bound, s.body, "block")
         group = {"group_var": s.var, "group_bound": s.bound, "serial": serial}
         if isinstance(s.bound, ir.Const) and s.bound.value <= MAX_GROUPS:

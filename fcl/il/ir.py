@@ -183,6 +183,7 @@ class Distribute(Stmt):
     bound: Expr
     body: list[Stmt]
     warp: int = field(default=0, kw_only=True)
+    note: str = field(default="", kw_only=True)  # as ParFor's
 
 
 @dataclass(eq=False)
@@ -485,8 +486,9 @@ def _show(s: Stmt, indent: int) -> str:
         return f"{pad}-- {s.note}\n{shown}" if s.note else shown
     if isinstance(s, Distribute):
         level = f"{s.level}, warps of {s.warp}" if s.warp else s.level
-        return show_block(f"distribute<{level}> ({s.var.name} < {show_expr(s.bound)})",
-                          s.body, indent)
+        shown = show_block(f"distribute<{level}> ({s.var.name} < {show_expr(s.bound)})",
+                           s.body, indent)
+        return f"{pad}-- {s.note}\n{shown}" if s.note else shown
     if isinstance(s, SeqFor):
         loop = "lanes" if s.lanes else "seqfor"
         return show_block(f"{loop} ({s.var.name} < {show_expr(s.bound)})", s.body, indent)

@@ -140,16 +140,18 @@ class _Flat:
         """Row r, made once by the work-item that reads it (its checks with it)."""
         return _row(self.rows, r)
 
-    def row_of(self, position: ir.Expr) -> ir.Var:
-        """The row holding the element at `position` (the last of the rows that begin there)."""
+    def row_of(self, position: ir.Expr, lowest: ir.Expr | None = None,
+               above: ir.Expr | None = None) -> ir.Var:
+        """The row holding the element at `position` (the last of the rows that begin there),
+        searched for among rows [lowest, above)."""
         lw, shape = self.lw, self.shape
         row = lw.fresh("row", I)
         if shape.kind == "regular":
             lw.emit(ir.Declare(row, mk_bin("/", position, shape.start(_c(1)), I)))
             return row
         low, high, middle = lw.fresh("low", I), lw.fresh("high", I), lw.fresh("mid", I)
-        lw.emit(ir.Declare(low, _c(0)))
-        lw.emit(ir.Declare(high, shape.rows))
+        lw.emit(ir.Declare(low, _c(0) if lowest is None else lowest))
+        lw.emit(ir.Declare(high, shape.rows if above is None else above))
         lw.emit(ir.While([], mk_bin(">", mk_bin("-", high, low, I), _c(1), B), [
             ir.Declare(middle, mk_bin("/", mk_bin("+", low, high, I), _c(2), I)),
             ir.If(mk_bin("<=", shape.start(middle), position, B),
@@ -182,50 +184,87 @@ class _Flat:
                   lambda at: row.fn(mk_bin("-", at, begins, I)), each)
         return running
 
-    def walk_tile(self, t: ir.Var, continued: Callable | None = None,
-                  started: Callable | None = None, each_continued: Callable | None = None,
-                  each_started: Callable | None = None) -> None:
-        """Tile t's elements, in order, by one work-item, a row's piece at a time: the piece of
-        the row that began in an earlier tile is folded from its first element, a row that
-        begins here from z. each_continued(at, acc) and each_started(at, acc) see the fold at
-        each element; continued(acc) and started(row, acc) at the end of a piece."""
+    def stage_tile(self, t: ir.Var) -> tuple[ir.Expr, ir.Expr, ir.Var, ir.Var, ir.Var]:
+        """Work-group t's tile in local memory: each work-item makes elements of it (reads
+        side by side), finding each one's row among the few the tile holds. Gives the tile's
+        first position, its length, its first and last rows and the elements."""
         lw, shape = self.lw, self.shape
         first = lw.declare("first", mk_bin("*", t, _c(ROW_TILE), I))
-        end = lw.declare("end", mk_bin("min", shape.total,
-                                        mk_bin("+", first, _c(ROW_TILE), I), I))
-        row = self.row_of(first)
-        at = lw.fresh("at", I)
-        lw.emit(ir.Declare(at, first))
-        with lw.capture() as piece:
-            # On to the row holding `at` (rows between may be empty).
-            lw.emit(ir.While([], mk_bin("<=", shape.row_end(row), at, B),
-                             [ir.Assign(row, mk_bin("+", row, _c(1), I))], level="thread"))
+        count = lw.declare("count", mk_bin("-", mk_bin(
+            "min", shape.total, mk_bin("+", first, _c(ROW_TILE), I), I), first, I))
+        low = self.row_of(first)
+        high = self.row_of(mk_bin("-", mk_bin("+", first, count, I), _c(1), I), low)
+        # Each position's row, marked by a work-item per row's piece (in local memory): the
+        # reads of the elements that follow are then side by side, whatever the rows.
+        rows_of = lw.fresh("rowof", ir.ArrayType(I))
+        lw.emit(ir.Alloc(rows_of, _c(ROW_TILE), "block"))
+        p, k = lw.fresh("p", I), lw.fresh("k", I)
+        with lw.capture() as mark:
+            r = lw.declare("row", mk_bin("+", low, p, I))
+            start, end = self.piece_bounds(r, first, count)
+            lw.emit(ir.SeqFor(k, mk_bin("-", end, start, I),
+                              [ir.Store(rows_of, mk_bin("+", start, k, I), r)]))
+        lw.emit(ir.ParFor("block", p, mk_bin("+", mk_bin("-", high, low, I), _c(1), I), mark))
+        values = lw.fresh("tile", ir.ArrayType(self.elem))
+        lw.emit(ir.Alloc(values, _c(ROW_TILE), "block"))
+        u = lw.fresh("u", I)
+        with lw.capture() as stage:
+            row = lw.fresh("row", I)
+            lw.emit(ir.Declare(row, ir.Index(rows_of, u)))
             begins = lw.declare("begins", shape.start(row))
-            piece_end = lw.declare("piece", mk_bin("min", shape.row_end(row), end, I))
+            with lw.parallel(checks.GLOBAL, row):
+                lw.emit(ir.Store(values, u, self.row(row).fn(
+                    mk_bin("-", mk_bin("+", first, u, I), begins, I))))
+        lw.emit(ir.ParFor("block", u, count, stage))
+        return first, count, low, high, values
+
+    def piece_bounds(self, r: ir.Expr, first: ir.Expr, count: ir.Expr
+                     ) -> tuple[ir.Expr, ir.Expr]:
+        """Where row r's piece of the tile [first, first + count) lies in it: [from, to)."""
+        lw, shape = self.lw, self.shape
+        start = lw.declare("from", mk_bin("-", mk_bin("max", shape.start(r), first, I),
+                                          first, I))
+        end = lw.declare("to", mk_bin("-", mk_bin(
+            "min", shape.row_end(r), mk_bin("+", first, count, I), I), first, I))
+        return start, end
+
+    def each_piece(self, tile: tuple[ir.Expr, ir.Expr, ir.Var, ir.Var, ir.Var],
+                   continued: Callable | None = None, started: Callable | None = None,
+                   each_continued: Callable | None = None,
+                   each_started: Callable | None = None) -> None:
+        """A work-item per row's piece of a staged tile folds it, in order: the piece of the
+        row that began in an earlier tile from its first element, a row that begins here from
+        z. each_continued(k, acc) and each_started(k, acc) see the fold at the tile's element
+        k; continued(acc) and started(row, acc) at the end of the piece."""
+        lw, shape = self.lw, self.shape
+        first, count, low, high, values = tile
+        p = lw.fresh("p", I)
+        with lw.capture() as body:
+            r = lw.fresh("row", I)
+            lw.emit(ir.Declare(r, mk_bin("+", low, p, I)))
+            begins = lw.declare("begins", shape.start(r))
+            start, end = self.piece_bounds(r, first, count)
             acc = lw.fresh("acc", self.elem)
             lw.emit(ir.Declare(acc, self.z))
-            with lw.parallel(checks.GLOBAL, row):
-                elements = self.row(row)
-
-                def value(k: ir.Expr) -> ir.Expr:
-                    return elements.fn(mk_bin("-", k, begins, I))
+            with lw.parallel(checks.GLOBAL, r):
                 with lw.capture() as continues:  # the row began in an earlier tile
-                    lw.emit(ir.Assign(acc, value(at)))
+                    lw.emit(ir.Assign(acc, ir.Index(values, start)))
                     if each_continued is not None:
-                        each_continued(at, acc)
-                    self.fold(acc, mk_bin("+", at, _c(1), I), piece_end, value, each_continued)
+                        each_continued(start, acc)
+                    self.fold(acc, mk_bin("+", start, _c(1), I), end,
+                              lambda k: ir.Index(values, k), each_continued)
                     if continued is not None:
                         continued(acc)
                 with lw.capture() as starts_here:
-                    self.fold(acc, at, piece_end, value, each_started)
+                    self.fold(acc, start, end, lambda k: ir.Index(values, k), each_started)
                     if started is not None:
-                        started(row, acc)
-            lw.emit(ir.If(mk_bin("<", begins, first, B), continues, starts_here))
-            lw.emit(ir.Assign(at, piece_end))
-        lw.emit(ir.While([], mk_bin("<", at, end, B), piece, level="thread"))
+                        started(r, acc)
+            lw.emit(ir.If(mk_bin("<", start, end, B),
+                          [ir.If(mk_bin("<", begins, first, B), continues, starts_here)], []))
+        lw.emit(ir.ParFor("block", p, mk_bin("+", mk_bin("-", high, low, I), _c(1), I), body))
 
     def tile_pieces(self) -> tuple[ir.Var, ir.Var]:
-        """A work-item per tile folds each row's piece in it: heads[t], the piece of the row
+        """A work-group per tile folds each row's piece in it: heads[t], the piece of the row
         that tile t begins inside (from its first element); firsts[r], row r's first piece,
         from z (for rows that are not empty)."""
         lw = self.lw
@@ -233,13 +272,13 @@ class _Flat:
         firsts = lw.fresh("firsts", ir.ArrayType(self.elem))
         lw.emit(ir.Alloc(heads, self.tiles, "grid"))
         lw.emit(ir.Alloc(firsts, self.shape.rows, "grid"))
-        t = lw.fresh("tile", I)
+        t = lw.fresh("t", I)
         with lw.capture() as body:
-            self.walk_tile(t, lambda acc: lw.emit(ir.Store(heads, t, acc)),
-                           lambda row, acc: lw.emit(ir.Store(firsts, row, acc)))
-        lw.emit(ir.ParFor("grid", t, self.tiles, body, note=(
-            f"{self.shape.said}, flattened: a work-item per tile of {ROW_TILE} elements folds "
-            "each row's piece in it")))
+            self.each_piece(self.stage_tile(t), lambda acc: lw.emit(ir.Store(heads, t, acc)),
+                            lambda row, acc: lw.emit(ir.Store(firsts, row, acc)))
+        lw.emit(ir.Distribute("grid", t, self.tiles, body, note=(
+            f"{self.shape.said}, flattened: a work-group per tile of {ROW_TILE} elements reads "
+            "them side by side into local memory, then a work-item per row's piece folds it")))
         return heads, firsts
 
     def each_row(self, pieces: tuple[ir.Var, ir.Var] | None, before_tile: Callable,
@@ -321,12 +360,21 @@ def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
                                                [ir.Store(carries, t, acc)], [])),
                   lambda r, acc: None)
     lw.emit(ir.Alloc(scanned, shape.total, "grid"))
-    t = lw.fresh("tile", I)
+    t = lw.fresh("t", I)
     with lw.capture() as body:
-        flat.walk_tile(t, each_continued=lambda at, acc: lw.emit(ir.Store(
-            scanned, at, flat.combine(ir.Index(carries, t), acc))),
-            each_started=lambda at, acc: lw.emit(ir.Store(scanned, at, acc)))
-    lw.emit(ir.ParFor("grid", t, flat.tiles, body, note=(
-        f"{shape.said}, flattened: a work-item per tile of {ROW_TILE} elements scans them, "
-        "from its rows' values before the tile")))
+        tile = flat.stage_tile(t)
+        first, count = tile[0], tile[1]
+        out = lw.fresh("out", ir.ArrayType(elem))
+        lw.emit(ir.Alloc(out, _c(ROW_TILE), "block"))
+        flat.each_piece(tile, each_continued=lambda k, acc: lw.emit(ir.Store(
+            out, k, flat.combine(ir.Index(carries, t), acc))),
+            each_started=lambda k, acc: lw.emit(ir.Store(out, k, acc)))
+        u = lw.fresh("u", I)
+        at = mk_bin("+", first, u, I)
+        # Always inside; the test says so to the IL verifier, whose ranges cannot follow `count`.
+        lw.emit(ir.ParFor("block", u, count, [ir.If(mk_bin("<", at, shape.total, B), [
+            ir.Store(scanned, at, ir.Index(out, u))], [])]))
+    lw.emit(ir.Distribute("grid", t, flat.tiles, body, note=(
+        f"{shape.said}, flattened: a work-group per tile of {ROW_TILE} elements scans each "
+        "row's piece in local memory, from the row's value before the tile")))
     return Pull(shape.total, lambda i: ir.Index(scanned, i))

@@ -59,6 +59,8 @@ class Lowerer:
         self.spans: list[Span | None] = [None]
         self.globals: dict[str, object] = {}
         self.counter = 0
+        # Positions `within` has checked, by identity: the position (kept alive) and the length.
+        self.checked: dict[int, tuple[ir.Expr, ir.Expr]] = {}
 
     # ---- statements and names
     def fresh(self, base: str, t: ir.ILType) -> ir.Var:
@@ -279,12 +281,20 @@ class Lowerer:
         touch memory it may not (a crash on a CPU device)."""
         if not self.checks:
             return where
+        checked = self.checked.get(id(where))
+        if checked is not None and checked[0] is where and _within_length(checked[1], length):
+            # Checked already against a length no longer than this one (`zipWith` indexes its
+            # arrays at a position checked against the shorter one's length): were that check
+            # to fail, its work-item would report that failure first, and only that.
+            return where
         outside = mk_bin("||", mk_bin("<", where, ir.Const(0, ir.INT), ir.BOOL),
                          mk_bin(">=", where, length, ir.BOOL), ir.BOOL)
         self.fail(outside, template, [where, length], hint)
         if isinstance(outside, ir.Const):
             return ir.Const(0, ir.INT) if outside.value else where
-        return ir.Select(outside, ir.Const(0, ir.INT), where, ir.INT)
+        clamped = ir.Select(outside, ir.Const(0, ir.INT), where, ir.INT)
+        self.checked[id(clamped)] = (clamped, length)
+        return clamped
 
     # ---- arrays
     def index(self, array: Pull, i: ir.Expr):
@@ -531,3 +541,11 @@ def _compares_with_zero(stmts: list[ir.Stmt], name: str) -> bool:
         return isinstance(e, ir.Expr) and any(found(getattr(e, name))
                                               for name in ir.field_names(e))
     return any(found(getattr(s, name)) for s in ir.walk(stmts) for name in ir.field_names(s))
+
+
+def _within_length(shorter: ir.Expr, length: ir.Expr) -> bool:
+    """Whether `shorter` is `length`, or the `min` of it and something else."""
+    key = ir.expr_key(length)
+    return ir.expr_key(shorter) == key or (
+        isinstance(shorter, ir.Bin) and shorter.op == "min"
+        and key in (ir.expr_key(shorter.left), ir.expr_key(shorter.right)))

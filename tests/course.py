@@ -27,7 +27,7 @@ def small(notebook: Path) -> bool:
     return notebook.name in SMALL_NOTEBOOKS
 
 
-def _fcl_cells(notebook: Path) -> list[str]:
+def fcl_cells(notebook: Path) -> list[str]:
     """The FCL of a notebook's code cells, magic lines left out (a line magic's cell holds no
     program: `%type e`, `%config`)."""
     cells = []
@@ -44,7 +44,7 @@ def notebook_programs(notebook: Path):
     """(cell number, session, root) for each cell of the notebook that runs a program, the
     session holding the cells before it that type-check."""
     session = Session.new()
-    for n, code in enumerate(_fcl_cells(notebook)):
+    for n, code in enumerate(fcl_cells(notebook)):
         snapshot = session.snapshot()
         try:
             decls, root = session.add_cell(Source(f"{notebook.name} cell {n}", code))

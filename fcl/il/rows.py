@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from fcl import checks
 from fcl.errors import FCLError
 from fcl.il import ir
-from fcl.il.ir import expr_key, show_expr
+from fcl.il.ir import show_expr
 from fcl.il.lower import Lowerer
-from fcl.il.simplify import mk_bin, rebuild
+from fcl.il.simplify import difference, linear, mk_bin, rebuild
 from fcl.il.traverse import declared, expr_reads, names
 from fcl.il.values import Pull
 from fcl.rowtiles import ROW_TILE
@@ -63,20 +63,33 @@ def shape_of(lw: Lowerer, rows: Pull) -> Shape:
             return Shape("regular", f"regular rows of {show_expr(per_row)} elements", count,
                          lambda k: mk_bin("*", k, per_row, I),
                          lw.declare("total", mk_bin("*", count, per_row, I)))
-        if isinstance(length, ir.Bin) and length.op == "-":
-            after, before = length.left, length.right
-            if expr_key(rebuild(before, {r.name: mk_bin("+", r, _c(1), I)})) == expr_key(after):
-                base = lw.declare("base", rebuild(before, {r.name: _c(0)}))
+        before = _earlier_start(length, r)
+        if before is not None:
+            base = lw.declare("base", rebuild(before, {r.name: _c(0)}))
 
-                def start(k: ir.Expr) -> ir.Expr:
-                    return mk_bin("-", rebuild(before, {r.name: k}), base, I)
-                held = sorted({read.array.name for read in expr_reads(before)})
-                formula = show_expr(before)
-                said = f"rows segmented by {' and '.join(held)}" if held else \
-                    f"rows starting at {formula}" if len(formula) <= 60 else \
-                    "rows starting where a formula of the row says"
-                return Shape("segmented", said, count, start, lw.declare("total", start(count)))
+            def start(k: ir.Expr) -> ir.Expr:
+                return mk_bin("-", rebuild(before, {r.name: k}), base, I)
+            held = sorted({read.array.name for read in expr_reads(before)})
+            formula = show_expr(before)
+            said = f"rows segmented by {' and '.join(held)}" if held else \
+                f"rows starting at {formula}" if len(formula) <= 60 else \
+                "rows starting where a formula of the row says"
+            return Shape("segmented", said, count, start, lw.declare("total", start(count)))
     return _counted(lw, rows, count)
+
+
+def _earlier_start(length: ir.Expr, r: ir.Var) -> ir.Expr | None:
+    """S(r), where a row's length is S(r + 1) - S(r): the terms it subtracts (the simplifier
+    may have spread them through the sum), if adding one to r in them gives the rest."""
+    terms, _ = linear(length)
+    subtracted = [(atom, -coef) for atom, coef in terms.values() if coef < 0]
+    if not subtracted or any(r.name not in names(atom) for atom, _ in subtracted):
+        return None
+    before: ir.Expr = _c(0)
+    for atom, coef in subtracted:
+        before = mk_bin("+", before, mk_bin("*", atom, _c(coef), I), I)
+    after = rebuild(before, {r.name: mk_bin("+", r, _c(1), I)})
+    return before if difference(mk_bin("-", after, before, I), length) == 0 else None
 
 
 def _row(rows: Pull, r: ir.Expr) -> Pull:

@@ -240,9 +240,12 @@ def rows_expected() -> str:
     def rows(xs):
         return [xs[offsets[r]:offsets[r + 1]] for r in range(6)]
     products = [v * x[c] for v, c in zip(vals, cols, strict=True)]
+    halves = [row[:len(row) // 2] for row in rows(cols)]
     return lines(doubles(reduce_rows(operator.add, 0.0, rows(products))),
                  ints(scan_rows(operator.add, 1, rows(cols))),
-                 ints(max(cols[7 * r:7 * r + 7]) for r in range(5)))
+                 ints(max(cols[7 * r:7 * r + 7]) for r in range(5)),
+                 ints([x for half in halves for x in half][290:310]),
+                 ints(itertools.accumulate((len(half) for half in halves), initial=0)))
 
 
 def interleave_expected() -> str:

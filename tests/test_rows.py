@@ -177,7 +177,8 @@ def test_the_shape_of_the_rows_is_found_and_said_with_the_kernels():
     assert "regular rows of 300 elements, flattened" in source
     assert "rows starting where a formula of the row says, flattened: a work-item per row" \
         in source
-    assert "one work-item adds up the rows' lengths into a descriptor" in source
+    assert "each work-item writes its row's length, to be added up" in source
+    assert "rows segmented by the lengths added up in lengths_" in source
     assert f"a work-group per tile of {ROW_TILE} elements reads them side by side" in source
 
 
@@ -276,7 +277,8 @@ def test_the_command_line_and_a_notebook_turn_flattening_off(capsys):
         path = Path(folder, "rows.fcl")
         path.write_text(SHAPES)
         assert fcl_main(["compile", "--no-flatten", str(path)]) == 0
-    assert capsys.readouterr().out.count("not flattened (--no-flatten)") == 5
+    # Five reductions and scans, and the scan that adds up the lengths of rows cut by `take`.
+    assert capsys.readouterr().out.count("not flattened (--no-flatten)") == 6
     workspace = Workspace()
     workspace.settings.set("flatten", "off")
     assert not workspace.settings.options().flatten

@@ -5,7 +5,7 @@ from fcl import checks
 from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.lower import Lowerer
-from fcl.il.rows import reduce_rows, scan_rows
+from fcl.il.rows import concat_rows, reduce_rows, scan_rows
 from fcl.il.simplify import mk_bin, mk_un
 from fcl.il.values import (
     Interleave,
@@ -252,6 +252,8 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         "histogram": (5, histogram),
         "reduceRows": (3, rows_program(reduce_rows)),
         "scanRows": (3, rows_program(scan_rows)),
+        "concatRows": (1, lambda rows: program(
+            lambda: concat_rows(lw, rows, elem_type(result_type(t))))),
         "fst": (1, lambda p: p[0]),
         "snd": (1, lambda p: p[1]),
         "index": (2, lw.index),

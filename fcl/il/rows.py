@@ -28,9 +28,9 @@ from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.ir import show_expr
 from fcl.il.lower import Lowerer
-from fcl.il.simplify import difference, linear, mk_bin, rebuild
+from fcl.il.simplify import difference, linear, mk_bin, mk_select, rebuild
 from fcl.il.traverse import declared, expr_reads, names
-from fcl.il.values import Pull
+from fcl.il.values import ZERO, Prim, Pull
 from fcl.rowtiles import ROW_TILE
 
 I, B = ir.INT, ir.BOOL  # noqa: E741  # the code below reads as types
@@ -100,23 +100,24 @@ def _row(rows: Pull, r: ir.Expr) -> Pull:
 
 
 def _counted(lw: Lowerer, rows: Pull, count: ir.Expr) -> Shape:
-    """A descriptor made by adding up the rows' lengths, for rows whose lengths follow none."""
-    offsets = lw.fresh("offsets", ir.ArrayType(I))
-    lw.emit(ir.Alloc(offsets, mk_bin("+", count, _c(1), I), "grid"))
-    r, k, one = lw.fresh("r", I), lw.fresh("k", I), lw.fresh("one", I)
-    with lw.capture() as lengths, lw.parallel(checks.GLOBAL, r):
-        lw.emit(ir.Store(offsets, mk_bin("+", r, _c(1), I), _row(rows, r).length))
-    lw.emit(ir.ParFor("grid", r, count, lengths, note="the rows' lengths follow no "
-                      "descriptor: each work-item writes its row's length"))
-    after = mk_bin("+", k, _c(1), I)
-    lw.emit(ir.ParFor("grid", one, _c(1), [
-        ir.Store(offsets, _c(0), _c(0)),
-        ir.SeqFor(k, count, [ir.Store(offsets, after, mk_bin("+", ir.Index(offsets, k),
-                                                              ir.Index(offsets, after), I))])],
-                      note="one work-item adds up the rows' lengths into a descriptor"))
-    return Shape("counted", f"rows segmented by the lengths added up into {offsets.name}",
-                 count, lambda j: ir.Index(offsets, j),
-                 lw.declare("total", ir.Index(offsets, count)))
+    """A descriptor made by adding up the rows' lengths, for rows whose lengths follow none:
+    the lengths written by a work-item per row, then scanned as one flattened row."""
+    lengths = lw.fresh("lengths", ir.ArrayType(I))
+    lw.emit(ir.Alloc(lengths, count, "grid"))
+    r = lw.fresh("r", I)
+    with lw.capture() as body, lw.parallel(checks.GLOBAL, r):
+        lw.emit(ir.Store(lengths, r, _row(rows, r).length))
+    lw.emit(ir.ParFor("grid", r, count, body, note="the rows' lengths follow no descriptor: "
+                      "each work-item writes its row's length, to be added up"))
+    add = Prim("addi", 2, lambda a, b: mk_bin("+", a, b, I))
+    ends = scan_rows(lw, add, _c(0), Pull(_c(1), lambda _: Pull(
+        count, lambda i: ir.Index(lengths, i))), I)
+
+    def start(j: ir.Expr) -> ir.Expr:
+        return mk_select(mk_bin("==", j, _c(0), B), _c(0),
+                         ends.fn(mk_bin("-", j, _c(1), I)), I)
+    return Shape("counted", f"rows segmented by the lengths added up in {lengths.name}",
+                 count, start, lw.declare("total", start(count)))
 
 
 def _fails(stmts: list[ir.Stmt]) -> bool:
@@ -403,3 +404,9 @@ def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
         f"{shape.said}, flattened: a work-group per tile of {ROW_TILE} elements scans each "
         "row's piece in local memory, from the row's value before the tile")))
     return Pull(shape.total, lambda i: ir.Index(scanned, i))
+
+
+def concat_rows(lw: Lowerer, rows: Pull, elem: str) -> Pull:
+    """The rows' elements, one row after another: the scan whose step keeps the element."""
+    second = Prim("second", 2, lambda kept, element: element)
+    return scan_rows(lw, second, ir.Const(ZERO[elem], elem), rows, elem)

@@ -9,7 +9,7 @@ from fcl import checks
 from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
 from fcl.interp.lanes import Ctx, Vec, elementwise, expand, lift, lift_full
-from fcl.interp.rows import reduce_rows, scan_rows
+from fcl.interp.rows import concat_rows, reduce_rows, scan_rows
 from fcl.interp.values import (
     UNIT,
     Buffer,
@@ -322,6 +322,7 @@ ARRAY = {
     "histogram": (5, _histogram),
     "reduceRows": (3, reduce_rows),
     "scanRows": (3, scan_rows),
+    "concatRows": (1, concat_rows),
     "fst": (1, lambda interp, t, span, ctx, p: p[0]),
     "snd": (1, lambda interp, t, span, ctx, p: p[1]),
     "index": (2, lambda interp, t, span, ctx, arr, i: arr.index(i, ctx, span)),

@@ -142,3 +142,12 @@ def scan_rows(interp, t, span, ctx, f, z, rows):
         flat.tile_pieces(continued, emit)
         return Buffer(scanned, np.int64(0), np.int32(flat.total))
     return Program(run)
+
+
+def concat_rows(interp, t, span, ctx, rows):
+    dtype = _elem(t)
+
+    def run(lanes, it):
+        flat = _Rows(it, None, rows, lanes, dtype, span)
+        return Buffer(flat.values, np.int64(0), np.int32(flat.total))
+    return Program(run)

@@ -111,6 +111,9 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
     "scanRows": ("forall 'a. ('a -> 'a -> 'a) -> 'a -> [['a]] -> Program<grid> ['a]", {"a": BT},
                  "`scanRows f z rows`: each row's inclusive scan from z with the associative f, "
                  "the rows one after another in one array"),
+    "concatRows": ("forall 'a. [['a]] -> Program<grid> ['a]", {"a": BT},
+                   "`concatRows rows`: the elements of an irregular array's rows, one row after "
+                   "another in one array (`rowOffsets` gives where each begins)"),
     "#BlockSize": ("int", {}, f"the work-group size (configurable, {BLOCK_SIZE} by default)"),
     "#WarpSize": ("int", {}, f"the lanes of a warp (configurable, {WARP_SIZE} by default)"),
     "readIntCSV": ("string -> Program<grid> [int]", {}, "read ints from a CSV file"),

@@ -10,6 +10,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import fcl
 from fcl import pipeline
+from fcl.analysis.costs import program_costs
+from fcl.analysis.trace import trace_program
 from fcl.cli import main as fcl_main
 from fcl.errors import FCLError
 from fcl.notebook import Workspace
@@ -238,6 +240,7 @@ DECREASING = """val main =
 """
 
 
+@pytest.mark.slow  # 0.8 s
 def test_offsets_that_decrease_are_the_same_error_everywhere_not_garbage():
     messages = []
     for run in (run_interp, run_cl, lambda text: run_cl(text, flatten=False),
@@ -284,3 +287,36 @@ def test_the_command_line_and_a_notebook_turn_flattening_off(capsys):
     assert not workspace.settings.options().flatten
     with pytest.raises(FCLError, match=r"flatten=on\|off"):
         workspace.settings.set("flatten", "sometimes")
+
+
+SKEWED_ROWS = """val rowStarts = generate 1025 (fn r => 4 * r + 1996 * ((r + 63) / 64))
+val rowValues = generate (index rowStarts 1024) (fn e => (e * 7) % 10)
+fun rowSums rows =
+  forceM<grid> (concat<block> #BlockSize (map (fn block =>
+    concat<thread> 1 (map (fn row => return<thread> (foldl addi 0 row)) block))
+    (splitUp #BlockSize rows)))
+val main = do<grid> {
+  starts <- forcePull<grid> rowStarts;
+  values <- forcePull<grid> rowValues;
+  SUM (segments starts values)
+}
+"""
+
+
+@pytest.mark.slow
+def test_the_costs_show_a_work_item_per_row_waiting_for_long_rows_and_flattening_not():
+    costs = {}
+    for name, sum_rows in (("by row", "rowSums"), ("flattened", "reduceRows addi 0")):
+        session = session_for(SKEWED_ROWS.replace("SUM", sum_rows))
+        compiled = pipeline.compile_program(session, pipeline.main_root(session),
+                                            pipeline.CompileOptions(target="gpu"))
+        costs[name] = program_costs(trace_program(compiled))
+    # The two kernels writing the rows into memory share out their work evenly.
+    assert [c.busiest for c in costs["by row"][:2]] == [1.0, 1.0]
+    by_row, = costs["by row"][2:]
+    check, tiles, rows = costs["flattened"][2:]
+    # Work-item 0 of the row sums has a row of 2,000 elements, the others rows of 4.
+    assert by_row.simt_efficiency < 0.15 and by_row.busiest > 15
+    assert tiles.simt_efficiency > 0.3 and rows.simt_efficiency > 0.3 and rows.busiest < 5
+    assert check.busiest == 1.0  # each row's own checks, the same for every row
+    assert "flattened" in " ".join(tiles.warp_notes + rows.warp_notes)

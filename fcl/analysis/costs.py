@@ -57,6 +57,9 @@ class KernelCosts:
     groups_per_launch: list[int]  # work-groups of every launch of this kernel
     truncated: bool
     sites: list[SiteSummary]
+    # The most a work-item of the traced group did (memory accesses, barriers and branches it
+    # took), over the group's average: 1 when each does as much (work shared out evenly).
+    busiest: float = field(default=1.0, kw_only=True)
     # Occupancy and time on a GPU, when one is chosen (fcl.explain sets it) ...
     predicted: KernelPrediction | None = field(default=None, kw_only=True)
     # ... and the time measured on the device that ran it: median kernel time per run, in ms.
@@ -118,7 +121,12 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         sum(s.same_address for s in atomic) / max(1, sum(s.requests for s in atomic)),
         sum(s.accesses for s in atomic if s.site.space == "global"),
         distinct_sectors(split_by_site(trace, sites)), trace.kernel.notes,
-        list(trace.groups_per_launch), trace.truncated, summaries)
+        list(trace.groups_per_launch), trace.truncated, summaries, busiest=_busiest(trace))
+
+
+def _busiest(trace: KernelTrace) -> float:
+    done = np.bincount(trace.lane, minlength=trace.block_size)
+    return float(done.max() / done.mean()) if done.size and done.mean() else 1.0
 
 
 def program_costs(trace: Trace) -> list[KernelCosts]:
@@ -156,6 +164,7 @@ ROWS = [
      lambda c: f"{c.bank_conflicts} ({c.worst_conflict}-way)" if c.bank_conflicts else "0"),
     ("barriers per group", lambda c: str(c.barriers)),
     ("SIMT efficiency", lambda c: _number(c.simt_efficiency)),
+    ("busiest work-item ÷ average", lambda c: _number(round(c.busiest, 1))),
     ("local memory per group", lambda c: f"{c.local_bytes} B"),
 ]
 
@@ -238,7 +247,8 @@ def _notes(costs: list[KernelCosts], measured: Measured | None = None) -> list[s
              "sectors of 128-byte lines; local memory in 32 banks of 4 bytes (8-byte words served "
              "by half-warps).",
              "SIMT efficiency: the share of the warps' lanes active in the memory accesses, "
-             "barriers and branches they execute."]
+             "barriers and branches they execute. Busiest work-item: what the work-item that "
+             "did most did, over the group's average (1: the work shared out evenly)."]
     predicted = [c.predicted for c in costs if c.predicted is not None]
     if predicted:
         notes.append(_prediction_note(predicted))

@@ -54,6 +54,11 @@ def libraries():
     return {backend: fcl.load(LIBRARY, backend=backend) for backend in ("interp", "opencl")}
 
 
+@pytest.fixture(scope="module")
+def unflattened():
+    return fcl.load(LIBRARY, backend="opencl", flatten=False)
+
+
 def skewed(seed: int, rows: int = 60, columns: int = 50):
     """A CSR matrix with power-law row lengths: empty rows, and rows over several tiles."""
     rng = np.random.default_rng(seed)
@@ -133,14 +138,19 @@ def test_each_scanned_row_ends_with_the_rows_reduction(libraries):
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from([0, 1, 2, 5, ROW_TILE - 1, ROW_TILE, ROW_TILE + 1, 700]),
                 min_size=1, max_size=12), st.integers(0, 1000))
-def test_generated_rows_sum_exactly_on_both_back_ends(libraries, lengths, seed):
+def test_generated_rows_sum_exactly_on_both_back_ends(libraries, unflattened, lengths, seed):
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    xs = np.random.default_rng(seed).integers(-1000, 1000, int(offsets[-1])).astype(np.int32)
+    rng = np.random.default_rng(seed)
+    xs = rng.integers(-1000, 1000, int(offsets[-1])).astype(np.int32)
+    doubles = rng.standard_normal(int(offsets[-1]))
     expected = [sum(row) for row in python_rows(offsets, xs)]
     halves = [sum(row[:len(row) // 2]) for row in python_rows(offsets, xs)]
-    for backend, lib in libraries.items():
+    for backend, lib in [*libraries.items(), ("not flattened", unflattened)]:
         assert list(lib.rowSums(offsets, xs)) == expected, backend
         assert list(lib.firstHalves(offsets, xs)) == halves, backend
+    # Sums of doubles: the same bits everywhere, flattened or not.
+    scans = [lib.rowScans(offsets, doubles) for lib in [*libraries.values(), unflattened]]
+    assert all(np.array_equal(scans[0], other) for other in scans[1:])
 
 
 SHAPES = """val main =

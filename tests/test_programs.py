@@ -204,29 +204,25 @@ def rows_in_tiles(rows, tile: int = ROW_TILE):
         yield list(pieces.values())
 
 
-def reduce_rows(f, z, rows):
-    out = []
+def scanned_rows(f, z, rows):
+    """Each row's inclusive scan from z, combined in the order of fcl.rowtiles."""
     for pieces in rows_in_tiles(rows):
-        acc = z
-        for x in pieces[0] if pieces else []:
-            acc = f(acc, x)
-        for piece in pieces[1:]:
-            acc = f(acc, functools.reduce(f, piece))
-        out.append(acc)
-    return out
-
-
-def scan_rows(f, z, rows):
-    out = []
-    for pieces in rows_in_tiles(rows):
-        acc = z
+        acc, out = z, []
         for x in pieces[0] if pieces else []:
             acc = f(acc, x)
             out.append(acc)
         for piece in pieces[1:]:
             out += [f(acc, running) for running in itertools.accumulate(piece, f)]
             acc = out[-1]
-    return out
+        yield out
+
+
+def reduce_rows(f, z, rows):
+    return [scan[-1] if scan else z for scan in scanned_rows(f, z, rows)]
+
+
+def scan_rows(f, z, rows):
+    return [x for scan in scanned_rows(f, z, rows) for x in scan]
 
 
 def rows_expected() -> str:

@@ -158,7 +158,8 @@ EMIT = "emit"  # the last stage shown by compile_steps: the OpenCL C
 def stage_purposes() -> list[tuple[str, str]]:
     """(name, purpose) of what `compile_steps` can show, in order: the lowered IL, each step (a
     fixpoint's own steps indented under it), the OpenCL C."""
-    return [(LOWER, "the program lowered to the IL: what the steps start from"), *step_names(),
+    return [(LOWER, "the program lowered to the IL, irregular rows flattened by their shape: "
+                    "what the steps start from"), *step_names(),
             (EMIT, "the OpenCL C printed from the kernels: what `fcl compile` prints")]
 
 

@@ -292,6 +292,13 @@ def test_the_command_line_and_a_notebook_turn_flattening_off(capsys):
         assert fcl_main(["compile", "--no-flatten", str(path)]) == 0
     # Five reductions and scans, and the scan that adds up the lengths of rows cut by `take`.
     assert capsys.readouterr().out.count("not flattened (--no-flatten)") == 6
+    # The shape found, and the flattening, in the IL the steps start from.
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, "rows.fcl")
+        path.write_text(IN_MEMORY)
+        assert fcl_main(["compile", "--after", "lower", str(path)]) == 0
+    lowered = capsys.readouterr().out
+    assert lowered.count("-- rows segmented by arr_1, flattened: a work-group per tile") == 2
     workspace = Workspace()
     workspace.settings.set("flatten", "off")
     assert not workspace.settings.options().flatten

@@ -158,7 +158,8 @@ def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None,
                      "launches": {"reference": ref_launches, "fcl": fcl_launches},
                      "reference_times_ms": ref_times, "fcl_times_ms": fcl_times,
                      "reference_kernel": reference.chosen.get(task.reference.__name__,
-                                                              reference.last_chosen)})
+                                                              reference.last_chosen),
+                     "reference_candidates_ms": dict(reference.last_candidates)})
         if gpu is not None:
             rows[-1]["predicted_ms"] = predicted_ms(portable, gpu, inputs, s.block, device_choice)
             rows[-1]["predicted_gpu"] = gpu.name

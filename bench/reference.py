@@ -79,6 +79,9 @@ class Reference:
         self.buffers: dict[tuple, cl.Buffer] = {}
         self.chosen: dict[str, str] = {}  # task: the candidate its runs use
         self.last_chosen: str | None = None  # the candidate of the last run
+        # task: each candidate's median time while choosing (tasks with several), in ms
+        self.candidate_ms: dict[str, dict[str, float]] = {}
+        self.last_candidates: dict[str, float] = {}  # those of the last run's task
 
     def out(self, key: str, count: int, itemsize: int = 4) -> cl.Buffer:
         """An output buffer kept from run to run, as the FCL side's come back from its pool."""
@@ -109,6 +112,7 @@ class Reference:
         if task not in self.chosen:
             self.chosen[task] = self.choose(task, candidates, dtype)
         self.last_chosen = self.chosen[task]
+        self.last_candidates = self.candidate_ms.get(task, {})
         return candidates[self.chosen[task]]()
 
     def choose(self, task: str, candidates: Mapping[str, Enqueue], dtype) -> str:
@@ -130,7 +134,9 @@ class Reference:
         for _ in range(CHOICE_RUNS):
             for name, enqueue in candidates.items():
                 times[name].append(kernel_ms(enqueue()[0]))
-        return min(times, key=lambda name: statistics.median(times[name]))
+        medians = {name: statistics.median(runs) for name, runs in times.items()}
+        self.candidate_ms[task] = medians
+        return min(medians, key=lambda name: medians[name])
 
     # ---- the tasks
 

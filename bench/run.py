@@ -170,7 +170,8 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
             + planning_table(planning_rows)
     if deep:
         report += "\n\n" + deep_table(deep)
-    kernels = [f"{r['task']}: {r['reference_kernel']}" for r in rows if r.get("reference_kernel")]
+    kernels = [f"{r['task']}: {r['reference_kernel']}{_candidates(r)}" for r in rows
+               if r.get("reference_kernel")]
     kernels += [f"original {r['program']} ({r['benchmark']}): {r['reference_kernel']}"
                 for r in original_rows or [] if r.get("reference_kernel")]
     if kernels:  # the faster of each task's candidates in reference.cl, on this device
@@ -225,6 +226,15 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
         path.write_text(json.dumps(results, indent=2) + "\n")
         with open(HERE / "README.md", "a") as readme:
             readme.write(f"\n### {device.name}, {date}\n\n{report}\n")
+
+
+def _candidates(row: dict) -> str:
+    """Each candidate reference's median while it was chosen, where there were several (the
+    sparse products: a work-item per row and a warp per row)."""
+    times = row.get("reference_candidates_ms") or {}
+    if len(times) < 2:
+        return ""
+    return " (" + ", ".join(f"{name} {ms:.3g} ms" for name, ms in times.items()) + ")"
 
 
 if __name__ == "__main__":

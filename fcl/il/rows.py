@@ -1,4 +1,5 @@
-"""Irregular arrays, flattened: `reduceRows` and `scanRows` over rows of different lengths.
+"""Irregular arrays, flattened: `reduceRows`, `scanRows` and `concatRows` over rows of
+different lengths.
 
 An irregular array is a pull array of rows (`[['a]]`) whose rows may differ in length, such
 as `segments offsets xs`. Its shape is found from the program before any code is made, by
@@ -9,14 +10,15 @@ looking at the length of a symbolic row r:
 - segmented: the length is S(r + 1) - S(r) for an expression S of r (`offsets[r+1] -
   offsets[r]`): row r starts at S(r) - S(0), read where the descriptor already lies, so
   arrays built on the same offsets share one descriptor;
-- counted: anything else; the lengths are added up into a descriptor first, by one
-  work-item.
+- counted: anything else; the lengths are written by a work-item per row and added up by a
+  flattened scan of them, as one row.
 
-The flat code balances work by elements, not rows (fcl.rowtiles fixes the order): tiles of
-ROW_TILE elements of the rows' concatenation, one work-item each, fold the piece that
-continues a row begun in an earlier tile; then one work-item per row folds its first piece
-(at most ROW_TILE elements) and the tiles' pieces. No work-item does more than ROW_TILE +
-(its row's length / ROW_TILE) steps, however skewed the rows.
+A kernel makes every row once with its checks; then the flat code shares out work by elements,
+not rows, in the order fcl.rowtiles fixes. A work-group per tile of ROW_TILE elements of the
+rows' concatenation marks each position with its row, reads the elements side by side into
+local memory, and folds each row's piece of the tile there; a work-item per row then combines
+its pieces, one per tile. Not flattened (`--no-flatten`), a work-item per row folds its whole
+row in the same order.
 """
 from __future__ import annotations
 

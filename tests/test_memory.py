@@ -195,10 +195,14 @@ def test_every_array_of_the_suite_lives_in_one_block(program_texts):
         allocated = [s.var.name for s in ir.walk(il) if isinstance(s, ir.Alloc)
                      and s.level == "grid"]
         aliased = {d.array for d in plan.decisions if d.done and d.kind == "alias"}
+        # An array nothing uses once the passes have run is not allocated at all (a flattened
+        # scan's pieces when its one row fits in a tile).
+        unused = {d.array for d in plan.decisions if d.done and d.kind == "unused"}
         placed = [p.array for b in plan.blocks for p in b.arrays]
         assert sorted(placed) == sorted(set(placed)) and set(placed) <= set(allocated), name
         # A view of a loop's buffer (a variable naming one of two) is in no block.
-        assert all(array in placed or array in aliased for array in allocated), name
+        assert all(array in placed or array in aliased or array in unused
+                   for array in allocated), name
         assert plan.planned.bytes <= plan.unplanned.bytes, name
         assert plan.planned.unknown <= plan.unplanned.unknown, name
 

@@ -309,6 +309,15 @@ class _Flat:
             "them side by side into local memory, then a work-item per row's piece folds it")))
         return heads, firsts
 
+    def write_tile(self, first: ir.Expr, count: ir.Expr, local: ir.Var, target: ir.Var
+                   ) -> None:
+        """A work-item per element copies a tile from local memory to its place in `target`."""
+        lw, u = self.lw, self.lw.fresh("u", I)
+        at = mk_bin("+", first, u, I)
+        # Always inside; the test says so to the IL verifier, whose ranges cannot follow `count`.
+        lw.emit(ir.ParFor("block", u, count, [ir.If(mk_bin("<", at, self.shape.total, B), [
+            ir.Store(target, at, ir.Index(local, u))], [])]))
+
     def each_row(self, pieces: tuple[ir.Var, ir.Var] | None, before_tile: Callable,
                  done: Callable, each: Callable | None = None) -> None:
         """One work-item per row: acc = z folded with the row's first piece, then with the
@@ -322,14 +331,14 @@ class _Flat:
             ends = lw.declare("ends", shape.row_end(r))
             tile = _c(ROW_TILE)
             first_tile = lw.declare("tile", mk_bin("/", begins, tile, I))
-            piece_end = lw.declare("piece", mk_bin(
-                "min", ends, mk_bin("*", mk_bin("+", first_tile, _c(1), I), tile, I), I))
             acc = lw.fresh("acc", self.elem)
             lw.emit(ir.Declare(acc, self.z))
             if pieces is not None:
                 lw.emit(ir.If(mk_bin(">", ends, begins, B),
                               [ir.Assign(acc, ir.Index(pieces[1], r))], []))
             else:
+                piece_end = lw.declare("piece", mk_bin(
+                    "min", ends, mk_bin("*", mk_bin("+", first_tile, _c(1), I), tile, I), I))
                 row = self.row(r, checked=True)
                 self.fold(acc, begins, piece_end, lambda at: row.fn(mk_bin("-", at, begins, I)),
                           each)
@@ -397,11 +406,7 @@ def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
         flat.each_piece(tile, each_continued=lambda k, acc: lw.emit(ir.Store(
             out, k, flat.combine(ir.Index(carries, t), acc))),
             each_started=lambda k, acc: lw.emit(ir.Store(out, k, acc)))
-        u = lw.fresh("u", I)
-        at = mk_bin("+", first, u, I)
-        # Always inside; the test says so to the IL verifier, whose ranges cannot follow `count`.
-        lw.emit(ir.ParFor("block", u, count, [ir.If(mk_bin("<", at, shape.total, B), [
-            ir.Store(scanned, at, ir.Index(out, u))], [])]))
+        flat.write_tile(first, count, out, scanned)
     lw.emit(ir.Distribute("grid", t, flat.tiles, body, note=(
         f"{shape.said}, flattened: a work-group per tile of {ROW_TILE} elements scans each "
         "row's piece in local memory, from the row's value before the tile")))
@@ -409,6 +414,20 @@ def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
 
 
 def concat_rows(lw: Lowerer, rows: Pull, elem: str) -> Pull:
-    """The rows' elements, one row after another: the scan whose step keeps the element."""
+    """The rows' elements, one row after another: each tile staged and written out as it is,
+    or, not flattened, the scan whose step keeps the element (a work-item per row)."""
     second = Prim("second", 2, lambda kept, element: element)
-    return scan_rows(lw, second, ir.Const(ZERO[elem], elem), rows, elem)
+    if not lw.flatten:
+        return scan_rows(lw, second, ir.Const(ZERO[elem], elem), rows, elem)
+    flat = _Flat(lw, rows, second, ir.Const(ZERO[elem], elem), elem)
+    shape = flat.shape
+    elements = lw.fresh("elements", ir.ArrayType(elem))
+    lw.emit(ir.Alloc(elements, shape.total, "grid"))
+    t = lw.fresh("t", I)
+    with lw.capture() as body:
+        first, count, _, _, values = flat.stage_tile(t)
+        flat.write_tile(first, count, values, elements)
+    lw.emit(ir.Distribute("grid", t, flat.tiles, body, note=(
+        f"{shape.said}, flattened: a work-group per tile of {ROW_TILE} elements reads them "
+        "side by side, then writes them out")))
+    return Pull(shape.total, lambda i: ir.Index(elements, i))

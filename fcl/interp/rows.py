@@ -1,4 +1,4 @@
-"""`reduceRows` and `scanRows` in the interpreter: each row combined in the order of
+"""`reduceRows`, `scanRows` and `concatRows` in the interpreter: each row combined in the order of
 fcl.rowtiles, with numpy over all rows (or tiles) at once, one element position at a time."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class _Rows:
         self._raise_faults()
         self.starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         self.count, self.total = count, int(self.starts[-1])
-        # The row of each element, and of each tile's first element.
+        # The row of each element.
         self.row_of = np.repeat(np.arange(count), lengths)
         self.tile_count = -(-self.total // ROW_TILE)
 

@@ -11,9 +11,8 @@
 // of two); TILE_DIM, the side of the square tiles of transpose and matmul (TILE_DIM * TILE_DIM
 // work-items per group); SCAN_PER_ITEM, the elements each work-item of scan_chunks scans
 // sequentially. For the CPU kernels: VEC_GROUP, the work-group size of copy_vec and
-// reverse_vec; REVERSE_WIDTH, the ints per work-item of reverse_vec (16, or 8 on Oclgrind);
-// REDUCE_GROUP, the work-items per group of reduce_items (each sums a chunk); REDUCE_BIG, the
-// ints each work-item of the full reduction's first pass sums, REDUCE_BIG_GROUP its work-items
+// reverse_vec; REDUCE_GROUP, the work-items per group of reduce_items (each sums a chunk);
+// REDUCE_BIG, the ints each work-item of the full reduction's first pass sums, REDUCE_BIG_GROUP its work-items
 // per group; MATMUL_GX and MATMUL_GY, the work-group of matmul_vec.
 
 #define REQD1(x) __attribute__((reqd_work_group_size(x, 1, 1)))
@@ -30,9 +29,10 @@ __kernel void reverse(__global const int* in, __global int* out, int n) {
     if (i < n) out[n - 1 - i] = in[i];
 }
 
-// For CPUs: copy_vec moves 8 ints per work-item as one vector, reverse_vec REVERSE_WIDTH (16,
-// or 8 on Oclgrind, which takes the lanes of a shuffled int16 for uninitialized), reversed in
-// registers; n a multiple of 16, the launch exactly n / 8 (n / REVERSE_WIDTH) work-items.
+// For CPUs: copy_vec moves 8 ints per work-item as one vector, reverse_vec 8 reversed in
+// registers; n a multiple of 8, the launch exactly n / 8 work-items. (16 ints per work-item
+// measured 2-6% faster on Xeons, but on a CPU without AVX-512 pip's PoCL crashes running a
+// shuffled int16, and Oclgrind takes its lanes for uninitialized.)
 __kernel REQD1(VEC_GROUP) void copy_vec(__global const int* in, __global int* out) {
     size_t i = get_global_id(0);
     vstore8(vload8(i, in), i, out);
@@ -40,11 +40,7 @@ __kernel REQD1(VEC_GROUP) void copy_vec(__global const int* in, __global int* ou
 
 __kernel REQD1(VEC_GROUP) void reverse_vec(__global const int* in, __global int* out, int n) {
     size_t i = get_global_id(0);
-#if REVERSE_WIDTH == 16
-    vstore16(vload16(i, in).sfedcba9876543210, (size_t)(n / 16) - 1 - i, out);
-#else
     vstore8(vload8(i, in).s76543210, (size_t)(n / 8) - 1 - i, out);
-#endif
 }
 
 // A height x width row-major matrix into a width x height one, through a local tile padded by

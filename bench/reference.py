@@ -13,6 +13,7 @@ from bench.sizes import HERE, Sizes
 from fcl.runtime.device import (
     Device,
     is_oclgrind,
+    program_with_kernels,
 )
 
 Result = tuple[cl.Buffer, int]  # a reference run's output: its buffer and element count
@@ -58,13 +59,9 @@ class Reference:
         self.big_group = _pow2_dividing(s.n // REDUCE_BIG, REDUCE_GROUP)
         gx = _pow2_dividing(wB // 16, 4)  # 4 x 8 for the bench's ints, 2 x 16 for the
         self.matmul_group = (gx, _pow2_dividing(hA // 4, 32 // gx))  # original's doubles
-        # 16 ints per work-item measured 2-6% faster than 8 on both PoCLs, but Oclgrind takes
-        # the lanes of a shuffled int16 for uninitialized values.
-        self.reverse_width = 8 if is_oclgrind(device.device) else 16
         self.smvm_lanes = min(SMVM_LANES, s.block)
         options = [f"-DBLOCK_SIZE={s.block}", f"-DTILE_DIM={s.tile}",
                    f"-DSCAN_PER_ITEM={s.per_item}", f"-DVEC_GROUP={self.vec_group}",
-                   f"-DREVERSE_WIDTH={self.reverse_width}",
                    f"-DREDUCE_GROUP={self.reduce_group}", f"-DREDUCE_BIG={REDUCE_BIG}",
                    f"-DREDUCE_BIG_GROUP={self.big_group}",
                    f"-DMATMUL_GX={self.matmul_group[0]}", f"-DMATMUL_GY={self.matmul_group[1]}",
@@ -74,7 +71,7 @@ class Reference:
         # (fcl.runtime.device.build), it gets the code unoptimized.
         options += ["-cl-opt-disable"] if is_oclgrind(device.device) else []
         source = (HERE / "reference.cl").read_text()
-        program = cl.Program(device.context, source).build(options=options)
+        program = program_with_kernels(device.context, source, options)
         self.kernels = {k.function_name: k for k in program.all_kernels()}
         self.buffers: dict[tuple, cl.Buffer] = {}
         self.chosen: dict[str, str] = {}  # task: the candidate its runs use
@@ -167,8 +164,7 @@ class Reference:
     def reverse(self, inputs):
         candidates = {"reverse": partial(self.linear, "reverse", inputs)}
         if self.vec_fits(inputs["input"].length):
-            candidates["reverse_vec"] = partial(self.linear_vec, "reverse_vec",
-                                                self.reverse_width, inputs)
+            candidates["reverse_vec"] = partial(self.linear_vec, "reverse_vec", 8, inputs)
         return self.best("reverse", candidates)
 
     def transpose_sdk(self, inputs):

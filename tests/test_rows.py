@@ -213,8 +213,11 @@ def test_rows_on_offsets_in_memory_read_the_descriptor_where_it_lies():
         [sum(xs[starts[r]:starts[r + 1]]) - 3 * (starts[r + 1] - starts[r])
          for r in range(4)]).replace(" ", "") + "\n"
     notes = [line for line in compiled_source(IN_MEMORY).splitlines() if "flattened" in line]
-    # Both arrays' rows are segmented by the one forced descriptor; no lengths are added up.
-    assert len(notes) == 4 and all("rows segmented by arr_" in note for note in notes)
+    # Both arrays' rows are segmented by the one forced descriptor, so they are reduced
+    # together (one tile kernel, one row kernel); no lengths are added up.
+    assert len(notes) == 2 and all("rows segmented by arr_" in note and
+                                   "(2 reductions of these rows made together)" in note
+                                   for note in notes)
     assert "adds up" not in compiled_source(IN_MEMORY)
 
 
@@ -248,6 +251,71 @@ DECREASING = """val main =
     forceAndPrint 4 (push<grid> s)
   }
 """
+
+
+# Two reductions of rows of one shape: the faults below come from the first's rows or the
+# second's. The elements' checks are made a row at a time before the kernels read them side by
+# side, and the failure reported is the one the interpreter reports.
+TWO_REDUCTIONS = """val main =
+  let xs = generate 1000 (fn i => i % 17) in
+  let offsets = OFFSETS in
+  do<grid> {
+    s <- reduceRows addi 0 (FIRST) ;
+    t <- reduceRows maxi 0 (SECOND) ;
+    forceAndPrint 4 (push<grid> s) ;
+    forceAndPrint 4 (push<grid> t)
+  }
+"""
+REVERSED = ("map (fn row => generate (lengthPull row) (fn i => index row (lengthPull row - 1 - i)))"
+            " (segments offsets xs)")
+GATHER = "map (map (fn c => index xs (c * 70))) (segments offsets xs)"
+FAULTS = {  # name: offsets, first rows, second rows, whether the reductions are made together
+    "an element after the first leaves xs": (
+        "generate 5 (fn r => r * 260)", "segments offsets xs", None, True),
+    "the first element is before xs": (
+        "generate 5 (fn r => r * 100 - 50)", "segments offsets xs", None, True),
+    "a reversed row steps below 0": (
+        "generate 5 (fn r => r * 300 - 250)", REVERSED, None, False),
+    "a row's length before an earlier row's element": (
+        "generate 5 (fn r => if r == 3 then 100 else r * 400)", "segments offsets xs", None, True),
+    "a gathered element, reduced first": ("generate 5 (fn r => r * 200)", GATHER, None, False),
+    "a gathered element, reduced second": (
+        "generate 5 (fn r => r * 200)", "segments offsets xs", GATHER, True),
+}
+
+
+@pytest.mark.parametrize("fault", [pytest.param(name, marks=() if n == 0 else pytest.mark.slow)
+                                   for n, name in enumerate(FAULTS)])
+def test_a_fault_in_reductions_made_together_is_the_interpreters_first(fault):
+    offsets, first, second, together = FAULTS[fault]
+    text = TWO_REDUCTIONS.replace("OFFSETS", offsets).replace("FIRST", first).replace(
+        "SECOND", second or "segments offsets (generate 800 (fn i => i))")
+    messages = []
+    for run in (run_interp, run_cl, lambda text: run_cl(text, flatten=False),
+                lambda text: run_cl(text.replace("reduceRows", "scanRows"))):
+        with pytest.raises(FCLError) as caught:
+            run(text)
+        messages.append(caught.value.render())
+    assert messages[1] == messages[2] == messages[0]
+    # scanRows is two characters shorter than reduceRows: the columns differ, not the error.
+    assert messages[3].splitlines()[0].split("error:")[1] == \
+        messages[0].splitlines()[0].split("error:")[1]
+    assert ("made together" in compiled_source(text)) == together
+
+
+def test_a_reduction_of_an_earlier_ones_result_waits_for_it():
+    text = """val main =
+  let xs = generate 1000 (fn i => i % 17) in
+  do<grid> {
+    offsets <- forcePull<grid> (generate 5 (fn r => r * 250)) ;
+    a <- reduceRows addi 0 (segments offsets xs) ;
+    b <- reduceRows addi 0 (map (map (fn x => x + index a 0)) (segments offsets xs)) ;
+    forceAndPrint 4 (push<grid> b)
+  }
+"""
+    sums = [sum(i % 17 for i in range(r * 250, r * 250 + 250)) for r in range(4)]
+    assert same_everywhere(text) == str([s + 250 * sums[0] for s in sums]).replace(" ", "") + "\n"
+    assert "made together" not in compiled_source(text)
 
 
 @pytest.mark.slow  # 0.8 s
@@ -298,7 +366,9 @@ def test_the_command_line_and_a_notebook_turn_flattening_off(capsys):
         path.write_text(IN_MEMORY)
         assert fcl_main(["compile", "--after", "lower", str(path)]) == 0
     lowered = capsys.readouterr().out
-    assert lowered.count("-- rows segmented by arr_1, flattened: a work-group per tile") == 2
+    assert lowered.count("-- rows segmented by arr_1, flattened: a work-group per tile") == 1
+    # The second reduction's checks are the first's over again: made once.
+    assert lowered.count("each row's elements checked before they are read side by side") == 1
     workspace = Workspace()
     workspace.settings.set("flatten", "off")
     assert not workspace.settings.options().flatten
@@ -331,9 +401,10 @@ def test_the_costs_show_a_work_item_per_row_waiting_for_long_rows_and_flattening
     # The two kernels writing the rows into memory share out their work evenly.
     assert [c.busiest for c in costs["by row"][:2]] == [1.0, 1.0]
     by_row, = costs["by row"][2:]
-    check, tiles, rows = costs["flattened"][2:]
+    check, elements, tiles, rows = costs["flattened"][2:]
     # Work-item 0 of the row sums has a row of 2,000 elements, the others rows of 4.
     assert by_row.simt_efficiency < 0.15 and by_row.busiest > 15
     assert tiles.simt_efficiency > 0.3 and rows.simt_efficiency > 0.3 and rows.busiest < 5
-    assert check.busiest == 1.0  # each row's own checks, the same for every row
+    # Each row's own checks and its elements' (a row at a time), the same for every row.
+    assert check.busiest == 1.0 and elements.busiest == 1.0
     assert "flattened" in " ".join(tiles.warp_notes + rows.warp_notes)

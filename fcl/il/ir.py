@@ -267,13 +267,15 @@ class Result(Stmt):
 class Fail(Stmt):
     """Stop with an FCL runtime error (raised at `span`) when `cond` holds, its message's `{}`
     placeholders filled with `values` (see fcl.checks). The last values are the indices of the
-    parallel loops around it, of the kinds `places` (checks.where's order)."""
+    parallel loops around it, of the kinds `places` (checks.where's order). A check made inside
+    a prelude function is raised at the user's call, `inside` naming the prelude's line."""
 
     cond: Expr
     message: str
     values: list[Expr] = field(default_factory=list)
     hint: str = ""
     places: tuple[str, ...] = ()
+    inside: Span | None = field(default=None, kw_only=True, repr=False)
 
     def place_value(self, kind: str) -> int | None:
         """The position in `values` of the index of the loop of `kind` around it (None if no

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from fcl import checks
 from fcl.defaults import BLOCK_SIZE, WARP_SIZE
@@ -18,6 +18,7 @@ from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.ranges import INT_MAX
 from fcl.il.simplify import is_atomic, mk_bin, mk_un
+from fcl.il.traverse import names, stmt_exprs
 from fcl.il.values import (
     ZERO,
     Closure,
@@ -43,6 +44,21 @@ UNROLL_LIMIT = 16  # loops known to stop within this many steps are unrolled
 PrimitiveMaker = Callable[["Lowerer", str, Type, "Span | None"], object]
 
 
+@dataclass
+class Deferred:
+    """Code whose making waits, so that later code of the same kind can join it (reductions
+    over rows of one shape share their kernels: fcl.il.rows). It is made, at the end of the
+    statements it belongs to (`home`), before the first statement there that is not a
+    declaration or an allocation, before any statement naming one of the arrays it makes
+    (`names`), and at the latest when `home` is complete."""
+    make: Callable[[], None]
+    names: set[str] = field(default_factory=set)
+    owner: object = None  # what makes it, for code that would join it to recognise
+    home: list[ir.Stmt] = field(default_factory=list)
+    spans: list[Span | None] = field(default_factory=list)
+    places: list[tuple[str, ir.Expr]] = field(default_factory=list)
+
+
 class Lowerer:
     def __init__(self, primitive: PrimitiveMaker, block_size: int = BLOCK_SIZE,
                  checks: bool = True, warp_size: int = WARP_SIZE, flatten: bool = True):
@@ -61,6 +77,7 @@ class Lowerer:
         self.counter = 0
         # Positions `within` has checked, by identity: the position (kept alive) and the length.
         self.checked: dict[int, tuple[ir.Expr, ir.Expr]] = {}
+        self.deferred: Deferred | None = None
 
     # ---- statements and names
     def fresh(self, base: str, t: ir.ILType) -> ir.Var:
@@ -73,7 +90,50 @@ class Lowerer:
             return
         if stmt.span is None:
             stmt.span = self.user_span()
+            if isinstance(stmt, ir.Fail) and self.spans[-1] is not None \
+                    and self.spans[-1].source.name == PRELUDE_NAME and stmt.span is not None \
+                    and stmt.span.source.name != PRELUDE_NAME:
+                stmt.inside = self.spans[-1]
+        if self.deferred is not None and self._must_follow(stmt, self.deferred):
+            self.make_deferred()
         self.blocks[-1].append(stmt)
+
+    def emit_all(self, stmts: list[ir.Stmt]) -> None:
+        for stmt in stmts:
+            self.emit(stmt)
+
+    def defer(self, deferred: Deferred) -> None:
+        """Make `deferred` later (see Deferred), in the statements being written now; any code
+        deferred before is made first."""
+        if self.deferred is not None:
+            self.make_deferred()
+        deferred.home = self.blocks[-1]
+        deferred.spans, deferred.places = list(self.spans), list(self.places)
+        self.deferred = deferred
+
+    def waiting(self) -> Deferred | None:
+        """The deferred code that code written now could join: deferred in these statements."""
+        d = self.deferred
+        return d if d is not None and d.home is self.blocks[-1] else None
+
+    def make_deferred(self) -> None:
+        d, self.deferred = self.deferred, None
+        if d is None:
+            return
+        spans, places = self.spans, self.places
+        self.blocks.append(d.home)
+        self.spans, self.places = d.spans, d.places
+        try:
+            d.make()
+        finally:
+            self.blocks.pop()
+            self.spans, self.places = spans, places
+
+    def _must_follow(self, stmt: ir.Stmt, d: Deferred) -> bool:
+        mentions = any(names(e) & d.names for s in ir.walk([stmt])
+                       for e in stmt_exprs(s, targets=True))
+        return mentions or (self.blocks[-1] is d.home
+                            and not isinstance(stmt, (ir.Declare, ir.Alloc)))
 
     def user_span(self) -> Span | None:
         """The innermost source location in the user's code (not the prelude): generated code
@@ -89,6 +149,8 @@ class Lowerer:
         self.blocks.append(body)
         try:
             yield body
+            if self.deferred is not None and self.deferred.home is body:
+                self.make_deferred()
         finally:
             self.blocks.pop()
 
@@ -130,10 +192,12 @@ class Lowerer:
             assert isinstance(result_type, TProgram)
             result_type = chase(result_type.result)
         elif not entry:
+            self.make_deferred()
             return self.blocks[0]
         if keep_result or entry:
             with self.at(program.root.span):
                 self.emit(ir.Result(self.result(root, result_type, forcing=entry)))
+        self.make_deferred()
         return self.blocks[0]
 
     def argument(self, position: int, t: Type):
@@ -435,7 +499,7 @@ class Lowerer:
                 iteration(mk_bin("+", rest, ir.Const(1, ir.INT), ir.INT))
             self.emit(ir.SeqFor(rest, mk_bin("-", iterations, ir.Const(1, ir.INT), ir.INT), body))
         if isinstance(iterations, ir.Const) and iterations.value >= 1:
-            self.blocks[-1].extend(peeled)
+            self.emit_all(peeled)
         else:
             self.emit(ir.If(mk_bin(">", iterations, ir.Const(0, ir.INT), ir.BOOL), peeled, []))
 
@@ -456,7 +520,7 @@ class Lowerer:
             with self.capture() as unrolled:
                 final = self.unroll(front, back, capacity, keep_going, step, span)
             if final is not None:
-                self.blocks[-1].extend(unrolled)
+                self.emit_all(unrolled)
                 return final
         current, spare = self.fresh("cur", array_t), self.fresh("next", array_t)
         self.emit(ir.Declare(current, front))

@@ -22,16 +22,17 @@ row in the same order.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fcl import checks
 from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.ir import show_expr
-from fcl.il.lower import Lowerer
+from fcl.il.lower import Deferred, Lowerer
 from fcl.il.simplify import difference, linear, mk_bin, mk_select, rebuild
-from fcl.il.traverse import declared, expr_reads, names
+from fcl.il.traverse import declared, expr_reads, names, stmt_exprs
 from fcl.il.values import ZERO, Prim, Pull
 from fcl.rowtiles import ROW_TILE
 
@@ -45,6 +46,7 @@ class Shape:
     rows: ir.Expr                           # how many rows
     start: Callable[[ir.Expr], ir.Expr]     # where row r begins in the concatenation, r <= rows
     total: ir.Expr                          # the elements of all rows
+    key: str | None = None                  # equal for rows known to have this same shape
 
     def row_end(self, r: ir.Expr) -> ir.Expr:
         return self.start(mk_bin("+", r, ir.Const(1, I), I))
@@ -64,7 +66,8 @@ def shape_of(lw: Lowerer, rows: Pull) -> Shape:
             per_row = lw.declare("rowlen", length)
             return Shape("regular", f"regular rows of {show_expr(per_row)} elements", count,
                          lambda k: mk_bin("*", k, per_row, I),
-                         lw.declare("total", mk_bin("*", count, per_row, I)))
+                         lw.declare("total", mk_bin("*", count, per_row, I)),
+                         f"regular {show_expr(rows.length)} {show_expr(length)}")
         before = _earlier_start(length, r)
         if before is not None:
             base = lw.declare("base", rebuild(before, {r.name: _c(0)}))
@@ -76,7 +79,9 @@ def shape_of(lw: Lowerer, rows: Pull) -> Shape:
             said = f"rows segmented by {' and '.join(held)}" if held else \
                 f"rows starting at {formula}" if len(formula) <= 60 else \
                 "rows starting where a formula of the row says"
-            return Shape("segmented", said, count, start, lw.declare("total", start(count)))
+            key = show_expr(rebuild(before, {r.name: ir.Var("row", I)}))
+            return Shape("segmented", said, count, start, lw.declare("total", start(count)),
+                         f"segmented {show_expr(rows.length)} {key}")
     return _counted(lw, rows, count)
 
 
@@ -127,42 +132,151 @@ def _fails(stmts: list[ir.Stmt]) -> bool:
                                              for name in ir.BODIES) for s in stmts)
 
 
-class _Flat:
-    """The flat code for one irregular array: its shape, its elements, the combining function."""
+def _mentioned(stmts: list[ir.Stmt]) -> set[str]:
+    return {name for s in ir.walk(stmts) for e in stmt_exprs(s, targets=True)
+            for name in names(e)}
 
-    def __init__(self, lw: Lowerer, rows: Pull, f, z: ir.Expr, elem: str):
-        self.lw, self.rows, self.f, self.z, self.elem = lw, rows, f, z, elem
-        self.shape = shape_of(lw, rows)
-        self.check_rows()
+
+@dataclass
+class _Part:
+    """One irregular array to combine, and the checks made before the kernels that combine it."""
+    rows: Pull
+    f: object
+    z: ir.Expr
+    elem: str
+    checks: list[ir.Stmt] = field(default_factory=list)  # kernels to run before the part's
+    rows_checked: bool = False      # a kernel made each row's own checks
+    elements_checked: bool = False  # a kernel made its elements' checks (see _hoisted)
+    element_fails: bool = False     # the elements' code checks still
+    mentions: set[str] = field(default_factory=set)  # the names its code reads
+    result: ir.Var | None = None
+
+
+def _part(lw: Lowerer, shape: Shape, rows: Pull, f, z: ir.Expr, elem: str) -> _Part:
+    """The part, its check kernels made (captured in part.checks)."""
+    part = _Part(rows, f, z, elem)
+    with lw.capture() as made:
+        _check_rows(lw, shape, part)
+        _check_elements(lw, shape, part)
+    part.checks = made
+    return part
+
+
+def _check_rows(lw: Lowerer, shape: Shape, part: _Part) -> None:
+    """Each row made once, with its checks (a negative length, where offsets decrease),
+    before any kernel relies on the rows' starts rising: a failure stops the program there,
+    as in the interpreter, which makes every row first."""
+    r = lw.fresh("r", I)
+    with lw.capture() as body, lw.parallel(checks.GLOBAL, r):
+        _row(part.rows, r)
+    part.rows_checked = _fails(body)
+    if part.rows_checked:
+        lw.emit(ir.ParFor("grid", r, shape.rows, body, note=(
+            f"{shape.said}: each row checked before they are combined")))
+
+
+def _check_elements(lw: Lowerer, shape: Shape, part: _Part) -> None:
+    """The elements' checks made a row at a time, where each depends on the element's position
+    in its row at most by adding it (`index xs (offsets[r] + j)`): the first element to fail
+    is then known without making the others, and the kernels that read the elements side by
+    side do so unchecked. Else (a gather's `index x (cols[...])`) the elements keep theirs."""
+    r, j = lw.fresh("r", I), lw.fresh("j", I)
+    with lw.capture() as body, lw.parallel(checks.GLOBAL, r):
+        row = _made_row(lw, part, r, checked=True)
+        with lw.capture() as element:
+            value = row.fn(j)
+        hoisted = _hoisted(element, j, row.length) if _fails(element) else None
+        if hoisted:
+            lw.emit(ir.If(mk_bin(">", row.length, _c(0), B), hoisted, []))
+    part.mentions = _mentioned(body) | _mentioned(element) | names(value)
+    part.element_fails = _fails(element) and hoisted is None
+    part.elements_checked = bool(hoisted)
+    if part.elements_checked:
+        lw.emit(ir.ParFor("grid", r, shape.rows, body, note=(
+            f"{shape.said}: each row's elements checked before they are read side by side")))
+
+
+def _hoisted(element: list[ir.Stmt], j: ir.Var, length: ir.Expr) -> list[ir.Stmt] | None:
+    """The checks of a row's elements, for the whole row: each check at element 0, in their
+    order, then where the one whose index steps with j (by 1 or -1) leaves its array later
+    on, naming the first index outside, as the element that fails first would. None unless
+    every check is of the element's own code at top level, at most one stepping with j."""
+    local = declared(element)
+    stepping: ir.Fail | None = None
+    at_first: list[ir.Stmt] = []
+    for s in element:
+        if not isinstance(s, ir.Fail):
+            if _fails([s]):
+                return None
+            continue
+        if local & (names(s.cond) | {n for v in s.values for n in names(v)}):
+            return None
+        if j.name in names(s.cond):
+            if stepping is not None or _step(s, j) is None:
+                return None
+            stepping = s
+        zero: dict[str, ir.Expr] = {j.name: _c(0)}
+        at_first.append(ir.Fail(rebuild(s.cond, zero), s.message,
+                                [rebuild(v, zero) for v in s.values], s.hint, s.places,
+                                span=s.span, inside=s.inside))
+    if stepping is None:
+        return at_first
+    where, bound = stepping.values[0], stepping.values[1]
+    step = _step(stepping, j)
+    last = rebuild(where, {j.name: mk_bin("-", length, _c(1), I)})
+    outside, first_out = (mk_bin(">=", last, bound, B), bound) if step == 1 \
+        else (mk_bin("<", last, _c(0), B), _c(-1))
+    later = ir.Fail(mk_bin("&&", mk_bin(">", length, _c(1), B), outside, B), stepping.message,
+                    [first_out, bound, *stepping.values[2:]], stepping.hint, stepping.places,
+                    span=stepping.span, inside=stepping.inside)
+    return [*at_first, later]
+
+
+def _step(check: ir.Fail, j: ir.Var) -> int | None:
+    """1 or -1: how much an index check's index grows with j, where only it depends on j."""
+    if not check.message.startswith(checks.INDEX) or len(check.values) < 2:
+        return None
+    where, bound = check.values[0], check.values[1]
+    outside = mk_bin("||", mk_bin("<", where, _c(0), B), mk_bin(">=", where, bound, B), B)
+    if j.name in names(bound) or show_expr(outside) != show_expr(check.cond):
+        return None
+    step = difference(rebuild(where, {j.name: mk_bin("+", j, _c(1), I)}), where)
+    return step if step in (1, -1) else None
+
+
+def _made_row(lw: Lowerer, part: _Part, r: ir.Expr, checked: bool) -> Pull:
+    """Row r, made by the work-item that reads it, with its checks unless `checked` says that a
+    kernel made them before (the elements' own checks are made with each element)."""
+    with lw.capture() as made:
+        row = _row(part.rows, r)
+    for s in made:
+        if not (checked and part.rows_checked and isinstance(s, ir.Fail)):
+            lw.emit(s)
+    return row
+
+
+class _Flat:
+    """The flat code for irregular arrays of one shape: the shape, and each one's elements and
+    combining function (several, where reductions over the same rows are made together)."""
+
+    def __init__(self, lw: Lowerer, shape: Shape, parts: list[_Part]):
+        self.lw, self.shape, self.parts = lw, shape, parts
         tile = _c(ROW_TILE)
-        self.tiles = lw.declare("tiles", mk_bin("/", mk_bin("+", self.shape.total,
+        self.tiles = lw.declare("tiles", mk_bin("/", mk_bin("+", shape.total,
                                                             _c(ROW_TILE - 1), I), tile, I))
 
-    def check_rows(self) -> None:
-        """Each row made once, with its checks (a negative length, where offsets decrease),
-        before any kernel relies on the rows' starts rising: a failure stops the program there,
-        as in the interpreter, which makes every row first."""
-        lw, r = self.lw, self.lw.fresh("r", I)
-        with lw.capture() as body, lw.parallel(checks.GLOBAL, r):
-            self.row(r)
-        self.rows_checked = _fails(body)
-        if self.rows_checked:
-            lw.emit(ir.ParFor("grid", r, self.shape.rows, body, note=(
-                f"{self.shape.said}: each row checked before they are combined")))
+    def combine(self, part: _Part, acc: ir.Expr, value: ir.Expr) -> ir.Expr:
+        return self.lw.apply(self.lw.apply(part.f, acc), value)
 
-    def combine(self, acc: ir.Expr, value: ir.Expr) -> ir.Expr:
-        return self.lw.apply(self.lw.apply(self.f, acc), value)
-
-    def row(self, r: ir.Expr, checked: bool = False) -> Pull:
-        """Row r, made once by the work-item that reads it, with its checks unless `checked`
-        says that check_rows made them (the elements' own checks stay)."""
+    def element(self, part: _Part, row: Pull, k: ir.Expr) -> ir.Expr:
+        """Element k of a row, without the checks a kernel made before (_check_elements)."""
         lw = self.lw
         with lw.capture() as made:
-            row = _row(self.rows, r)
+            value = row.fn(k)
         for s in made:
-            if not (checked and self.rows_checked and isinstance(s, ir.Fail)):
+            if not (part.elements_checked and isinstance(s, ir.Fail)):
                 lw.emit(s)
-        return row
+        return value
 
     def row_of(self, position: ir.Expr, lowest: ir.Expr | None = None,
                above: ir.Expr | None = None) -> ir.Var:
@@ -183,35 +297,35 @@ class _Flat:
         lw.emit(ir.Declare(row, low))
         return row
 
-    def fold(self, acc: ir.Var, first: ir.Expr, end: ir.Expr, value: Callable,
+    def fold(self, part: _Part, acc: ir.Var, first: ir.Expr, end: ir.Expr, value: Callable,
              each: Callable | None = None) -> None:
         """acc = f(acc, value(k)) for k in [first, end), in order; each(k, acc) after each."""
         lw, k = self.lw, self.lw.fresh("k", I)
         with lw.capture() as body:
             at = lw.declare("at", mk_bin("+", first, k, I))
-            lw.emit(ir.Assign(acc, self.combine(acc, value(at))))
+            lw.emit(ir.Assign(acc, self.combine(part, acc, value(at))))
             if each is not None:
                 each(at, acc)
         lw.emit(ir.SeqFor(k, mk_bin("-", end, first, I), body))
 
-    def piece(self, row: Pull, begins: ir.Expr, ends: ir.Expr, t: ir.Expr,
+    def piece(self, part: _Part, row: Pull, begins: ir.Expr, ends: ir.Expr, t: ir.Expr,
               each: Callable | None) -> ir.Var:
         """The fold of row r's piece in tile t, from its first element, by this work-item."""
         lw = self.lw
         first = lw.declare("first", mk_bin("*", t, _c(ROW_TILE), I))
         end = lw.declare("end", mk_bin("min", ends, mk_bin("+", first, _c(ROW_TILE), I), I))
-        running = lw.fresh("piece", self.elem)
-        lw.emit(ir.Declare(running, row.fn(mk_bin("-", first, begins, I))))
+        running = lw.fresh("piece", part.elem)
+        lw.emit(ir.Declare(running, self.element(part, row, mk_bin("-", first, begins, I))))
         if each is not None:
             each(first, running)
-        self.fold(running, mk_bin("+", first, _c(1), I), end,
-                  lambda at: row.fn(mk_bin("-", at, begins, I)), each)
+        self.fold(part, running, mk_bin("+", first, _c(1), I), end,
+                  lambda at: self.element(part, row, mk_bin("-", at, begins, I)), each)
         return running
 
-    def stage_tile(self, t: ir.Var) -> tuple[ir.Expr, ir.Expr, ir.Var, ir.Var, ir.Var]:
+    def stage_tile(self, t: ir.Var) -> tuple[ir.Expr, ir.Expr, ir.Var, ir.Var, list[ir.Var]]:
         """Work-group t's tile in local memory: each work-item makes elements of it (reads
         side by side), finding each one's row among the few the tile holds. Gives the tile's
-        first position, its length, its first and last rows and the elements."""
+        first position, its length, its first and last rows and each part's elements."""
         lw, shape = self.lw, self.shape
         first = lw.declare("first", mk_bin("*", t, _c(ROW_TILE), I))
         count = lw.declare("count", mk_bin("-", mk_bin(
@@ -229,22 +343,25 @@ class _Flat:
             lw.emit(ir.SeqFor(k, mk_bin("-", end, start, I),
                               [ir.Store(rows_of, mk_bin("+", start, k, I), r)]))
         lw.emit(ir.ParFor("block", p, mk_bin("+", mk_bin("-", high, low, I), _c(1), I), mark))
-        values = lw.fresh("tile", ir.ArrayType(self.elem))
-        lw.emit(ir.Alloc(values, _c(ROW_TILE), "block"))
+        tiles = [lw.fresh("tile", ir.ArrayType(part.elem)) for part in self.parts]
+        for values in tiles:
+            lw.emit(ir.Alloc(values, _c(ROW_TILE), "block"))
         u = lw.fresh("u", I)
         with lw.capture() as stage:
             row = lw.fresh("row", I)
             lw.emit(ir.Declare(row, ir.Index(rows_of, u)))
             begins = lw.declare("begins", shape.start(row))
             with lw.capture() as element, lw.parallel(checks.GLOBAL, row):
-                lw.emit(ir.Store(values, u, self.row(row, checked=True).fn(
-                    mk_bin("-", mk_bin("+", first, u, I), begins, I))))
+                for part, values in zip(self.parts, tiles):
+                    made = _made_row(lw, part, row, checked=True)
+                    lw.emit(ir.Store(values, u, self.element(part, made, mk_bin(
+                        "-", mk_bin("+", first, u, I), begins, I))))
             # Always so; said to the prover, which then drops the checks of the row's index
             # into its descriptor (`offsets[r]`) that the row's element makes.
             lw.emit(ir.If(mk_bin("&&", mk_bin(">=", row, _c(0), B),
                                  mk_bin("<", row, shape.rows, B), B), element, []))
         lw.emit(ir.ParFor("block", u, count, stage))
-        return first, count, low, high, values
+        return first, count, low, high, tiles
 
     def piece_bounds(self, r: ir.Expr, first: ir.Expr, count: ir.Expr
                      ) -> tuple[ir.Expr, ir.Expr]:
@@ -256,58 +373,77 @@ class _Flat:
             "min", shape.row_end(r), mk_bin("+", first, count, I), I), first, I))
         return start, end
 
-    def each_piece(self, tile: tuple[ir.Expr, ir.Expr, ir.Var, ir.Var, ir.Var],
+    def each_piece(self, tile: tuple[ir.Expr, ir.Expr, ir.Var, ir.Var, list[ir.Var]],
                    continued: Callable | None = None, started: Callable | None = None,
                    each_continued: Callable | None = None,
                    each_started: Callable | None = None) -> None:
-        """A work-item per row's piece of a staged tile folds it, in order: the piece of the
-        row that began in an earlier tile from its first element, a row that begins here from
-        z. each_continued(k, acc) and each_started(k, acc) see the fold at the tile's element
-        k; continued(acc) and started(row, acc) at the end of the piece."""
+        """A work-item per row's piece of a staged tile folds it, for each part, in order: the
+        piece of the row that began in an earlier tile from its first element, a row that
+        begins here from z. each_continued(n, k, acc) and each_started(n, k, acc) see part n's
+        fold at the tile's element k; continued(n, acc) and started(n, row, acc) at the end of
+        the piece."""
         lw, shape = self.lw, self.shape
-        first, count, low, high, values = tile
+        first, count, low, high, tiles = tile
         p = lw.fresh("p", I)
+
+        def seen(callback: Callable | None, n: int) -> Callable | None:
+            return None if callback is None else (lambda k, acc: callback(n, k, acc))
         with lw.capture() as body:
             r = lw.fresh("row", I)
             lw.emit(ir.Declare(r, mk_bin("+", low, p, I)))
             begins = lw.declare("begins", shape.start(r))
             start, end = self.piece_bounds(r, first, count)
-            acc = lw.fresh("acc", self.elem)
-            lw.emit(ir.Declare(acc, self.z))
+            accs = [lw.fresh("acc", part.elem) for part in self.parts]
+            for part, acc in zip(self.parts, accs):
+                lw.emit(ir.Declare(acc, part.z))
             with lw.parallel(checks.GLOBAL, r):
                 with lw.capture() as continues:  # the row began in an earlier tile
-                    lw.emit(ir.Assign(acc, ir.Index(values, start)))
-                    if each_continued is not None:
-                        each_continued(start, acc)
-                    self.fold(acc, mk_bin("+", start, _c(1), I), end,
-                              lambda k: ir.Index(values, k), each_continued)
-                    if continued is not None:
-                        continued(acc)
+                    for n, (part, acc, values) in enumerate(zip(self.parts, accs, tiles)):
+                        lw.emit(ir.Assign(acc, ir.Index(values, start)))
+                        if each_continued is not None:
+                            each_continued(n, start, acc)
+                        self.fold(part, acc, mk_bin("+", start, _c(1), I), end,
+                                  lambda k, values=values: ir.Index(values, k),
+                                  seen(each_continued, n))
+                        if continued is not None:
+                            continued(n, acc)
                 with lw.capture() as starts_here:
-                    self.fold(acc, start, end, lambda k: ir.Index(values, k), each_started)
-                    if started is not None:
-                        started(r, acc)
+                    for n, (part, acc, values) in enumerate(zip(self.parts, accs, tiles)):
+                        self.fold(part, acc, start, end,
+                                  lambda k, values=values: ir.Index(values, k),
+                                  seen(each_started, n))
+                        if started is not None:
+                            started(n, r, acc)
             lw.emit(ir.If(mk_bin("<", start, end, B),
                           [ir.If(mk_bin("<", begins, first, B), continues, starts_here)], []))
         lw.emit(ir.ParFor("block", p, mk_bin("+", mk_bin("-", high, low, I), _c(1), I), body))
 
-    def tile_pieces(self) -> tuple[ir.Var, ir.Var]:
-        """A work-group per tile folds each row's piece in it: heads[t], the piece of the row
-        that tile t begins inside (from its first element); firsts[r], row r's first piece,
-        from z (for rows that are not empty)."""
+    def said(self, how: str) -> str:
+        together = f" ({len(self.parts)} reductions of these rows made together)" \
+            if len(self.parts) > 1 else ""
+        return f"{self.shape.said}, {how}{together}"
+
+    def tile_pieces(self) -> list[tuple[ir.Var, ir.Var]]:
+        """A work-group per tile folds each row's piece in it, for each part: heads[t], the
+        piece of the row that tile t begins inside (from its first element); firsts[r], row
+        r's first piece, from z (for rows that are not empty)."""
         lw = self.lw
-        heads = lw.fresh("heads", ir.ArrayType(self.elem))
-        firsts = lw.fresh("firsts", ir.ArrayType(self.elem))
-        lw.emit(ir.Alloc(heads, self.tiles, "grid"))
-        lw.emit(ir.Alloc(firsts, self.shape.rows, "grid"))
+        pieces = []
+        for part in self.parts:
+            heads = lw.fresh("heads", ir.ArrayType(part.elem))
+            firsts = lw.fresh("firsts", ir.ArrayType(part.elem))
+            lw.emit(ir.Alloc(heads, self.tiles, "grid"))
+            lw.emit(ir.Alloc(firsts, self.shape.rows, "grid"))
+            pieces.append((heads, firsts))
         t = lw.fresh("t", I)
         with lw.capture() as body:
-            self.each_piece(self.stage_tile(t), lambda acc: lw.emit(ir.Store(heads, t, acc)),
-                            lambda row, acc: lw.emit(ir.Store(firsts, row, acc)))
-        lw.emit(ir.Distribute("grid", t, self.tiles, body, note=(
-            f"{self.shape.said}, flattened: a work-group per tile of {ROW_TILE} elements reads "
-            "them side by side into local memory, then a work-item per row's piece folds it")))
-        return heads, firsts
+            self.each_piece(self.stage_tile(t),
+                            lambda n, acc: lw.emit(ir.Store(pieces[n][0], t, acc)),
+                            lambda n, row, acc: lw.emit(ir.Store(pieces[n][1], row, acc)))
+        lw.emit(ir.Distribute("grid", t, self.tiles, body, note=self.said(
+            f"flattened: a work-group per tile of {ROW_TILE} elements reads them side by side "
+            "into local memory, then a work-item per row's piece folds it")))
+        return pieces
 
     def write_tile(self, first: ir.Expr, count: ir.Expr, local: ir.Var, target: ir.Var
                    ) -> None:
@@ -318,12 +454,12 @@ class _Flat:
         lw.emit(ir.ParFor("block", u, count, [ir.If(mk_bin("<", at, self.shape.total, B), [
             ir.Store(target, at, ir.Index(local, u))], [])]))
 
-    def each_row(self, pieces: tuple[ir.Var, ir.Var] | None, before_tile: Callable,
+    def each_row(self, pieces: list[tuple[ir.Var, ir.Var]] | None, before_tile: Callable,
                  done: Callable, each: Callable | None = None) -> None:
-        """One work-item per row: acc = z folded with the row's first piece, then with the
-        pieces of the tiles that begin inside the row: from tile_pieces, or, not flattened
-        (None), folded here. before_tile(t, acc), each(position, value) and done(r, acc) see
-        the way."""
+        """One work-item per row: for each part, acc = z folded with the row's first piece,
+        then with the pieces of the tiles that begin inside the row: from tile_pieces, or, not
+        flattened (None), folded here. before_tile(n, t, acc), each(n, position, value) and
+        done(n, r, acc) see part n's way."""
         lw, shape = self.lw, self.shape
         r = lw.fresh("r", I)
         with lw.capture() as body, lw.parallel(checks.GLOBAL, r):
@@ -331,61 +467,132 @@ class _Flat:
             ends = lw.declare("ends", shape.row_end(r))
             tile = _c(ROW_TILE)
             first_tile = lw.declare("tile", mk_bin("/", begins, tile, I))
-            acc = lw.fresh("acc", self.elem)
-            lw.emit(ir.Declare(acc, self.z))
-            if pieces is not None:
-                lw.emit(ir.If(mk_bin(">", ends, begins, B),
-                              [ir.Assign(acc, ir.Index(pieces[1], r))], []))
-            else:
-                piece_end = lw.declare("piece", mk_bin(
-                    "min", ends, mk_bin("*", mk_bin("+", first_tile, _c(1), I), tile, I), I))
-                row = self.row(r, checked=True)
-                self.fold(acc, begins, piece_end, lambda at: row.fn(mk_bin("-", at, begins, I)),
-                          each)
             last_tile = mk_bin("/", mk_bin("-", ends, _c(1), I), tile, I)
             later = mk_bin("-", last_tile, first_tile, I)
             count = lw.declare("later", mk_bin("max", ir.Select(
                 mk_bin(">", ends, begins, B), later, _c(0), I), _c(0), I))
-            k = lw.fresh("k", I)
-            with lw.capture() as step:
-                t = lw.declare("t", mk_bin("+", mk_bin("+", first_tile, _c(1), I), k, I))
-                before_tile(t, acc)
-                if pieces is not None:
-                    lw.emit(ir.Assign(acc, self.combine(acc, ir.Index(pieces[0], t))))
-                else:
-                    seen = None if each is None else \
-                        (lambda at, running: each(at, self.combine(acc, running)))
-                    lw.emit(ir.Assign(acc, self.combine(
-                        acc, self.piece(row, begins, ends, t, seen))))
-            lw.emit(ir.SeqFor(k, count, step))
-            done(r, acc)
+            for n, part in enumerate(self.parts):
+                done(n, r, self.part_of_row(n, part, r, begins, ends, first_tile, count,
+                                            pieces, before_tile, each))
         how = "flattened: a work-item per row combines its pieces, one per tile" \
             if pieces is not None \
             else \
             "not flattened (--no-flatten): a work-item per row folds the whole row"
-        lw.emit(ir.ParFor("grid", r, shape.rows, body, note=f"{shape.said}, {how}"))
+        lw.emit(ir.ParFor("grid", r, shape.rows, body, note=self.said(how)))
+
+    def part_of_row(self, n: int, part: _Part, r: ir.Var, begins: ir.Expr, ends: ir.Expr,
+                    first_tile: ir.Expr, count: ir.Expr,
+                    pieces: list[tuple[ir.Var, ir.Var]] | None, before_tile: Callable,
+                    each: Callable | None) -> ir.Var:
+        """Part n's value of row r (see each_row)."""
+        lw, tile = self.lw, _c(ROW_TILE)
+        acc = lw.fresh("acc", part.elem)
+        lw.emit(ir.Declare(acc, part.z))
+        seen = None if each is None else (lambda at, value: each(n, at, value))
+        if pieces is not None:
+            lw.emit(ir.If(mk_bin(">", ends, begins, B),
+                          [ir.Assign(acc, ir.Index(pieces[n][1], r))], []))
+        else:
+            piece_end = lw.declare("piece", mk_bin(
+                "min", ends, mk_bin("*", mk_bin("+", first_tile, _c(1), I), tile, I), I))
+            row = _made_row(lw, part, r, checked=True)
+            self.fold(part, acc, begins, piece_end,
+                      lambda at: self.element(part, row, mk_bin("-", at, begins, I)), seen)
+        k = lw.fresh("k", I)
+        with lw.capture() as step:
+            t = lw.declare("t", mk_bin("+", mk_bin("+", first_tile, _c(1), I), k, I))
+            before_tile(n, t, acc)
+            if pieces is not None:
+                lw.emit(ir.Assign(acc, self.combine(part, acc, ir.Index(pieces[n][0], t))))
+            else:
+                running = None if seen is None else \
+                    (lambda at, value: seen(at, self.combine(part, acc, value)))
+                lw.emit(ir.Assign(acc, self.combine(
+                    part, acc, self.piece(part, row, begins, ends, t, running))))
+        lw.emit(ir.SeqFor(k, count, step))
+        return acc
+
+
+MOST_TOGETHER = 4  # reductions made together: each needs its own tile of local memory
+
+
+@dataclass
+class _Reductions:
+    """Reductions of rows of one shape, made together when the code after the first lets them
+    wait (fcl.il.lower.Deferred): one kernel marks each tile's rows and reads all their
+    elements; one work-item per row combines every part's pieces."""
+    lw: Lowerer
+    shape: Shape
+    parts: list[_Part]
+
+    def make(self) -> None:
+        lw = self.lw
+        made: set[str] = set()
+        for part in self.parts:
+            for kernel in part.checks:
+                # A part's check kernel can be an earlier part's over again (the same rows of
+                # another array): then it cannot fail where that one did not.
+                if _canonical(kernel) not in made:
+                    made.add(_canonical(kernel))
+                    lw.emit(kernel)
+        flat = _Flat(lw, self.shape, self.parts)
+        pieces = flat.tile_pieces() if lw.flatten else None
+        results = [part.result for part in self.parts if part.result is not None]
+        for result in results:
+            lw.emit(ir.Alloc(result, self.shape.rows, "grid"))
+        flat.each_row(pieces, lambda n, t, acc: None,
+                      lambda n, r, acc: lw.emit(ir.Store(results[n], r, acc)))
+
+    def takes(self, shape: Shape, part: _Part, arrays: set[str]) -> bool:
+        """Whether `part` can be made with these: rows of the same shape, reading nothing
+        these make, and checks that fail in the same order together as apart (the first
+        reduction's elements unchecked, or the new one checking nothing)."""
+        return (shape.key is not None and shape.key == self.shape.key
+                and len(self.parts) < MOST_TOGETHER and not part.mentions & arrays
+                and not (any(p.element_fails for p in self.parts)
+                         and (bool(part.checks) or part.element_fails)))
+
+
+def _canonical(kernel: ir.Stmt) -> str:
+    """The kernel as text, with the names it binds numbered in order of appearance."""
+    text = ir.show_stmts([kernel])
+    bound = {s.var.name for s in ir.walk([kernel])
+             if isinstance(s, (ir.ParFor, ir.SeqFor, ir.Declare, ir.Alloc))}
+    order: dict[str, str] = {}
+    return re.sub(r"\b\w+_\d+\b", lambda m: order.setdefault(m[0], f"v{len(order)}")
+                  if m[0] in bound else m[0], text)
 
 
 def reduce_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
-    flat = _Flat(lw, rows, f, z, elem)
-    pieces = flat.tile_pieces() if lw.flatten else None
-    result = lw.fresh("reduced", ir.ArrayType(elem))
-    lw.emit(ir.Alloc(result, flat.shape.rows, "grid"))
-    flat.each_row(pieces, lambda t, acc: None, lambda r, acc: lw.emit(ir.Store(result, r, acc)))
-    return Pull(flat.shape.rows, lambda i: ir.Index(result, i))
+    """Each row folded, in the order of fcl.rowtiles. The kernels wait (fcl.il.lower.Deferred)
+    for a next reduction of rows of the same shape to join them."""
+    shape = shape_of(lw, rows)
+    part = _part(lw, shape, rows, f, z, elem)
+    result = part.result = lw.fresh("reduced", ir.ArrayType(elem))
+    waiting = lw.waiting()
+    if waiting is not None and isinstance(waiting.owner, _Reductions) \
+            and waiting.owner.takes(shape, part, waiting.names):
+        waiting.owner.parts.append(part)
+        waiting.names.add(result.name)
+    else:
+        group = _Reductions(lw, shape, [part])
+        lw.defer(Deferred(group.make, {result.name}, owner=group))
+    return Pull(shape.rows, lambda i: ir.Index(result, i))
 
 
 def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
     """Each row's inclusive scan, in the rows' concatenation. An element of a row's first piece
     is the fold from z; in a later tile t, f(carry[t], the fold of the tile's piece up to it),
     carry[t] being the row's fold before tile t (as reduceRows combines it)."""
-    flat = _Flat(lw, rows, f, z, elem)
-    shape = flat.shape
+    shape = shape_of(lw, rows)
+    part = _part(lw, shape, rows, f, z, elem)
+    lw.emit_all(part.checks)
+    flat = _Flat(lw, shape, [part])
     scanned = lw.fresh("scanned", ir.ArrayType(elem))
     if not lw.flatten:
         lw.emit(ir.Alloc(scanned, shape.total, "grid"))
-        flat.each_row(None, lambda t, acc: None, lambda r, acc: None,
-                      lambda at, value: lw.emit(ir.Store(scanned, at, value)))
+        flat.each_row(None, lambda n, t, acc: None, lambda n, r, acc: None,
+                      lambda n, at, value: lw.emit(ir.Store(scanned, at, value)))
         return Pull(shape.total, lambda i: ir.Index(scanned, i))
     pieces = flat.tile_pieces()
     carries = lw.fresh("carries", ir.ArrayType(elem))
@@ -393,9 +600,9 @@ def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
     # Every such t is below the tile count; the test says so to the IL verifier, whose
     # ranges cannot follow a row's tiles.
     flat.each_row(pieces,
-                  lambda t, acc: lw.emit(ir.If(mk_bin("<", t, flat.tiles, B),
-                                               [ir.Store(carries, t, acc)], [])),
-                  lambda r, acc: None)
+                  lambda n, t, acc: lw.emit(ir.If(mk_bin("<", t, flat.tiles, B),
+                                                  [ir.Store(carries, t, acc)], [])),
+                  lambda n, r, acc: None)
     lw.emit(ir.Alloc(scanned, shape.total, "grid"))
     t = lw.fresh("t", I)
     with lw.capture() as body:
@@ -403,9 +610,9 @@ def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
         first, count = tile[0], tile[1]
         out = lw.fresh("out", ir.ArrayType(elem))
         lw.emit(ir.Alloc(out, _c(ROW_TILE), "block"))
-        flat.each_piece(tile, each_continued=lambda k, acc: lw.emit(ir.Store(
-            out, k, flat.combine(ir.Index(carries, t), acc))),
-            each_started=lambda k, acc: lw.emit(ir.Store(out, k, acc)))
+        flat.each_piece(tile, each_continued=lambda n, k, acc: lw.emit(ir.Store(
+            out, k, flat.combine(part, ir.Index(carries, t), acc))),
+            each_started=lambda n, k, acc: lw.emit(ir.Store(out, k, acc)))
         flat.write_tile(first, count, out, scanned)
     lw.emit(ir.Distribute("grid", t, flat.tiles, body, note=(
         f"{shape.said}, flattened: a work-group per tile of {ROW_TILE} elements scans each "
@@ -419,14 +626,16 @@ def concat_rows(lw: Lowerer, rows: Pull, elem: str) -> Pull:
     second = Prim("second", 2, lambda kept, element: element)
     if not lw.flatten:
         return scan_rows(lw, second, ir.Const(ZERO[elem], elem), rows, elem)
-    flat = _Flat(lw, rows, second, ir.Const(ZERO[elem], elem), elem)
-    shape = flat.shape
+    shape = shape_of(lw, rows)
+    part = _part(lw, shape, rows, second, ir.Const(ZERO[elem], elem), elem)
+    lw.emit_all(part.checks)
+    flat = _Flat(lw, shape, [part])
     elements = lw.fresh("elements", ir.ArrayType(elem))
     lw.emit(ir.Alloc(elements, shape.total, "grid"))
     t = lw.fresh("t", I)
     with lw.capture() as body:
-        first, count, _, _, values = flat.stage_tile(t)
-        flat.write_tile(first, count, values, elements)
+        first, count, _, _, tiles = flat.stage_tile(t)
+        flat.write_tile(first, count, tiles[0], elements)
     lw.emit(ir.Distribute("grid", t, flat.tiles, body, note=(
         f"{shape.said}, flattened: a work-group per tile of {ROW_TILE} elements reads them "
         "side by side, then writes them out")))

@@ -21,8 +21,11 @@ READ_WRITE_COPY = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR  # a buff
 
 
 def failure(check: ir.Fail, values: list[int]) -> FCLError:
-    return FCLError(check.message.format(*values), check.span,
-                    [check.hint] if check.hint else [])
+    """The failed check's error, as the interpreter raises it (fcl.interp.faults)."""
+    err = FCLError(check.message.format(*values), check.span, [check.hint] if check.hint else [])
+    if check.inside is not None:
+        err.notes.insert(0, (check.inside, "inside this prelude definition"))
+    return err
 
 
 def lowest_failure(kernel: Kernel, groups: np.ndarray) -> FCLError:

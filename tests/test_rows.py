@@ -376,6 +376,22 @@ def test_the_command_line_and_a_notebook_turn_flattening_off(capsys):
         workspace.settings.set("flatten", "sometimes")
 
 
+def test_the_memory_diagram_of_a_flattened_kernel_shows_the_tiles_segments(capsys):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, "rows.fcl")
+        path.write_text(IN_MEMORY)
+        assert fcl_main(["memory", str(path)]) == 0
+    diagrams = capsys.readouterr().out.split("\nkernel")
+    tiles, = [d for d in diagrams if "a work-group per tile of" in d.replace("\n", " ")]
+    # The kernel says what its rows are; its work-items mark each position of the tile with its
+    # row, one work-item per row: rows 0, 1 and 2 begin at 0, 40 and 160 (offsets r * r * 40).
+    assert "rows segmented by arr_1, flattened:" in tiles
+    marking = tiles[tiles.index("writes local rowof_"):].split("\n\n")[0].splitlines()
+    assert marking[1].strip().startswith("warp 0's first access: 3 work-items,")
+    grid = {int(line.split()[0]): line.split()[1] for line in marking[2:]}
+    assert [at for at in range(ROW_TILE) if grid[at // 32 * 32][at % 32] == "#"] == [0, 40, 160]
+
+
 SKEWED_ROWS = """val rowStarts = generate 1025 (fn r => 4 * r + 1996 * ((r + 63) / 64))
 val rowValues = generate (index rowStarts 1024) (fn e => (e * 7) % 10)
 fun rowSums rows =

@@ -10,6 +10,7 @@ dark red, for local memory with the banks it hits more than once (conflicts) mar
 from __future__ import annotations
 
 import colorsys
+import textwrap
 from dataclasses import dataclass
 from html import escape
 
@@ -87,7 +88,11 @@ def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: in
     panels = [_panel(trace, a, warp, pitch) for a in chosen]
     heading = (f"{trace.kernel.name}: work-group {trace.group} of {trace.groups}, "
                f"{trace.block_size} work-items, warp {warp} outlined")
-    return Diagram(_svg(heading, panels, trace.block_size), _text(heading, panels))
+    # What the kernel is for, where the code alone does not say (a flattened kernel's rows: its
+    # panel writing each position's row then draws the tile's segments, a colour per row).
+    said = [line for note in trace.kernel.notes for line in textwrap.wrap(note, NOTE_WIDTH)]
+    return Diagram(_svg(heading, panels, trace.block_size, said),
+                   _text(heading, panels, said))
 
 
 def _panel(trace: KernelTrace, accesses: SiteAccesses, warp: int, pitch: int | None) -> _Panel:
@@ -184,9 +189,13 @@ def _gap(touched: list[int], above: int, below: int) -> str:
     return f"⋯ {left_out} touched row{'s' * (left_out > 1)} not drawn ⋯"
 
 
-def _svg(heading: str, panels: list[_Panel], lanes: int) -> str:
-    body: list[str] = []
-    y = 34
+NOTE_WIDTH = 96  # characters per line of a kernel's note under the heading
+
+
+def _svg(heading: str, panels: list[_Panel], lanes: int, said: list[str]) -> str:
+    body = [f'<text x="10" y="{38 + 16 * i}" fill="#555">{escape(line)}</text>'
+            for i, line in enumerate(said)]
+    y = 34 + 16 * len(said) + (6 if said else 0)
     width = 0
     for panel in panels:
         part, height, panel_width = _panel_svg(panel, lanes, y)
@@ -195,7 +204,7 @@ def _svg(heading: str, panels: list[_Panel], lanes: int) -> str:
         width = max(width, panel_width)
     # Wide enough for every line of text drawn (a monospace character of 12 px is 7.2 px wide).
     longest = max(len(text) for text in [*(p.title for p in panels),
-                                         *(p.summary for p in panels), *LEGEND_NOTES])
+                                         *(p.summary for p in panels), *LEGEND_NOTES, *said])
     width = max(width, 520, 9 * len(heading) + 20, int(7.3 * longest) + 20)
     legend = _legend(lanes, 10, y)
     height = y + 38 + 16 * len(LEGEND_NOTES)
@@ -315,8 +324,8 @@ LEGEND_NOTES = ("hatched: written · black outline: the warp's first access",
                 "red bank number: a conflict")
 
 
-def _text(heading: str, panels: list[_Panel]) -> str:
-    lines = [heading]
+def _text(heading: str, panels: list[_Panel], said: list[str]) -> str:
+    lines = [heading, *said]
     for panel in panels:
         lines += ["", panel.title, "  " + panel.summary]
         if panel.columns > TEXT_COLUMNS:

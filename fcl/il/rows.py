@@ -22,17 +22,16 @@ row in the same order.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fcl import checks
-from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.ir import show_expr
 from fcl.il.lower import Deferred, Lowerer
+from fcl.il.rowchecks import Part, canonical, made_row, part_of, row_at
 from fcl.il.simplify import difference, linear, mk_bin, mk_select, rebuild
-from fcl.il.traverse import declared, expr_reads, names, stmt_exprs
+from fcl.il.traverse import declared, expr_reads, names
 from fcl.il.values import ZERO, Prim, Pull
 from fcl.rowtiles import ROW_TILE
 
@@ -60,7 +59,7 @@ def shape_of(lw: Lowerer, rows: Pull) -> Shape:
     count = lw.declare("rows", rows.length)
     r = lw.fresh("r", I)
     with lw.capture() as thrown_away:  # the row's own code is made again where it runs
-        length = _row(rows, r).length
+        length = row_at(rows, r).length
     if not names(length) & declared(thrown_away):
         if r.name not in names(length):
             per_row = lw.declare("rowlen", length)
@@ -99,13 +98,6 @@ def _earlier_start(length: ir.Expr, r: ir.Var) -> ir.Expr | None:
     return before if difference(mk_bin("-", after, before, I), length) == 0 else None
 
 
-def _row(rows: Pull, r: ir.Expr) -> Pull:
-    row = rows.fn(r)
-    if not isinstance(row, Pull):
-        raise FCLError("internal: a row of an irregular array is not a pull array")
-    return row
-
-
 def _counted(lw: Lowerer, rows: Pull, count: ir.Expr) -> Shape:
     """A descriptor made by adding up the rows' lengths, for rows whose lengths follow none:
     the lengths written by a work-item per row, then scanned as one flattened row."""
@@ -113,7 +105,7 @@ def _counted(lw: Lowerer, rows: Pull, count: ir.Expr) -> Shape:
     lw.emit(ir.Alloc(lengths, count, "grid"))
     r = lw.fresh("r", I)
     with lw.capture() as body, lw.parallel(checks.GLOBAL, r):
-        lw.emit(ir.Store(lengths, r, _row(rows, r).length))
+        lw.emit(ir.Store(lengths, r, row_at(rows, r).length))
     lw.emit(ir.ParFor("grid", r, count, body, note="the rows' lengths follow no descriptor: "
                       "each work-item writes its row's length, to be added up"))
     add = Prim("addi", 2, lambda a, b: mk_bin("+", a, b, I))
@@ -127,148 +119,20 @@ def _counted(lw: Lowerer, rows: Pull, count: ir.Expr) -> Shape:
                  count, start, lw.declare("total", start(count)))
 
 
-def _fails(stmts: list[ir.Stmt]) -> bool:
-    return any(isinstance(s, ir.Fail) or any(_fails(getattr(s, name, None) or [])
-                                             for name in ir.BODIES) for s in stmts)
-
-
-def _mentioned(stmts: list[ir.Stmt]) -> set[str]:
-    return {name for s in ir.walk(stmts) for e in stmt_exprs(s, targets=True)
-            for name in names(e)}
-
-
-@dataclass
-class _Part:
-    """One irregular array to combine, and the checks made before the kernels that combine it."""
-    rows: Pull
-    f: object
-    z: ir.Expr
-    elem: str
-    checks: list[ir.Stmt] = field(default_factory=list)  # kernels to run before the part's
-    rows_checked: bool = False      # a kernel made each row's own checks
-    elements_checked: bool = False  # a kernel made its elements' checks (see _hoisted)
-    element_fails: bool = False     # the elements' code checks still
-    mentions: set[str] = field(default_factory=set)  # the names its code reads
-    result: ir.Var | None = None
-
-
-def _part(lw: Lowerer, shape: Shape, rows: Pull, f, z: ir.Expr, elem: str) -> _Part:
-    """The part, its check kernels made (captured in part.checks)."""
-    part = _Part(rows, f, z, elem)
-    with lw.capture() as made:
-        _check_rows(lw, shape, part)
-        _check_elements(lw, shape, part)
-    part.checks = made
-    return part
-
-
-def _check_rows(lw: Lowerer, shape: Shape, part: _Part) -> None:
-    """Each row made once, with its checks (a negative length, where offsets decrease),
-    before any kernel relies on the rows' starts rising: a failure stops the program there,
-    as in the interpreter, which makes every row first."""
-    r = lw.fresh("r", I)
-    with lw.capture() as body, lw.parallel(checks.GLOBAL, r):
-        _row(part.rows, r)
-    part.rows_checked = _fails(body)
-    if part.rows_checked:
-        lw.emit(ir.ParFor("grid", r, shape.rows, body, note=(
-            f"{shape.said}: each row checked before they are combined")))
-
-
-def _check_elements(lw: Lowerer, shape: Shape, part: _Part) -> None:
-    """The elements' checks made a row at a time, where each depends on the element's position
-    in its row at most by adding it (`index xs (offsets[r] + j)`): the first element to fail
-    is then known without making the others, and the kernels that read the elements side by
-    side do so unchecked. Else (a gather's `index x (cols[...])`) the elements keep theirs."""
-    r, j = lw.fresh("r", I), lw.fresh("j", I)
-    with lw.capture() as body, lw.parallel(checks.GLOBAL, r):
-        row = _made_row(lw, part, r, checked=True)
-        with lw.capture() as element:
-            value = row.fn(j)
-        hoisted = _hoisted(element, j, row.length) if _fails(element) else None
-        if hoisted:
-            lw.emit(ir.If(mk_bin(">", row.length, _c(0), B), hoisted, []))
-    part.mentions = _mentioned(body) | _mentioned(element) | names(value)
-    part.element_fails = _fails(element) and hoisted is None
-    part.elements_checked = bool(hoisted)
-    if part.elements_checked:
-        lw.emit(ir.ParFor("grid", r, shape.rows, body, note=(
-            f"{shape.said}: each row's elements checked before they are read side by side")))
-
-
-def _hoisted(element: list[ir.Stmt], j: ir.Var, length: ir.Expr) -> list[ir.Stmt] | None:
-    """The checks of a row's elements, for the whole row: each check at element 0, in their
-    order, then where the one whose index steps with j (by 1 or -1) leaves its array later
-    on, naming the first index outside, as the element that fails first would. None unless
-    every check is of the element's own code at top level, at most one stepping with j."""
-    local = declared(element)
-    stepping: ir.Fail | None = None
-    at_first: list[ir.Stmt] = []
-    for s in element:
-        if not isinstance(s, ir.Fail):
-            if _fails([s]):
-                return None
-            continue
-        if local & (names(s.cond) | {n for v in s.values for n in names(v)}):
-            return None
-        if j.name in names(s.cond):
-            if stepping is not None or _step(s, j) is None:
-                return None
-            stepping = s
-        zero: dict[str, ir.Expr] = {j.name: _c(0)}
-        at_first.append(ir.Fail(rebuild(s.cond, zero), s.message,
-                                [rebuild(v, zero) for v in s.values], s.hint, s.places,
-                                span=s.span, inside=s.inside))
-    if stepping is None:
-        return at_first
-    where, bound = stepping.values[0], stepping.values[1]
-    step = _step(stepping, j)
-    last = rebuild(where, {j.name: mk_bin("-", length, _c(1), I)})
-    outside, first_out = (mk_bin(">=", last, bound, B), bound) if step == 1 \
-        else (mk_bin("<", last, _c(0), B), _c(-1))
-    later = ir.Fail(mk_bin("&&", mk_bin(">", length, _c(1), B), outside, B), stepping.message,
-                    [first_out, bound, *stepping.values[2:]], stepping.hint, stepping.places,
-                    span=stepping.span, inside=stepping.inside)
-    return [*at_first, later]
-
-
-def _step(check: ir.Fail, j: ir.Var) -> int | None:
-    """1 or -1: how much an index check's index grows with j, where only it depends on j."""
-    if not check.message.startswith(checks.INDEX) or len(check.values) < 2:
-        return None
-    where, bound = check.values[0], check.values[1]
-    outside = mk_bin("||", mk_bin("<", where, _c(0), B), mk_bin(">=", where, bound, B), B)
-    if j.name in names(bound) or show_expr(outside) != show_expr(check.cond):
-        return None
-    step = difference(rebuild(where, {j.name: mk_bin("+", j, _c(1), I)}), where)
-    return step if step in (1, -1) else None
-
-
-def _made_row(lw: Lowerer, part: _Part, r: ir.Expr, checked: bool) -> Pull:
-    """Row r, made by the work-item that reads it, with its checks unless `checked` says that a
-    kernel made them before (the elements' own checks are made with each element)."""
-    with lw.capture() as made:
-        row = _row(part.rows, r)
-    for s in made:
-        if not (checked and part.rows_checked and isinstance(s, ir.Fail)):
-            lw.emit(s)
-    return row
-
-
 class _Flat:
     """The flat code for irregular arrays of one shape: the shape, and each one's elements and
     combining function (several, where reductions over the same rows are made together)."""
 
-    def __init__(self, lw: Lowerer, shape: Shape, parts: list[_Part]):
+    def __init__(self, lw: Lowerer, shape: Shape, parts: list[Part]):
         self.lw, self.shape, self.parts = lw, shape, parts
         tile = _c(ROW_TILE)
         self.tiles = lw.declare("tiles", mk_bin("/", mk_bin("+", shape.total,
                                                             _c(ROW_TILE - 1), I), tile, I))
 
-    def combine(self, part: _Part, acc: ir.Expr, value: ir.Expr) -> ir.Expr:
+    def combine(self, part: Part, acc: ir.Expr, value: ir.Expr) -> ir.Expr:
         return self.lw.apply(self.lw.apply(part.f, acc), value)
 
-    def element(self, part: _Part, row: Pull, k: ir.Expr) -> ir.Expr:
+    def element(self, part: Part, row: Pull, k: ir.Expr) -> ir.Expr:
         """Element k of a row, without the checks a kernel made before (_check_elements)."""
         lw = self.lw
         with lw.capture() as made:
@@ -297,7 +161,7 @@ class _Flat:
         lw.emit(ir.Declare(row, low))
         return row
 
-    def fold(self, part: _Part, acc: ir.Var, first: ir.Expr, end: ir.Expr, value: Callable,
+    def fold(self, part: Part, acc: ir.Var, first: ir.Expr, end: ir.Expr, value: Callable,
              each: Callable | None = None) -> None:
         """acc = f(acc, value(k)) for k in [first, end), in order; each(k, acc) after each."""
         lw, k = self.lw, self.lw.fresh("k", I)
@@ -308,7 +172,7 @@ class _Flat:
                 each(at, acc)
         lw.emit(ir.SeqFor(k, mk_bin("-", end, first, I), body))
 
-    def piece(self, part: _Part, row: Pull, begins: ir.Expr, ends: ir.Expr, t: ir.Expr,
+    def piece(self, part: Part, row: Pull, begins: ir.Expr, ends: ir.Expr, t: ir.Expr,
               each: Callable | None) -> ir.Var:
         """The fold of row r's piece in tile t, from its first element, by this work-item."""
         lw = self.lw
@@ -353,7 +217,7 @@ class _Flat:
             begins = lw.declare("begins", shape.start(row))
             with lw.capture() as element, lw.parallel(checks.GLOBAL, row):
                 for part, values in zip(self.parts, tiles):
-                    made = _made_row(lw, part, row, checked=True)
+                    made = made_row(lw, part, row, checked=True)
                     lw.emit(ir.Store(values, u, self.element(part, made, mk_bin(
                         "-", mk_bin("+", first, u, I), begins, I))))
             # Always so; said to the prover, which then drops the checks of the row's index
@@ -480,7 +344,7 @@ class _Flat:
             "not flattened (--no-flatten): a work-item per row folds the whole row"
         lw.emit(ir.ParFor("grid", r, shape.rows, body, note=self.said(how)))
 
-    def part_of_row(self, n: int, part: _Part, r: ir.Var, begins: ir.Expr, ends: ir.Expr,
+    def part_of_row(self, n: int, part: Part, r: ir.Var, begins: ir.Expr, ends: ir.Expr,
                     first_tile: ir.Expr, count: ir.Expr,
                     pieces: list[tuple[ir.Var, ir.Var]] | None, before_tile: Callable,
                     each: Callable | None) -> ir.Var:
@@ -495,7 +359,7 @@ class _Flat:
         else:
             piece_end = lw.declare("piece", mk_bin(
                 "min", ends, mk_bin("*", mk_bin("+", first_tile, _c(1), I), tile, I), I))
-            row = _made_row(lw, part, r, checked=True)
+            row = made_row(lw, part, r, checked=True)
             self.fold(part, acc, begins, piece_end,
                       lambda at: self.element(part, row, mk_bin("-", at, begins, I)), seen)
         k = lw.fresh("k", I)
@@ -523,7 +387,7 @@ class _Reductions:
     elements; one work-item per row combines every part's pieces."""
     lw: Lowerer
     shape: Shape
-    parts: list[_Part]
+    parts: list[Part]
 
     def make(self) -> None:
         lw = self.lw
@@ -532,8 +396,8 @@ class _Reductions:
             for kernel in part.checks:
                 # A part's check kernel can be an earlier part's over again (the same rows of
                 # another array): then it cannot fail where that one did not.
-                if _canonical(kernel) not in made:
-                    made.add(_canonical(kernel))
+                if canonical(kernel) not in made:
+                    made.add(canonical(kernel))
                     lw.emit(kernel)
         flat = _Flat(lw, self.shape, self.parts)
         pieces = flat.tile_pieces() if lw.flatten else None
@@ -543,7 +407,7 @@ class _Reductions:
         flat.each_row(pieces, lambda n, t, acc: None,
                       lambda n, r, acc: lw.emit(ir.Store(results[n], r, acc)))
 
-    def takes(self, shape: Shape, part: _Part, arrays: set[str]) -> bool:
+    def takes(self, shape: Shape, part: Part, arrays: set[str]) -> bool:
         """Whether `part` can be made with these: rows of the same shape, reading nothing
         these make, and checks that fail in the same order together as apart (the first
         reduction's elements unchecked, or the new one checking nothing)."""
@@ -553,21 +417,11 @@ class _Reductions:
                          and (bool(part.checks) or part.element_fails)))
 
 
-def _canonical(kernel: ir.Stmt) -> str:
-    """The kernel as text, with the names it binds numbered in order of appearance."""
-    text = ir.show_stmts([kernel])
-    bound = {s.var.name for s in ir.walk([kernel])
-             if isinstance(s, (ir.ParFor, ir.SeqFor, ir.Declare, ir.Alloc))}
-    order: dict[str, str] = {}
-    return re.sub(r"\b\w+_\d+\b", lambda m: order.setdefault(m[0], f"v{len(order)}")
-                  if m[0] in bound else m[0], text)
-
-
 def reduce_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
     """Each row folded, in the order of fcl.rowtiles. The kernels wait (fcl.il.lower.Deferred)
     for a next reduction of rows of the same shape to join them."""
     shape = shape_of(lw, rows)
-    part = _part(lw, shape, rows, f, z, elem)
+    part = part_of(lw, shape.rows, shape.said, rows, f, z, elem)
     result = part.result = lw.fresh("reduced", ir.ArrayType(elem))
     waiting = lw.waiting()
     if waiting is not None and isinstance(waiting.owner, _Reductions) \
@@ -585,7 +439,7 @@ def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
     is the fold from z; in a later tile t, f(carry[t], the fold of the tile's piece up to it),
     carry[t] being the row's fold before tile t (as reduceRows combines it)."""
     shape = shape_of(lw, rows)
-    part = _part(lw, shape, rows, f, z, elem)
+    part = part_of(lw, shape.rows, shape.said, rows, f, z, elem)
     lw.emit_all(part.checks)
     flat = _Flat(lw, shape, [part])
     scanned = lw.fresh("scanned", ir.ArrayType(elem))
@@ -627,7 +481,7 @@ def concat_rows(lw: Lowerer, rows: Pull, elem: str) -> Pull:
     if not lw.flatten:
         return scan_rows(lw, second, ir.Const(ZERO[elem], elem), rows, elem)
     shape = shape_of(lw, rows)
-    part = _part(lw, shape, rows, second, ir.Const(ZERO[elem], elem), elem)
+    part = part_of(lw, shape.rows, shape.said, rows, second, ir.Const(ZERO[elem], elem), elem)
     lw.emit_all(part.checks)
     flat = _Flat(lw, shape, [part])
     elements = lw.fresh("elements", ir.ArrayType(elem))

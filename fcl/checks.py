@@ -51,6 +51,9 @@ def histogram_combine(operator: str | None, span: Span | None) -> str:
     return HISTOGRAM_OPS[operator]
 
 
+# The note on an error inside a prelude function, which is raised at the user's call.
+INSIDE_PRELUDE = "inside this prelude definition"
+
 GROWN = ("a loop step produced an array of length {}, larger than the initial one of length {} "
          "(while and power never grow arrays)")
 

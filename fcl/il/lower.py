@@ -18,7 +18,7 @@ from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.ranges import INT_MAX
 from fcl.il.simplify import is_atomic, mk_bin, mk_un
-from fcl.il.traverse import names, stmt_exprs
+from fcl.il.traverse import mentioned
 from fcl.il.values import (
     ZERO,
     Closure,
@@ -130,10 +130,8 @@ class Lowerer:
             self.spans, self.places = spans, places
 
     def _must_follow(self, stmt: ir.Stmt, d: Deferred) -> bool:
-        mentions = any(names(e) & d.names for s in ir.walk([stmt])
-                       for e in stmt_exprs(s, targets=True))
-        return mentions or (self.blocks[-1] is d.home
-                            and not isinstance(stmt, (ir.Declare, ir.Alloc)))
+        return (self.blocks[-1] is d.home and not isinstance(stmt, (ir.Declare, ir.Alloc))) \
+            or bool(mentioned([stmt]) & d.names)
 
     def user_span(self) -> Span | None:
         """The innermost source location in the user's code (not the prelude): generated code
@@ -351,8 +349,7 @@ class Lowerer:
             # arrays at a position checked against the shorter one's length): were that check
             # to fail, its work-item would report that failure first, and only that.
             return where
-        outside = mk_bin("||", mk_bin("<", where, ir.Const(0, ir.INT), ir.BOOL),
-                         mk_bin(">=", where, length, ir.BOOL), ir.BOOL)
+        outside = out_of_bounds(where, length)
         self.fail(outside, template, [where, length], hint)
         if isinstance(outside, ir.Const):
             return ir.Const(0, ir.INT) if outside.value else where
@@ -592,6 +589,12 @@ class Lowerer:
     # ---- builtins
     def primitive(self, var: ast.Var):
         return self.make_primitive(self, var.name, var.type, var.span)
+
+
+def out_of_bounds(where: ir.Expr, length: ir.Expr) -> ir.Expr:
+    """The condition of `within`'s check: `where` outside [0, length)."""
+    return mk_bin("||", mk_bin("<", where, ir.Const(0, ir.INT), ir.BOOL),
+                  mk_bin(">=", where, length, ir.BOOL), ir.BOOL)
 
 
 def _compares_with_zero(stmts: list[ir.Stmt], name: str) -> bool:

@@ -11,9 +11,9 @@ from fcl import checks
 from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.ir import show_expr
-from fcl.il.lower import Lowerer
+from fcl.il.lower import Lowerer, out_of_bounds
 from fcl.il.simplify import difference, mk_bin, rebuild
-from fcl.il.traverse import declared, names, stmt_exprs
+from fcl.il.traverse import declared, mentioned, names
 from fcl.il.values import Pull
 
 I, B = ir.INT, ir.BOOL  # noqa: E741  # the code below reads as types
@@ -31,13 +31,7 @@ def row_at(rows: Pull, r: ir.Expr) -> Pull:
 
 
 def fails(stmts: list[ir.Stmt]) -> bool:
-    return any(isinstance(s, ir.Fail) or any(fails(getattr(s, name, None) or [])
-                                             for name in ir.BODIES) for s in stmts)
-
-
-def _mentioned(stmts: list[ir.Stmt]) -> set[str]:
-    return {name for s in ir.walk(stmts) for e in stmt_exprs(s, targets=True)
-            for name in names(e)}
+    return any(isinstance(s, ir.Fail) for s in ir.walk(stmts))
 
 
 @dataclass
@@ -52,7 +46,6 @@ class Part:
     elements_checked: bool = False  # a kernel made its elements' checks (see _hoisted)
     element_fails: bool = False     # the elements' code checks still
     mentions: set[str] = field(default_factory=set)  # the names its code reads
-    result: ir.Var | None = None
 
 
 def part_of(lw: Lowerer, count: ir.Expr, said: str, rows: Pull, f, z: ir.Expr, elem: str
@@ -90,11 +83,12 @@ def _check_elements(lw: Lowerer, count: ir.Expr, said: str, part: Part) -> None:
         row = made_row(lw, part, r, checked=True)
         with lw.capture() as element:
             value = row.fn(j)
-        hoisted = _hoisted(element, j, row.length) if fails(element) else None
+        checking = fails(element)
+        hoisted = _hoisted(element, j, row.length) if checking else None
         if hoisted:
             lw.emit(ir.If(mk_bin(">", row.length, _c(0), B), hoisted, []))
-    part.mentions = _mentioned(body) | _mentioned(element) | names(value)
-    part.element_fails = fails(element) and hoisted is None
+    part.mentions = mentioned(body) | mentioned(element) | names(value)
+    part.element_fails = checking and hoisted is None
     part.elements_checked = bool(hoisted)
     if part.elements_checked:
         lw.emit(ir.ParFor("grid", r, count, body, note=(
@@ -108,6 +102,7 @@ def _hoisted(element: list[ir.Stmt], j: ir.Var, length: ir.Expr) -> list[ir.Stmt
     every check is of the element's own code at top level, at most one stepping with j."""
     local = declared(element)
     stepping: ir.Fail | None = None
+    step: int | None = None
     at_first: list[ir.Stmt] = []
     for s in element:
         if not isinstance(s, ir.Fail):
@@ -117,9 +112,11 @@ def _hoisted(element: list[ir.Stmt], j: ir.Var, length: ir.Expr) -> list[ir.Stmt
         if local & (names(s.cond) | {n for v in s.values for n in names(v)}):
             return None
         if j.name in names(s.cond):
-            if stepping is not None or _step(s, j) is None:
+            if stepping is not None:
                 return None
-            stepping = s
+            stepping, step = s, _step(s, j)
+            if step is None:
+                return None
         zero: dict[str, ir.Expr] = {j.name: _c(0)}
         at_first.append(ir.Fail(rebuild(s.cond, zero), s.message,
                                 [rebuild(v, zero) for v in s.values], s.hint, s.places,
@@ -127,7 +124,6 @@ def _hoisted(element: list[ir.Stmt], j: ir.Var, length: ir.Expr) -> list[ir.Stmt
     if stepping is None:
         return at_first
     where, bound = stepping.values[0], stepping.values[1]
-    step = _step(stepping, j)
     last = rebuild(where, {j.name: mk_bin("-", length, _c(1), I)})
     outside, first_out = (mk_bin(">=", last, bound, B), bound) if step == 1 \
         else (mk_bin("<", last, _c(0), B), _c(-1))
@@ -142,8 +138,7 @@ def _step(check: ir.Fail, j: ir.Var) -> int | None:
     if not check.message.startswith(checks.INDEX) or len(check.values) < 2:
         return None
     where, bound = check.values[0], check.values[1]
-    outside = mk_bin("||", mk_bin("<", where, _c(0), B), mk_bin(">=", where, bound, B), B)
-    if j.name in names(bound) or show_expr(outside) != show_expr(check.cond):
+    if j.name in names(bound) or show_expr(out_of_bounds(where, bound)) != show_expr(check.cond):
         return None
     step = difference(rebuild(where, {j.name: mk_bin("+", j, _c(1), I)}), where)
     return step if step in (1, -1) else None
@@ -154,17 +149,28 @@ def made_row(lw: Lowerer, part: Part, r: ir.Expr, checked: bool) -> Pull:
     kernel made them before (the elements' own checks are made with each element)."""
     with lw.capture() as made:
         row = row_at(part.rows, r)
-    for s in made:
-        if not (checked and part.rows_checked and isinstance(s, ir.Fail)):
-            lw.emit(s)
+    _emit_unchecked(lw, made, checked and part.rows_checked)
     return row
+
+
+def made_element(lw: Lowerer, part: Part, row: Pull, k: ir.Expr) -> ir.Expr:
+    """Element k of a row, without the checks a kernel made before (_check_elements)."""
+    with lw.capture() as made:
+        value = row.fn(k)
+    _emit_unchecked(lw, made, part.elements_checked)
+    return value
+
+
+def _emit_unchecked(lw: Lowerer, made: list[ir.Stmt], checked: bool) -> None:
+    """The code made, less its top-level checks where a kernel made them before."""
+    lw.emit_all([s for s in made if not (checked and isinstance(s, ir.Fail))])
 
 
 def canonical(kernel: ir.Stmt) -> str:
     """The kernel as text, with the names it binds numbered in order of appearance."""
     text = ir.show_stmts([kernel])
-    bound = {s.var.name for s in ir.walk([kernel])
-             if isinstance(s, (ir.ParFor, ir.SeqFor, ir.Declare, ir.Alloc))}
+    bound = declared([kernel]) | {s.var.name for s in ir.walk([kernel])
+                                  if isinstance(s, ir.Alloc)}
     order: dict[str, str] = {}
     return re.sub(r"\b\w+_\d+\b", lambda m: order.setdefault(m[0], f"v{len(order)}")
                   if m[0] in bound else m[0], text)

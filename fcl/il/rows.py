@@ -29,7 +29,7 @@ from fcl import checks
 from fcl.il import ir
 from fcl.il.ir import show_expr
 from fcl.il.lower import Deferred, Lowerer
-from fcl.il.rowchecks import Part, canonical, made_row, part_of, row_at
+from fcl.il.rowchecks import Part, canonical, made_element, made_row, part_of, row_at
 from fcl.il.simplify import difference, linear, mk_bin, mk_select, rebuild
 from fcl.il.traverse import declared, expr_reads, names
 from fcl.il.values import ZERO, Prim, Pull
@@ -132,16 +132,6 @@ class _Flat:
     def combine(self, part: Part, acc: ir.Expr, value: ir.Expr) -> ir.Expr:
         return self.lw.apply(self.lw.apply(part.f, acc), value)
 
-    def element(self, part: Part, row: Pull, k: ir.Expr) -> ir.Expr:
-        """Element k of a row, without the checks a kernel made before (_check_elements)."""
-        lw = self.lw
-        with lw.capture() as made:
-            value = row.fn(k)
-        for s in made:
-            if not (part.elements_checked and isinstance(s, ir.Fail)):
-                lw.emit(s)
-        return value
-
     def row_of(self, position: ir.Expr, lowest: ir.Expr | None = None,
                above: ir.Expr | None = None) -> ir.Var:
         """The row holding the element at `position` (the last of the rows that begin there),
@@ -179,11 +169,11 @@ class _Flat:
         first = lw.declare("first", mk_bin("*", t, _c(ROW_TILE), I))
         end = lw.declare("end", mk_bin("min", ends, mk_bin("+", first, _c(ROW_TILE), I), I))
         running = lw.fresh("piece", part.elem)
-        lw.emit(ir.Declare(running, self.element(part, row, mk_bin("-", first, begins, I))))
+        lw.emit(ir.Declare(running, made_element(lw, part, row, mk_bin("-", first, begins, I))))
         if each is not None:
             each(first, running)
         self.fold(part, running, mk_bin("+", first, _c(1), I), end,
-                  lambda at: self.element(part, row, mk_bin("-", at, begins, I)), each)
+                  lambda at: made_element(lw, part, row, mk_bin("-", at, begins, I)), each)
         return running
 
     def stage_tile(self, t: ir.Var) -> tuple[ir.Expr, ir.Expr, ir.Var, ir.Var, list[ir.Var]]:
@@ -218,7 +208,7 @@ class _Flat:
             with lw.capture() as element, lw.parallel(checks.GLOBAL, row):
                 for part, values in zip(self.parts, tiles):
                     made = made_row(lw, part, row, checked=True)
-                    lw.emit(ir.Store(values, u, self.element(part, made, mk_bin(
+                    lw.emit(ir.Store(values, u, made_element(lw, part, made, mk_bin(
                         "-", mk_bin("+", first, u, I), begins, I))))
             # Always so; said to the prover, which then drops the checks of the row's index
             # into its descriptor (`offsets[r]`) that the row's element makes.
@@ -361,7 +351,7 @@ class _Flat:
                 "min", ends, mk_bin("*", mk_bin("+", first_tile, _c(1), I), tile, I), I))
             row = made_row(lw, part, r, checked=True)
             self.fold(part, acc, begins, piece_end,
-                      lambda at: self.element(part, row, mk_bin("-", at, begins, I)), seen)
+                      lambda at: made_element(lw, part, row, mk_bin("-", at, begins, I)), seen)
         k = lw.fresh("k", I)
         with lw.capture() as step:
             t = lw.declare("t", mk_bin("+", mk_bin("+", first_tile, _c(1), I), k, I))
@@ -388,6 +378,7 @@ class _Reductions:
     lw: Lowerer
     shape: Shape
     parts: list[Part]
+    results: list[ir.Var]  # each part's
 
     def make(self) -> None:
         lw = self.lw
@@ -396,16 +387,16 @@ class _Reductions:
             for kernel in part.checks:
                 # A part's check kernel can be an earlier part's over again (the same rows of
                 # another array): then it cannot fail where that one did not.
-                if canonical(kernel) not in made:
-                    made.add(canonical(kernel))
+                text = canonical(kernel)
+                if text not in made:
+                    made.add(text)
                     lw.emit(kernel)
         flat = _Flat(lw, self.shape, self.parts)
         pieces = flat.tile_pieces() if lw.flatten else None
-        results = [part.result for part in self.parts if part.result is not None]
-        for result in results:
+        for result in self.results:
             lw.emit(ir.Alloc(result, self.shape.rows, "grid"))
         flat.each_row(pieces, lambda n, t, acc: None,
-                      lambda n, r, acc: lw.emit(ir.Store(results[n], r, acc)))
+                      lambda n, r, acc: lw.emit(ir.Store(self.results[n], r, acc)))
 
     def takes(self, shape: Shape, part: Part, arrays: set[str]) -> bool:
         """Whether `part` can be made with these: rows of the same shape, reading nothing
@@ -422,14 +413,15 @@ def reduce_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
     for a next reduction of rows of the same shape to join them."""
     shape = shape_of(lw, rows)
     part = part_of(lw, shape.rows, shape.said, rows, f, z, elem)
-    result = part.result = lw.fresh("reduced", ir.ArrayType(elem))
+    result = lw.fresh("reduced", ir.ArrayType(elem))
     waiting = lw.waiting()
     if waiting is not None and isinstance(waiting.owner, _Reductions) \
             and waiting.owner.takes(shape, part, waiting.names):
         waiting.owner.parts.append(part)
+        waiting.owner.results.append(result)
         waiting.names.add(result.name)
     else:
-        group = _Reductions(lw, shape, [part])
+        group = _Reductions(lw, shape, [part], [result])
         lw.defer(Deferred(group.make, {result.name}, owner=group))
     return Pull(shape.rows, lambda i: ir.Index(result, i))
 

@@ -154,6 +154,12 @@ def single_definitions(stmts: list[ir.Stmt]) -> dict[str, ir.Expr]:
             if isinstance(s, ir.Declare) and s.var.name not in changed}
 
 
+def mentioned(stmts: list[ir.Stmt]) -> set[str]:
+    """Every name the statements read or write, nested ones included."""
+    return {name for s in ir.walk(stmts) for e in stmt_exprs(s, targets=True)
+            for name in names(e)}
+
+
 def declared(stmts: list[ir.Stmt]) -> set[str]:
     """Every variable the statements declare, loop variables included."""
     return {s.var.name for s in ir.walk(stmts)

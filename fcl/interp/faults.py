@@ -130,5 +130,5 @@ def locate_in_user_code(err: FCLError, call: Span | None) -> None:
     a note: the user wrote the call, not the prelude (the OpenCL back end does the same)."""
     if (err.span is not None and err.span.source.name == PRELUDE_NAME and call is not None
             and call.source.name != PRELUDE_NAME):
-        err.notes.insert(0, (err.span, "inside this prelude definition"))
+        err.notes.insert(0, (err.span, checks.INSIDE_PRELUDE))
         err.span = call

@@ -24,7 +24,7 @@ def failure(check: ir.Fail, values: list[int]) -> FCLError:
     """The failed check's error, as the interpreter raises it (fcl.interp.faults)."""
     err = FCLError(check.message.format(*values), check.span, [check.hint] if check.hint else [])
     if check.inside is not None:
-        err.notes.insert(0, (check.inside, "inside this prelude definition"))
+        err.notes.insert(0, (check.inside, checks.INSIDE_PRELUDE))
     return err
 
 

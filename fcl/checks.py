@@ -29,6 +29,7 @@ TAKE = "cannot take {} elements of an array of length {}"
 NEGATIVE = "cannot force an array of negative length {}"
 TOO_LONG = "an array of {} x {} elements is longer than 2147483647, the largest int"
 BIN = "bin {} is outside the histogram's {} bins"
+SEQ_LENGTHS = "zipWithSeq was given sequences of {} and {} elements: they must be as long"
 HISTOGRAM_LENGTHS = "histogram was given {} bin indices and {} values: one index per value"
 # The operators a histogram combines with, and what a device does atomically. addd is not one:
 # the sum of doubles depends on the order of the additions, which atomics do not fix, and both

@@ -38,6 +38,8 @@ from fcl.runtime.device import (
     describe_devices,
 )
 from fcl.runtime.oclgrind import run_checked
+from fcl.runtime.streams import StreamOptions, parse_bytes
+from fcl.viz.timeline import Timeline
 from fcl.session import Session, print_warnings
 from fcl.viz.blocks import plan_svg
 
@@ -62,6 +64,19 @@ def _parser() -> argparse.ArgumentParser:
                      help="OpenCL device: `platform:device` (see `fcl devices`) or part of its "
                           "name")
     _compile_options(run)
+    run.add_argument("--device-memory", metavar="BYTES",
+                     help="a budget of device memory for the run (as 64M or 2G; default: "
+                          "FCL_DEVICE_MEMORY, else the device's): sequences are streamed in "
+                          "chunks that fit it")
+    run.add_argument("--chunk", metavar="N", type=int,
+                     help="elements per chunk of a sequence (a multiple of 256; default: from "
+                          "the budget)")
+    run.add_argument("--no-overlap", action="store_true",
+                     help="move a sequence's next chunk to the device only after the kernels "
+                          "of this one (to compare)")
+    run.add_argument("--timeline", action="store_true",
+                     help="after the run, draw on stderr when each chunk's data moved and its "
+                          "kernels ran")
     run.add_argument("--dump-il", action="store_true", help="print the IL before running")
     run.add_argument("--check", action="store_true",
                      help="run on Oclgrind and report data races, out-of-bounds accesses and "
@@ -257,8 +272,22 @@ def _run_or_compile(args, session: Session) -> int:
         config = RunConfig(block_size=args.block_size, warp_size=args.warp_size)
         pipeline.run_interpreter(session, root, config)
     else:
-        pipeline.run_opencl(session, root, options, device=args.device)
+        streaming = _streaming(args)
+        timelines: list[Timeline] = []
+        pipeline.run_opencl(session, root, options, device=args.device, streaming=streaming,
+                            on_timeline=timelines.append if args.timeline else None)
+        for timeline in timelines:
+            print(timeline.text(), file=sys.stderr)
     return 0
+
+
+def _streaming(args) -> StreamOptions:
+    try:
+        budget = parse_bytes(args.device_memory) if args.device_memory \
+            else StreamOptions.from_environment().budget
+        return StreamOptions(budget, args.chunk, not args.no_overlap)
+    except ValueError as err:
+        raise FCLError(str(err)) from None
 
 
 def _after(session: Session, root, options, step: str) -> str:

@@ -22,6 +22,7 @@ from fcl.types.types import (
     TProgram,
     TPull,
     TPush,
+    TSeq,
     Type,
     chase,
     is_warp,
@@ -176,6 +177,8 @@ def encode(t: Type) -> str:
         return f"_{encode(t.fst)}*{encode(t.snd)}_"
     if isinstance(t, TPull):
         return f"pull_{encode(t.elem)}_endpull"
+    if isinstance(t, TSeq):
+        return f"seq_{encode(t.elem)}_endseq"
     if isinstance(t, TPush):
         return f"push_{encode_level(t.level)}_{encode(t.elem)}_endpush"
     if isinstance(t, TProgram):

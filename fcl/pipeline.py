@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from fcl import backend
@@ -33,6 +34,8 @@ from fcl.interp.eval import Interpreter, RunConfig
 from fcl.mono import GRID, MonoProgram, level_number, monomorphize
 from fcl.runtime.host import run_compiled
 from fcl.runtime.oclgrind import Finding, parse_reports
+from fcl.runtime.streams import StreamOptions
+from fcl.viz.timeline import Timeline
 from fcl.session import Session
 from fcl.steps import (
     IL_STEPS,
@@ -180,10 +183,12 @@ def compile_steps(session: Session, root: ast.Expr, options: CompileOptions | No
 
 
 def run_opencl(session: Session, root: ast.Expr, options: CompileOptions | None = None,
-               device: str | None = None, out: Writer | None = None, err: Writer | None = None):
+               device: str | None = None, out: Writer | None = None, err: Writer | None = None,
+               streaming: StreamOptions | None = None,
+               on_timeline: Callable[[Timeline], None] | None = None):
     options = for_run_on(options or CompileOptions(), device)
     return run_compiled(compile_program(session, root, options), device, options.block_size,
-                        out, err)
+                        out, err, streaming=streaming, on_timeline=on_timeline)
 
 
 def for_run_on(options: CompileOptions, device: str | None) -> CompileOptions:

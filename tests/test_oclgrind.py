@@ -31,7 +31,7 @@ TESTS = Path(__file__).parent
 EXAMPLES = sorted((TESTS / "programs").glob("*.fcl")) + sorted((TESTS / "thesis").glob("*.fcl"))
 # Programs that need a file in their working directory, or are too big for a simulator: they
 # have tests of their own below.
-SKIP = {"readIntCSV.fcl", "scan.fcl"}
+SKIP = {"readIntCSV.fcl", "scan.fcl", "streamFile.fcl"}
 
 PROGRAMS = {
     "block-while": CHUNKED_SUMS,

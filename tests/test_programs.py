@@ -225,6 +225,17 @@ def scan_rows(f, z, rows):
     return [x for scan in scanned_rows(f, z, rows) for x in scan]
 
 
+def streams_expected() -> str:
+    signal = [(i * 37) % 101 - 50 for i in range(5000)]
+    edges = [signal[4 * k] + signal[4 * k + 7] - signal[4 * k + 3]
+             for k in range((5000 - 8) // 4 + 1)]
+    spikes = [1.0e16 if x == 0 else -1.0e16 if x == 1 else float(x) for x in signal]
+    # fcl.il.streams: tiles of 256 each folded from 0, the tiles' values folded from 0.
+    tiles = [sum(spikes[t:t + 256], 0.0) for t in range(0, 5000, 256)]
+    return lines(ints([sum(x * x for x in signal)]), ints([len(edges)]), ints(edges[:40]),
+                 doubles([sum(tiles, 0.0)]), ints(x * (x + 1) for x in signal[:30]))
+
+
 def rows_expected() -> str:
     offsets = [0 if r < 2 else 3 * r if r < 4 else (r - 3) * 300 for r in range(7)]
     n = offsets[-1]
@@ -437,6 +448,7 @@ EXPECTED = {
     "seqfor.fcl": seqfor_expected,
     "warp.fcl": warp_expected,
     "rows.fcl": rows_expected,
+    "streams.fcl": streams_expected,
     "power.fcl": power_expected,
     "while.fcl": while_expected,
     "forceAndPrint.fcl": lambda: lines(ints((i - 2) * 1000000 for i in range(6)),
@@ -570,7 +582,7 @@ def test_benchmark_runs_the_program_and_reports_the_time_per_run():
     assert re.fullmatch(r"Benchmark \(3 repetitions\): \d+\.\d{6} ms per run", err.splitlines()[0])
 
 
-SEPARATE_TESTS = {"blocksize.fcl", "readIntCSV.fcl", "benchmark.fcl"}
+SEPARATE_TESTS = {"blocksize.fcl", "readIntCSV.fcl", "benchmark.fcl", "streamFile.fcl"}
 
 
 def test_every_program_is_checked():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from fcl import checks
 from fcl.errors import FCLError
-from fcl.il import ir
+from fcl.il import ir, streams
 from fcl.il.lower import Lowerer
 from fcl.il.rows import concat_rows, reduce_rows, scan_rows
 from fcl.il.simplify import mk_bin, mk_un
@@ -277,4 +277,5 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         "forceAndPrint": (2, print_array),
         "forceAndPrintDouble": (2, print_array),
         "benchmark": (2, benchmark),
+        **streams.builtins(lw, t),
     }

@@ -263,6 +263,48 @@ class Result(Stmt):
     value: object
 
 
+@dataclass(frozen=True)
+class StreamSource:
+    """Where a sequence's elements come from a chunk at a time: an entry point's argument
+    (`where` its position) or a .npy file (its path). A chunk of n sequence elements needs the
+    source's elements [scale * first, scale * (first + n) + extra) (windows overlap)."""
+
+    where: int | str
+    elem: str
+    scale: int = 1
+    extra: int = 0
+
+
+@dataclass(frozen=True, eq=False)
+class Stream:
+    """A loop over a sequence's chunks (fcl.il.streams): its sources, and the bytes of device
+    memory each element of a chunk takes besides its sources' (the buffers its kernels make)."""
+
+    number: int
+    sources: tuple[StreamSource, ...]
+    bytes_per_element: float
+
+
+@dataclass(eq=False)
+class Chunk(Input):
+    """Set by the host at each step of a stream's loop: the chunk's element count (`what`
+    "count", 0 when the sequence is done; `bound` is the sequence's length where the program
+    knows it, else -1), the index of its first element ("start"), or a source's elements
+    ("data", `source` its position in the stream's). After the loop ("collected"), the array
+    its Collects copied back."""
+
+    stream: Stream = field(kw_only=True)
+    what: str = field(kw_only=True)
+    bound: Expr = field(kw_only=True, default_factory=lambda: Const(-1, INT))
+
+
+@dataclass(eq=False)
+class Collect(Print):
+    """Copy a chunk's `count` results back to the host, after the earlier chunks'."""
+
+    stream: Stream = field(kw_only=True)
+
+
 @dataclass(eq=False)
 class Fail(Stmt):
     """Stop with an FCL runtime error (raised at `span`) when `cond` holds, its message's `{}`

@@ -15,7 +15,7 @@ from fcl import checks
 from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.env import Env
 from fcl.errors import FCLError, Span
-from fcl.il import ir
+from fcl.il import ir, streams
 from fcl.il.ranges import INT_MAX
 from fcl.il.simplify import is_atomic, mk_bin, mk_un
 from fcl.il.traverse import mentioned
@@ -34,7 +34,7 @@ from fcl.il.values import (
 from fcl.mono import GRID, THREAD, MonoProgram
 from fcl.prelude import PRELUDE_NAME
 from fcl.syntax import ast
-from fcl.types.types import TArrow, TCon, TPair, TProgram, TPull, TPush, Type, chase
+from fcl.types.types import TArrow, TCon, TPair, TProgram, TPull, TPush, TSeq, Type, chase
 
 LEVELS = ir.LEVELS
 UNROLL_LIMIT = 16  # loops known to stop within this many steps are unrolled
@@ -202,6 +202,8 @@ class Lowerer:
         """The entry point's argument at `position`, set by the host: an array in global memory
         (its length too) or a scalar."""
         t = chase(t)
+        if isinstance(t, TSeq):
+            return streams.argument(position, il_type(t.elem))
         if isinstance(t, TPull):
             array = self.fresh("arg", ir.ArrayType(il_type(t.elem)))
             length = self.fresh("arglen", ir.INT)

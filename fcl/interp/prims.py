@@ -8,6 +8,7 @@ import numpy as np
 from fcl import checks
 from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
+from fcl.interp import streams
 from fcl.interp.lanes import Ctx, Vec, elementwise, expand, lift, lift_full
 from fcl.interp.rows import concat_rows, reduce_rows, scan_rows
 from fcl.interp.values import (
@@ -346,4 +347,5 @@ ARRAY = {
     "forceAndPrint": (2, _print(np.int32)),
     "forceAndPrintDouble": (2, _print(np.float64)),
     "benchmark": (2, _benchmark),
+    **streams.BUILTINS,
 }

@@ -7,6 +7,7 @@ scalars are converted when every value fits.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,12 +23,15 @@ class Parameter:
     name: str
     kind: str      # int, double or bool; or a type variable, as `'a`
     array: bool    # an array of `kind` rather than one
+    sequence: bool = False  # a sequence of `kind`s (fcl.runtime.streams), streamed from the host
 
     @property
     def polymorphic(self) -> bool:
         return self.kind.startswith("'")
 
     def __str__(self) -> str:
+        if self.sequence:
+            return f"Seq {self.kind}"
         return f"[{self.kind}]" if self.array else self.kind
 
 
@@ -37,8 +41,41 @@ def argument(function: str, param: Parameter, value) -> tuple[object, str]:
     what a type variable stands for here); or a TypeError/ValueError naming the parameter. A
     pyopencl array stays one (fcl.python.opencl uses it in place)."""
     where = f"{function}: parameter `{param.name}` is {param}"
+    if param.sequence:
+        return _sequence(where, param, value)
     kind = _kind_of(where, param, value) if param.polymorphic else param.kind
     return _argument(where, param, kind, value), kind
+
+
+def _sequence(where: str, param: Parameter, value) -> tuple[object, str]:
+    """A sequence argument: a 1-D numpy array (a memmap is read as chunks need it), a Python
+    sequence of values, or an iterable of 1-D arrays (drawn from as chunks need them; each is
+    checked when it is drawn)."""
+    if is_device_array(value):
+        raise TypeError(f"{where}, streamed from the host; got a pyopencl array (pass "
+                        "`.get()`, or make the parameter an array)")
+    if isinstance(value, (np.ndarray, list, tuple, range)):
+        array_param = Parameter(param.name, param.kind, True)
+        kind = _kind_of(where, array_param, value) if param.polymorphic else param.kind
+        if isinstance(value, np.ndarray):
+            if value.dtype != DTYPES[kind] or value.ndim != 1:
+                raise TypeError(f"{where}, a 1-D array of {DTYPES[kind]}; got an array of "
+                                f"{value.dtype} with shape {value.shape}")
+            return value, kind
+        return _argument(where, array_param, kind, value), kind
+    try:
+        pieces = iter(value)
+    except TypeError:
+        raise TypeError(f"{where}: a 1-D array, or an iterable of them; got "
+                        f"{type(value).__name__}") from None
+    if not param.polymorphic:
+        return pieces, param.kind
+    first = next(pieces, None)  # the first piece says what a type variable stands for
+    if first is None:
+        raise TypeError(f"{where}; an empty iterator does not say what {param.kind} is (give "
+                        "the function a signature with a concrete type)")
+    kind = _kind_of(where, Parameter(param.name, param.kind, True), first)
+    return itertools.chain([first], pieces), kind
 
 
 def _kind_of(where: str, param: Parameter, value) -> str:

@@ -30,6 +30,7 @@ from fcl.codegen.kernel import Compiled
 from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.errors import FCLError, Source
 from fcl.explain import Explanation
+from fcl.interp import streams
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.interp.values import Buffer, PushArray
 from fcl.mono import MonoProgram
@@ -37,6 +38,8 @@ from fcl.notebook import to_host
 from fcl.python import opencl
 from fcl.python.arguments import DTYPES, Parameter, argument
 from fcl.runtime.device import BACKENDS, choose_backend, open_device
+from fcl.runtime.streams import StreamOptions, parse_bytes
+from fcl.viz.timeline import Timeline
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.timing import Policy, Sample, Timing, repeat
@@ -47,6 +50,7 @@ from fcl.types.types import (
     TPair,
     TProgram,
     TPull,
+    TSeq,
     TPush,
     TVar,
     Type,
@@ -74,19 +78,31 @@ def _fcl_errors(function):
 @_fcl_errors
 def load(source: str, *, backend: str = "auto", device: str | None = None,
          block_size: int = BLOCK_SIZE, checks: bool = True, name: str = "<fcl>",
-         warp_size: int = WARP_SIZE, flatten: bool = True) -> Library:
+         warp_size: int = WARP_SIZE, flatten: bool = True, device_memory: int | str | None = None,
+         chunk: int | None = None, overlap: bool = True) -> Library:
     """The entry points of FCL source text. `device` picks the OpenCL device as `fcl run
     --device` does (default: PYOPENCL_CTX, else a GPU, else PoCL); `checks=False` leaves out
     the run-time checks, as `--unsafe` does; `block_size` and `warp_size` are #BlockSize and
     #WarpSize; `flatten=False` gives each row of an irregular array to one work-item, as
-    `--no-flatten` does."""
+    `--no-flatten` does. Sequence arguments (`Seq int`) are streamed through the device in
+    chunks that fit `device_memory` (bytes, or as "64M"; default FCL_DEVICE_MEMORY, else the
+    device's memory), of `chunk` elements if given; `overlap=False` moves each chunk before its
+    kernels instead of during the previous chunk's."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     session = Session.new()
     session.add_file(Source(name, source))
     backend = choose_backend(backend, device, asked_as='`backend="opencl"`',
                              note=lambda text: print(text, file=sys.stderr, flush=True))
-    return Library(session, source, backend, device, block_size, checks, warp_size, flatten)
+    try:
+        budget = parse_bytes(device_memory) if device_memory is not None \
+            else StreamOptions.from_environment().budget
+        streaming = StreamOptions(budget, chunk, overlap)
+    except ValueError as err:
+        raise ValueError(f"fcl.load: {err}") from None
+    library = Library(session, source, backend, device, block_size, checks, warp_size, flatten)
+    library.streaming = streaming
+    return library
 
 
 def load_file(path: str | os.PathLike, **options) -> Library:
@@ -104,6 +120,7 @@ class Library:
         self.device, self.block_size, self.checks = device, block_size, checks
         self.warp_size = warp_size
         self.flatten = flatten
+        self.streaming = StreamOptions()  # how sequence arguments are streamed (fcl.load)
         self.entry_points: dict[str, EntryPoint] = {}
         self.not_callable: dict[str, str] = {}  # other top-level names: why they are not
         for decl in session.user_decls():
@@ -234,6 +251,18 @@ class EntryPoint:
         return repeat(once, policy)
 
     @_fcl_errors
+    def timeline(self, *args) -> Timeline:
+        """Run a call on the OpenCL back end and give its sequences' timeline: when each chunk's
+        data moved and its kernels ran, the chunk size and the peak of device memory (its
+        `.text()`, `.plot()` and `.summary()`)."""
+        instance, values = self._check(args)
+        found: list[Timeline] = []
+        opencl.call(self, instance, values, "host", on_timeline=found.append)
+        if not found:
+            raise ValueError(f"{self.name} streams no sequence: it has no timeline")
+        return found[0]
+
+    @_fcl_errors
     def costs(self, *args, gpu: str = DEFAULT_GPU) -> Explanation:
         """What a call on these arguments does on the device: its cost table (the repr in a
         notebook), `.memory()` diagrams and predicted time on `gpu`, from the OpenCL program
@@ -248,6 +277,7 @@ class Instance:
 
     def __init__(self, entry: EntryPoint, kinds: dict[str, str]):
         self.library = entry.library
+        self.params, self.kinds = entry.params, kinds
         session = self.library.session
         self.root = ast.Var(entry.decl.name_span, entry.name)
         t = chase(session.checker.check_expr(session.scope, self.root))
@@ -255,7 +285,7 @@ class Instance:
             assert isinstance(t, TArrow)
             if param.polymorphic:
                 fresh = chase(t.arg)
-                unify(chase(fresh.elem) if isinstance(fresh, TPull) else fresh,
+                unify(chase(fresh.elem) if isinstance(fresh, (TPull, TSeq)) else fresh,
                       TCon(kinds[param.kind]))
             t = chase(t.res)
         self.result_type = chase(t.result) if isinstance(t, TProgram) else t
@@ -277,8 +307,10 @@ class Instance:
             self._mono = pipeline.mono_program(self.library.session, self.root)
         interpreter = Interpreter(RunConfig(self.library.block_size, sys.stdout, sys.stderr,
                                             self.library.warp_size))
-        arguments = [Buffer(v, np.int64(0), np.int32(len(v))) if isinstance(v, np.ndarray)
-                     else v for v in values]
+        arguments = [
+            streams.argument(v, DTYPES[self.kinds.get(p.kind, p.kind)]) if p.sequence
+            else Buffer(v, np.int64(0), np.int32(len(v))) if isinstance(v, np.ndarray) else v
+            for p, v in zip(self.params, values)]
         value = pipeline.on_big_stack(interpreter.run)(self._mono, arguments)
         return _interpreted_result(interpreter, value, self.result_type)
 
@@ -314,11 +346,11 @@ def _signature(decl: ast.Decl) -> list[Parameter]:
 
 
 def _parameter(name: str, t: Type, namer: Namer) -> Parameter:
-    elem = chase(t.elem) if isinstance(t, TPull) else t
+    elem = chase(t.elem) if isinstance(t, (TPull, TSeq)) else t
     if isinstance(elem, TCon) and elem.name in DTYPES:
-        return Parameter(name, elem.name, isinstance(t, TPull))
+        return Parameter(name, elem.name, isinstance(t, TPull), isinstance(t, TSeq))
     if isinstance(elem, TVar):
-        return Parameter(name, namer.tvar(elem), isinstance(t, TPull))
+        return Parameter(name, namer.tvar(elem), isinstance(t, TPull), isinstance(t, TSeq))
     raise _NotCallable(f"its parameter `{name}` has type `{show_type(t, namer)}`; Python can "
                        "pass ints, doubles, bools and arrays of them")
 

@@ -9,6 +9,7 @@ their buffers, so calls can be chained without copies through the host.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import numpy as np
 import pyopencl as cl
@@ -21,21 +22,25 @@ from fcl.runtime.buffers import DeviceArray
 from fcl.runtime.device import Device, open_device
 from fcl.runtime.host import prepare_run, time_compiled
 from fcl.timing import Policy, Timing
+from fcl.viz.timeline import Timeline
 
 
-def call(entry, instance, values: list, out: str):
+def call(entry, instance, values: list, out: str,
+         on_timeline: Callable[[Timeline], None] | None = None):
     library = entry.library
     compiled = instance.compiled()
     device = open_device(library.device)
     arguments, uploaded, given = _to_device(entry, device, values)
     run = prepare_run(compiled, library.device, library.block_size, sys.stdout, sys.stderr,
-                      arguments)
+                      arguments, library.streaming)
     run.results_on_device = out == "device"
     try:
         run.run_program()
         device.queue.finish()
         run.check_failures()
         result = run.result
+        if on_timeline is not None and run._streams is not None:
+            on_timeline(run._streams.timeline())
     finally:
         run.release()
         for buffer in uploaded:
@@ -50,7 +55,7 @@ def bench(entry, instance, values: list, policy: Policy) -> Timing:
     arguments, uploaded, _ = _to_device(entry, device, values)
     try:
         return time_compiled(instance.compiled(), library.device, library.block_size, policy,
-                             arguments=arguments)
+                             arguments=arguments, streaming=library.streaming)
     finally:
         for buffer in uploaded:
             buffer.release()
@@ -68,7 +73,9 @@ def _to_device(entry, device: Device, values: list) -> tuple[list, list, list]:
     """(the HostRun arguments, the buffers uploaded for them, the callers' own buffers)."""
     arguments, uploaded, given = [], [], []
     for param, value in zip(entry.params, values):
-        if isinstance(value, np.ndarray):
+        if param.sequence:  # streamed from the host by the run (fcl.runtime.streams)
+            arguments.append(value)
+        elif isinstance(value, np.ndarray):
             data = value.view(np.uint8) if value.dtype == np.bool_ else value
             buffer = _allocate(device, max(data.nbytes, 1))
             if data.size:

@@ -18,6 +18,13 @@ class DeviceArray:
     length: int
 
 
+@dataclass
+class HostArray:
+    """An array that the host holds (a stream's collected elements, as the device stores them:
+    bools as bytes), moved to the device only when a kernel reads it."""
+    data: np.ndarray
+
+
 class DeviceMemory:
     def __init__(self, device: Device):
         self.device = device
@@ -29,6 +36,8 @@ class DeviceMemory:
         self.peak = 0  # the most bytes allocated at once, for trimming the pool (device.py)
         # Buffers of the result that stay on the device after the run (fcl.python).
         self.kept: list[DeviceBuffer] = []
+        # The bytes the run may allocate: the device's memory, or a budget (fcl.runtime.streams).
+        self.limit = device.global_mem_size
 
     def new_array(self, dtype: type[np.generic], length: int, span: Span | None) -> DeviceArray:
         nbytes = max(length, 1) * np.dtype(dtype).itemsize
@@ -38,10 +47,11 @@ class DeviceMemory:
         if nbytes > device.max_alloc:
             raise FCLError(f"cannot allocate {length} elements ({nbytes} bytes): the device "
                            f"allows at most {device.max_alloc} bytes in one buffer", span)
-        if self.allocated + nbytes > device.global_mem_size:
+        if self.allocated + nbytes > self.limit:
+            what = "device's" if self.limit == device.global_mem_size else "run's budget of"
             raise FCLError(f"cannot allocate {length} elements ({nbytes} bytes): with the "
                            f"{self.allocated} bytes already allocated, that is more than the "
-                           f"device's {device.global_mem_size} bytes of memory", span)
+                           f"{what} {self.limit} bytes of memory", span)
         if device.pool is None:
             buffer: DeviceBuffer = cl.Buffer(device.context, cl.mem_flags.READ_WRITE, nbytes)
         else:

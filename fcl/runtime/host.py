@@ -24,7 +24,7 @@ from fcl.errors import FCLError
 from fcl.hostio import Writer, benchmark_report, format_array, read_int_csv
 from fcl.il import ir
 from fcl.il.dispatch import StmtVisitor
-from fcl.runtime.buffers import DeviceArray, DeviceMemory
+from fcl.runtime.buffers import DeviceArray, DeviceMemory, HostArray
 from fcl.runtime.device import (
     DTYPES,
     Device,
@@ -38,6 +38,8 @@ from fcl.runtime.failures import FailureRecords, failure
 from fcl.runtime.host_values import NP_TYPES, HostValues
 from fcl.runtime.interrupts import AbortFlag
 from fcl.runtime.oclgrind import ReadProbes
+from fcl.runtime.streams import StreamOptions, Streams
+from fcl.viz.timeline import Timeline
 from fcl.timing import Policy, Sample, Timing, measuring, record, repeat
 
 
@@ -63,12 +65,34 @@ class HostRun(StmtVisitor):
         # Whether the result's arrays stay on the device (as DeviceArrays): their buffers are
         # kept when the run releases its memory.
         self.results_on_device = False
+        self.stream_options = StreamOptions()
+        self._streams: Streams | None = None  # made by the first stream loop
+
+    @property
+    def streams(self) -> Streams:
+        if self._streams is None:
+            self._streams = Streams(self, self.stream_options)
+        return self._streams
 
     def array(self, var: ir.Var) -> DeviceArray:
         """The device array that the array variable `var` holds."""
-        array = self.env[var.name]
+        return self._on_device(var.name)
+
+    def _on_device(self, name: str) -> DeviceArray:
+        array = self.env[name]
+        if isinstance(array, HostArray):  # first read on the device: moved there now
+            data = array.data
+            array = self.memory.new_array(data.dtype.type, len(data), None)
+            if data.size:
+                cl.enqueue_copy(self.device.queue, array.buffer, data)  # type: ignore[arg-type]
+            self.env[name] = array
         assert isinstance(array, DeviceArray)
         return array
+
+    def held(self, var: ir.Var) -> np.ndarray | None:
+        """The host's copy of an array it holds (see HostArray), else None."""
+        array = self.env.get(var.name)
+        return array.data if isinstance(array, HostArray) else None
 
     def eval(self, e: ir.Expr, lanes: bool = False):
         """A host expression's value (see HostValues)."""
@@ -76,6 +100,9 @@ class HostRun(StmtVisitor):
 
     def read_element(self, e: ir.Index):
         """The element of device memory a host expression reads."""
+        held = self.held(e.array)
+        if held is not None:
+            return NP_TYPES[ir.elem_of(e.array)](held[int(self.eval(e.index))])
         array = self.array(e.array)
         host = np.empty(1, dtype=array.dtype)
         self.read_back(array, host, int(self.eval(e.index)), e)
@@ -139,6 +166,12 @@ class HostRun(StmtVisitor):
     def visit_Input(self, s: ir.Input) -> None:
         self.read_input(s)
 
+    def visit_Chunk(self, s: ir.Chunk) -> None:
+        self.streams.chunk(s)
+
+    def visit_Collect(self, s: ir.Collect) -> None:
+        self.streams.collect(s)
+
     def visit_Result(self, s: ir.Result) -> None:
         self.check_failures()
         self.result = self.fetch(s.value)
@@ -164,6 +197,8 @@ class HostRun(StmtVisitor):
         args: list[DeviceBuffer | np.generic | cl.LocalMemory] = []
         for p in kernel.params:
             value = self.env[p.name]
+            if isinstance(value, HostArray):
+                value = self._on_device(p.name)
             if isinstance(value, DeviceArray):
                 args.append(value.buffer)
             else:
@@ -205,6 +240,8 @@ class HostRun(StmtVisitor):
         event = self.kernels[kernel.name](self.device.queue, (groups * group[0], *group[1:]),
                                           group, *args)  # type: ignore[arg-type]
         record(kernel.name, event)
+        if self._streams is not None:
+            self._streams.kernel(kernel.name, event)
         if kernel.abortable:
             self.abort.wait(event)
         if kernel.fails:
@@ -224,6 +261,11 @@ class HostRun(StmtVisitor):
         """A result as host values: numpy arrays, numpy scalars, tuples, None for unit."""
         if isinstance(value, ir.Expr):
             return self.eval(value)
+        held = self.held(value.array) if isinstance(value, ir.ArrayResult) else None
+        if held is not None and not self.results_on_device:
+            assert isinstance(value, ir.ArrayResult)
+            host = held[:int(self.eval(value.length))].copy()
+            return host.astype(np.bool_) if host.dtype == np.uint8 else host
         if isinstance(value, ir.ArrayResult):
             array = self.array(value.array)
             if self.results_on_device:
@@ -276,10 +318,14 @@ class HostRun(StmtVisitor):
 
     def print_array(self, s: ir.Print) -> None:
         self.check_failures()
-        array = self.array(s.array)
         count = int(self.eval(s.count))
-        host = np.empty(count, dtype=array.dtype)
-        self.read_back(array, host, 0, s)
+        held = self.held(s.array)
+        if held is not None:
+            host = held[:count]
+        else:
+            array = self.array(s.array)
+            host = np.empty(count, dtype=array.dtype)
+            self.read_back(array, host, 0, s)
         self.out.write(format_array(host))
 
     def benchmark(self, s: ir.Benchmark) -> None:
@@ -332,9 +378,11 @@ def launch_size(compiled: Compiled, block_size: int | None) -> int:
 
 
 def prepare_run(compiled: Compiled, device: str | None, block_size: int | None,
-                out: Writer, err: Writer, arguments: list | None = None) -> HostRun:
+                out: Writer, err: Writer, arguments: list | None = None,
+                streaming: StreamOptions | None = None) -> HostRun:
     """A host run of `compiled` on a device, its kernels built; `arguments` are an entry
-    point's (see HostRun.arguments)."""
+    point's (see HostRun.arguments); `streaming` how its sequences are streamed (by default,
+    with the budget of FCL_DEVICE_MEMORY if set)."""
     block_size = launch_size(compiled, block_size)
     dev = open_device(device)
     compiled = for_device(compiled, serial_groups(dev.device))
@@ -347,6 +395,9 @@ def prepare_run(compiled: Compiled, device: str | None, block_size: int | None,
     run = HostRun(dev, kernels, block_size, out, err)
     run.program = compiled
     run.arguments = arguments or []
+    run.stream_options = streaming or StreamOptions.from_environment()
+    if run.stream_options.budget is not None:
+        run.memory.limit = min(run.stream_options.budget, dev.global_mem_size)
     if is_oclgrind(dev.device):
         run.probes = ReadProbes(dev, compiled.host, run.memory.buffers)
     return run
@@ -354,15 +405,19 @@ def prepare_run(compiled: Compiled, device: str | None, block_size: int | None,
 
 def run_compiled(compiled: Compiled, device: str | None = None, block_size: int | None = None,
                  out: Writer | None = None, err: Writer | None = None,
-                 arguments: list | None = None):
-    """Run on a device; the program's result if it was compiled to keep it (see ir.Result)."""
+                 arguments: list | None = None, streaming: StreamOptions | None = None,
+                 on_timeline: Callable[[Timeline], None] | None = None):
+    """Run on a device; the program's result if it was compiled to keep it (see ir.Result).
+    `on_timeline` is given the run's sequences' timeline, if it streamed any."""
     run = prepare_run(compiled, device, block_size, out or sys.stdout, err or sys.stderr,
-                      arguments)
+                      arguments, streaming)
     dev = run.device
     try:
         run.run_program()
         dev.queue.finish()
         run.check_failures()
+        if on_timeline is not None and run._streams is not None:
+            on_timeline(run._streams.timeline())
         return run.result
     finally:
         run.release()
@@ -371,13 +426,14 @@ def run_compiled(compiled: Compiled, device: str | None = None, block_size: int 
 def time_compiled(compiled: Compiled, device: str | None = None, block_size: int | None = None,
                   policy: Policy | None = None,
                   progress: Callable[[int, float], None] | None = None,
-                  arguments: list | None = None) -> Timing:
+                  arguments: list | None = None,
+                  streaming: StreamOptions | None = None) -> Timing:
     """Time a program's kernels: one warm-up run (building caches and filling the memory pool),
     then runs until `policy` says stop, each run's kernel time from profiling events and its wall
     time around it. What the program prints is dropped; its arrays go back to the pool after
     each run, so no run but the warm-up touches fresh memory."""
     with open(os.devnull, "w") as discard:
-        run = prepare_run(compiled, device, block_size, discard, discard, arguments)
+        run = prepare_run(compiled, device, block_size, discard, discard, arguments, streaming)
         dev = run.device
 
         def once() -> Sample:

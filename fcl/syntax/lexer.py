@@ -22,7 +22,7 @@ KEYWORDS = {
 # Words with a meaning only inside types and level lists; elsewhere they are ordinary names,
 # as in the original compiler.
 SOFT_KEYWORDS = {
-    "forall": "FORALL", "Program": "PROGRAM", "unit": "UNIT_T", "string": "STRING_T",
+    "forall": "FORALL", "Program": "PROGRAM", "Seq": "SEQ", "unit": "UNIT_T", "string": "STRING_T",
     "thread": "THREAD", "block": "BLOCK", "grid": "GRID",
 }
 NAME_TOKENS = {"NAME", *SOFT_KEYWORDS.values()}

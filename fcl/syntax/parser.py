@@ -102,7 +102,7 @@ def _run(source: Source, tokens: list[Token], start: str):
 # ---- syntax error messages --------------------------------------------------------------------
 
 _EXPR_START = {"NAME", "INT", "FLOAT", "STRING", "LPAR", "TRUE", "FALSE", "FN", "IF", "LET", "DO"}
-_TYPE_START = {"INT_T", "DOUBLE_T", "BOOL_T", "TYVAR", "LSQB", "PROGRAM"}
+_TYPE_START = {"INT_T", "DOUBLE_T", "BOOL_T", "TYVAR", "LSQB", "PROGRAM", "SEQ"}
 _SHOW = {
     "EQUALS": "`=`", "DARROW": "`=>`", "ARROW": "`->`", "LARROW": "`<-`", "COLON": "`:`",
     "COMMA": "`,`", "SEMI": "`;`", "DOT": "`.`", "RPAR": "`)`", "RSQB": "`]`", "RBRACE": "`}`",
@@ -440,6 +440,9 @@ class _Builder:
 
     def pull_t(self, meta, items):
         return self._type(meta, "pull", [items[1]])
+
+    def seq_t(self, meta, items):
+        return self._type(meta, "seq", [items[1]])
 
     def push_t(self, meta, items):
         return self._type(meta, "push", [items[1]], level=items[4])

@@ -114,6 +114,25 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
     "concatRows": ("forall 'a. [['a]] -> Program<grid> ['a]", {"a": BT},
                    "`concatRows rows`: the elements of an irregular array's rows, one row after "
                    "another in one array (`rowOffsets` gives where each begins)"),
+    "streamIn": ("forall 'a. ['a] -> Seq 'a", {"a": BT},
+                 "`streamIn xs`: the elements of xs as a sequence, made a chunk at a time"),
+    "streamFile": ("forall 'a. string -> Seq 'a", {"a": BT},
+                   "`streamFile path`: the elements of a .npy file, read from disk a chunk at a "
+                   "time (its dtype must be the element type: int32, float64 or bool)"),
+    "mapSeq": ("forall 'a 'b. ('a -> 'b) -> Seq 'a -> Seq 'b", {"a": GT, "b": GT},
+               "apply a function to every element of a sequence"),
+    "zipWithSeq": ("forall 'a 'b 'c. ('a -> 'b -> 'c) -> Seq 'a -> Seq 'b -> Seq 'c",
+                   {"a": GT, "b": GT, "c": GT},
+                   "combine the elements of two sequences of the same length pairwise"),
+    "windows": ("forall 'a. int -> int -> Seq 'a -> Seq ['a]", {"a": BT},
+                "`windows size step s`: the windows of `size` elements of s, one every `step` "
+                "(constants); a chunk's last window reads into the next chunk's elements"),
+    "foldSeq": ("forall 'a. ('a -> 'a -> 'a) -> 'a -> Seq 'a -> Program<grid> 'a", {"a": BT},
+                "`foldSeq f z s`: the elements of s folded with the associative f from z, in "
+                "tiles of 256 (fcl.il.streams); its accumulator is carried from chunk to chunk"),
+    "collect": ("forall 'a. Seq 'a -> Program<grid> ['a]", {"a": BT},
+                "the elements of a sequence in one array, each chunk's copied back to the host "
+                "as it is made"),
     "#BlockSize": ("int", {}, f"the work-group size (configurable, {BLOCK_SIZE} by default)"),
     "#WarpSize": ("int", {}, f"the lanes of a warp (configurable, {WARP_SIZE} by default)"),
     "readIntCSV": ("string -> Program<grid> [int]", {}, "read ints from a CSV file"),
@@ -133,4 +152,5 @@ PUSH_FORMS = {
 }
 
 # Builtins that only make sense on the host (grid level, outside any kernel).
-HOST_BUILTINS = {"readIntCSV", "forceAndPrint", "forceAndPrintDouble", "benchmark"}
+HOST_BUILTINS = {"readIntCSV", "forceAndPrint", "forceAndPrintDouble", "benchmark", "streamIn",
+                 "streamFile", "foldSeq", "collect"}

@@ -38,6 +38,7 @@ from fcl.types.types import (
     TProgram,
     TPull,
     TPush,
+    TSeq,
     TVar,
     Type,
     chase,
@@ -303,6 +304,8 @@ class Checker:
                 return TPair(*args)
             if t.con == "pull":
                 return TPull(args[0])
+            if t.con == "seq":
+                return TSeq(args[0])
             assert t.level is not None  # the parser gives push and program types a level
             level = self.level_from_syntax(t.level, lvars, implicit)
             return TPush(level, args[0]) if t.con == "push" else TProgram(level, args[0])

@@ -117,6 +117,12 @@ class TPull(Type):
 
 
 @dataclass(eq=False)
+class TSeq(Type):
+    """A sequence of elements streamed through the device in chunks (fcl.il.streams)."""
+    elem: Type
+
+
+@dataclass(eq=False)
 class TPush(Type):
     level: Level
     elem: Type
@@ -165,6 +171,8 @@ def map_type(t: Type, on_var, on_level, made: dict | None = None) -> Type:
                        map_type(t.snd, on_var, on_level, made))
     elif isinstance(t, TPull):
         result = TPull(map_type(t.elem, on_var, on_level, made))
+    elif isinstance(t, TSeq):
+        result = TSeq(map_type(t.elem, on_var, on_level, made))
     elif isinstance(t, TPush):
         result = TPush(on_level(t.level), map_type(t.elem, on_var, on_level, made))
     elif isinstance(t, TProgram):
@@ -190,7 +198,7 @@ def free_vars(t: Type, tvs: dict[int, TVar], lvs: dict[int, LVar]) -> None:
         a, b = (t.arg, t.res) if isinstance(t, TArrow) else (t.fst, t.snd)
         free_vars(a, tvs, lvs)
         free_vars(b, tvs, lvs)
-    elif isinstance(t, TPull):
+    elif isinstance(t, (TPull, TSeq)):
         free_vars(t.elem, tvs, lvs)
     elif isinstance(t, (TPush, TProgram)):
         _, var = level_depth(t.level)
@@ -311,6 +319,9 @@ def show_type(t: Type, namer: Namer | None = None) -> str:
         return f"({show_type(t.fst, namer)}, {show_type(t.snd, namer)})"
     if isinstance(t, TPull):
         return f"[{show_type(t.elem, namer)}]"
+    if isinstance(t, TSeq):
+        elem = show_type(t.elem, namer)
+        return f"Seq ({elem})" if isinstance(chase(t.elem), TArrow) else f"Seq {elem}"
     if isinstance(t, TPush):
         return f"[{show_type(t.elem, namer)}]<{namer.level(t.level)}>"
     if isinstance(t, TProgram):

@@ -22,6 +22,7 @@ from fcl.types.types import (
     TProgram,
     TPull,
     TPush,
+    TSeq,
     TVar,
     Type,
     chase,
@@ -56,7 +57,8 @@ def unify(t1: Type, t2: Type) -> None:
     elif isinstance(t1, TPair) and isinstance(t2, TPair):
         unify(t1.snd, t2.snd)
         unify(t1.fst, t2.fst)
-    elif isinstance(t1, TPull) and isinstance(t2, TPull):
+    elif (isinstance(t1, TPull) and isinstance(t2, TPull)) \
+            or (isinstance(t1, TSeq) and isinstance(t2, TSeq)):
         unify(t1.elem, t2.elem)
     elif isinstance(t1, TPush) and isinstance(t2, TPush):
         unify_levels(t1.level, t2.level)
@@ -115,7 +117,7 @@ def occurs(v: TVar, t: Type) -> bool:
         return occurs(v, t.arg) or occurs(v, t.res)
     if isinstance(t, TPair):
         return occurs(v, t.fst) or occurs(v, t.snd)
-    if isinstance(t, TPull):
+    if isinstance(t, (TPull, TSeq)):
         return occurs(v, t.elem)
     if isinstance(t, TPush):
         return occurs(v, t.elem)

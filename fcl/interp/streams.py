@@ -1,0 +1,160 @@
+"""Sequences in the interpreter: the whole sequence at once, in the order of fcl.il.streams.
+
+The OpenCL back end streams a sequence in chunks sized to the device; the interpreter, the
+oracle, makes every element in one parallel step (its inputs are small) and folds in the same
+tiles, so that both print the same bits for an operator that is only associative.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from fcl import checks
+from fcl.errors import FCLError
+from fcl.il.streams import FOLD_TILE
+from fcl.interp.lanes import Ctx, Vec, elementwise, expand, lift_full
+from fcl.interp.values import Buffer, Program, PullArray, dtype_of
+from fcl.types.types import TProgram, TPull, TSeq, Type, chase, result_type
+
+
+class Sequence:
+    """`length` elements; `elem(ctx, k)` is element k (a Vec of positions in ctx)."""
+
+    def __init__(self, length: int, elem: Callable):
+        self.length, self.elem = length, elem
+
+    @staticmethod
+    def of_array(data: np.ndarray) -> Sequence:
+        return Sequence(len(data), lambda ctx, k: elementwise(
+            lambda k: np.take(data, k.astype(np.int64) if isinstance(k, np.ndarray) else k),
+            k, ctx=ctx))
+
+
+def argument(value, dtype) -> Sequence:
+    """An entry point's sequence argument: an array (or memmap), or an iterator of arrays."""
+    if isinstance(value, np.ndarray):
+        return Sequence.of_array(np.asarray(value))
+    pieces = list(value)
+    for piece in pieces:
+        if not isinstance(piece, np.ndarray) or piece.ndim != 1 or piece.dtype != dtype:
+            raise FCLError(f"a sequence of {np.dtype(dtype)} needs 1-D arrays of "
+                           f"{np.dtype(dtype)} from its iterator; got "
+                           + (f"an array of {piece.dtype} with shape {piece.shape}"
+                              if isinstance(piece, np.ndarray) else type(piece).__name__))
+    return Sequence.of_array(np.concatenate(pieces) if pieces else np.empty(0, dtype))
+
+
+def _host_int(value, ctx: Ctx) -> int:
+    return int(lift_full(value, ctx, np.int64)[0])
+
+
+def _stream_in(interp, t, span, ctx, xs: PullArray):
+    return Sequence(_host_int(xs.length, ctx), lambda c, k: xs.fn(k, c))
+
+
+def _stream_file(interp, t, span, ctx, path: str):
+    seq = chase(t)
+    while not isinstance(seq, TSeq):
+        seq = chase(result_type(seq))
+    dtype = np.dtype(dtype_of(seq.elem))
+    try:
+        data = np.load(path, mmap_mode="r")
+    except (OSError, ValueError) as err:
+        raise FCLError(f"cannot read the .npy file {path!r}: {err}", span) from None
+    if data.ndim != 1 or data.dtype != dtype:
+        raise FCLError(f"a sequence of {dtype} needs 1-D arrays of {dtype}; got an array of "
+                       f"{data.dtype} with shape {data.shape}", span)
+    return Sequence.of_array(data)
+
+
+def _map_seq(interp, t, span, ctx, f, s: Sequence):
+    return Sequence(s.length, lambda c, k: interp.apply(f, s.elem(c, k), c, span))
+
+
+def _zip_with_seq(interp, t, span, ctx, f, a: Sequence, b: Sequence):
+    if a.length != b.length:
+        raise FCLError(checks.SEQ_LENGTHS.format(a.length, b.length), span)
+    return Sequence(a.length, lambda c, k: interp.apply(
+        interp.apply(f, a.elem(c, k), c, span), b.elem(c, k), c, span))
+
+
+def _windows(interp, t, span, ctx, size, step, s: Sequence):
+    n, m = _host_int(size, ctx), _host_int(step, ctx)
+    if n < 1 or m < 1:
+        raise FCLError("windows needs a size and a step that are positive constants (a "
+                       "chunk's windows reach into the next chunk by size - step elements)", span)
+    count = (s.length - n) // m + 1 if s.length >= n else 0
+
+    def elem(c: Ctx, k):
+        return PullArray(np.int32(n), lambda i, inner: s.elem(
+            inner, elementwise(lambda k, i: k * m + i, k, i, ctx=inner)))
+    return Sequence(count, elem)
+
+
+def _elements(interp, span, lanes: Ctx, s: Sequence, dtype) -> np.ndarray:
+    """Every element of s, made in one parallel step (a work-item each)."""
+    items, k = expand(lanes, s.length, checks.GLOBAL)
+    values = lift_full(s.elem(items, k), items, dtype)
+    interp.faults.end_round()
+    interp.faults.raise_first()
+    return values
+
+
+def _fold_seq(interp, t, span, ctx, f, z, s: Sequence):
+    dtype = dtype_of(_program_result(t))
+
+    def combine(lanes: Ctx, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = interp.apply(interp.apply(f, Vec(lanes, a), lanes, span), Vec(lanes, b), lanes,
+                           span)
+        result = lift_full(out, lanes, dtype)
+        interp.faults.end_round()
+        interp.faults.raise_first()
+        return result
+
+    def run(lanes, it):
+        values = _elements(it, span, lanes, s, dtype)
+        start = lift_full(z, lanes, dtype)[0]
+        tiles = -(-len(values) // FOLD_TILE)
+        tile_lanes, _ = expand(lanes, tiles, checks.GLOBAL)
+        acc = np.full(tiles, start, dtype=dtype)
+        for j in range(FOLD_TILE):
+            active = np.flatnonzero(np.arange(tiles) * FOLD_TILE + j < len(values))
+            if active.size == 0:
+                break
+            sub = Ctx(active.size, tile_lanes, active)
+            acc[active] = combine(sub, acc[active], values[active * FOLD_TILE + j])
+        one = Ctx(1, lanes, np.zeros(1, dtype=np.int64))
+        running = np.full(1, start, dtype=dtype)
+        for value in acc:
+            running = combine(one, running, np.full(1, value, dtype=dtype))
+        return running[0]
+    return Program(run)
+
+
+def _collect(interp, t, span, ctx, s: Sequence):
+    array = _program_result(t)
+    assert isinstance(array, TPull)
+    dtype = dtype_of(array.elem)
+
+    def run(lanes, it):
+        values = _elements(it, span, lanes, s, dtype)
+        return Buffer(values, np.int64(0), np.int32(len(values)))
+    return Program(run)
+
+
+def _program_result(t) -> Type:
+    program = chase(result_type(t))
+    assert isinstance(program, TProgram)
+    return chase(program.result)
+
+
+BUILTINS = {
+    "streamIn": (1, _stream_in),
+    "streamFile": (1, _stream_file),
+    "mapSeq": (2, _map_seq),
+    "zipWithSeq": (3, _zip_with_seq),
+    "windows": (3, _windows),
+    "foldSeq": (3, _fold_seq),
+    "collect": (1, _collect),
+}

@@ -1,0 +1,200 @@
+"""Sequences streamed through the device in chunks (fcl.il.streams, fcl.runtime.streams): the same
+results whatever the chunk size and on both back ends, inputs larger than the device-memory
+budget, Python arrays, memmaps and iterators as sequence arguments, the timeline, and errors."""
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fcl
+from fcl import pipeline
+from fcl.errors import FCLError
+from fcl.runtime.streams import StreamOptions, parse_bytes
+from tests.runs import run_interp, session_for
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+SOURCE = """
+sig energies : Seq double -> Program <grid> [double]
+fun energies s =
+  collect (mapSeq (fn w => addd (muld (index w 0) (index w 0)) (muld (index w 3) (index w 3)))
+                  (windows 4 2 s))
+
+sig total : Seq int -> Program <grid> int
+fun total s = foldSeq addi 0 (mapSeq (fn x => x % 1000) s)
+
+sig spikes : Seq double -> Program <grid> double
+fun spikes s = foldSeq addd 0.0 s
+
+sig dot : Seq double -> Seq double -> Program <grid> double
+fun dot a b = foldSeq addd 0.0 (zipWithSeq muld a b)
+
+sig positive : forall 'a. Seq int -> Program <grid> [bool]
+fun positive s = collect (mapSeq (fn x => x > 0) s)
+"""
+
+
+def run_streamed(text: str, options: StreamOptions) -> tuple[str, list]:
+    session = session_for(text)
+    out, timelines = io.StringIO(), []
+    pipeline.run_opencl(session, pipeline.main_root(session), out=out, err=io.StringIO(),
+                        streaming=options, on_timeline=timelines.append)
+    return out.getvalue(), timelines
+
+
+def tile_fold(values) -> float:
+    """foldSeq's order (fcl.il.streams): tiles of 256 folded from 0, then the tiles' values."""
+    return sum((sum(values[t:t + 256], 0.0) for t in range(0, len(values), 256)), 0.0)
+
+
+@pytest.mark.parametrize("chunk", [256, 768, None])
+def test_a_program_prints_the_same_whatever_the_chunk_size(chunk):
+    text = (PROGRAMS / "streams.fcl").read_text()
+    out, timelines = run_streamed(text, StreamOptions(chunk=chunk))
+    assert out == run_interp(text)
+    # Four streams, which covered their sequences, chunk after chunk.
+    assert timelines and timelines[0].elements == 3 * 5000 + 1249
+    expected_chunks = 3 * -(-5000 // timelines[0].chunk) + -(-1249 // timelines[0].chunk)
+    assert timelines[0].chunks() == list(range(expected_chunks))
+    if chunk is not None:
+        assert timelines[0].chunk == chunk
+
+
+@pytest.fixture(scope="module")
+def library():
+    return fcl.load(SOURCE, device_memory="64K")
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    return fcl.load(SOURCE, backend="interp")
+
+
+def test_an_input_four_times_the_budget_streams_within_it(library, tmp_path):
+    budget = parse_bytes("64K")
+    values = (np.arange(5 * budget // 4, dtype=np.int32) * 7919) % 100003  # 5x the budget
+    path = tmp_path / "big.npy"
+    np.save(path, values)
+    mapped = np.load(path, mmap_mode="r")
+    timeline = library.total.timeline(mapped)
+    assert library.total(mapped) == int((values % 1000).sum())
+    assert values.nbytes >= 4 * budget
+    assert 0 < timeline.peak <= budget
+    assert timeline.elements == len(values) and timeline.chunk < len(values) // 4
+    chunks = timeline.chunks()
+    assert len(chunks) == -(-len(values) // timeline.chunk)
+    for chunk in chunks:  # every chunk's data moved to the device, and its kernels ran
+        kinds = {what for c, what, *_ in timeline.rows if c == chunk}
+        assert "to device" in kinds and len(kinds) >= 3
+
+
+def test_iterators_and_memmaps_give_what_arrays_give(library, oracle, tmp_path):
+    rng = np.random.default_rng(7)
+    signal = rng.standard_normal(20_000)
+    expected = oracle.energies(signal)
+    windows = np.lib.stride_tricks.sliding_window_view(signal, 4)[::2]
+    assert np.array_equal(expected, windows[:, 0] ** 2 + windows[:, 3] ** 2)
+    np.save(tmp_path / "signal.npy", signal)
+    pieces = np.array_split(signal, 13)  # pieces that do not line up with chunks or windows
+    for argument in (signal, np.load(tmp_path / "signal.npy", mmap_mode="r"), iter(pieces),
+                     (p for p in pieces)):
+        assert np.array_equal(library.energies(argument), expected)
+    assert oracle.energies(iter(pieces)).tolist() == expected.tolist()
+
+
+def test_a_fold_of_doubles_has_the_same_bits_on_both_back_ends(library, oracle):
+    values = np.where(np.arange(10_000) % 97 == 0, 1.0e16, np.arange(10_000) % 13 - 6.5)
+    values[::193] = -1.0e16
+    assert library.spikes(values) == oracle.spikes(values) == tile_fold(values.tolist())
+    b = np.linspace(-1, 1, 10_000)
+    assert library.dot(values, b) == oracle.dot(values, b) == tile_fold((values * b).tolist())
+
+
+def test_bools_and_polymorphic_sequences(library, oracle):
+    xs = np.arange(-500, 1500, dtype=np.int32)
+    assert library.positive(xs).tolist() == (xs > 0).tolist() == oracle.positive(xs).tolist()
+    assert library.positive(iter([xs[:7], xs[7:]])).tolist() == (xs > 0).tolist()
+
+
+def test_without_overlap_the_results_are_the_same(oracle):
+    values = np.arange(50_000, dtype=np.int32)
+    apart = fcl.load(SOURCE, device_memory="64K", overlap=False)
+    together = fcl.load(SOURCE, device_memory="64K")
+    assert apart.total(values) == together.total(values) == oracle.total(values)
+    timeline = apart.total.timeline(values)
+    assert not timeline.overlap and "one after another" in timeline.text()
+    text = together.total.timeline(values).text()
+    assert "overlapped" in text and "chunk   0 data" in text and "=" in text and "#" in text
+
+
+def test_sequences_of_different_lengths_are_an_error_on_both_back_ends(library, oracle):
+    for lib in (library, oracle):
+        with pytest.raises(FCLError, match="zipWithSeq was given sequences of 300 and 200"):
+            lib.dot(np.ones(300), np.ones(200))
+    text = ("val main = do<grid> { s <- foldSeq addi 0 (zipWithSeq addi (streamIn (iota 5)) "
+            "(streamIn (iota 4))) ; forceAndPrint 1 (push<grid> (generate 1 (fn i => s))) }")
+    for run in (lambda: run_streamed(text, StreamOptions()), lambda: run_interp(text)):
+        with pytest.raises(FCLError, match="sequences of 5 and 4 elements") as caught:
+            run()
+        assert caught.value.span is not None and caught.value.span.line == 1
+
+
+def test_a_budget_too_small_for_a_chunk_says_so():
+    tiny = fcl.load(SOURCE, device_memory=1024)
+    with pytest.raises(FCLError, match="leaves room for fewer than 256 elements per chunk"):
+        tiny.total(np.arange(10_000, dtype=np.int32))
+
+
+def test_bad_sequence_arguments_are_named(library):
+    with pytest.raises(TypeError, match="parameter `s` is Seq int, a 1-D array of int32"):
+        library.total(np.zeros(5, dtype=np.int64))
+    with pytest.raises(FCLError, match="needs 1-D arrays of int32 from its iterator"):
+        library.total(iter([np.zeros(5, np.int32), np.zeros(5, np.float64)]))
+    with pytest.raises(ValueError, match="chunk holds a positive multiple of 256"):
+        fcl.load(SOURCE, chunk=100)
+    with pytest.raises(ValueError, match="not a number of bytes"):
+        fcl.load(SOURCE, device_memory="lots")
+
+
+def test_windows_need_constant_sizes():
+    text = ("sig f : int -> Seq int -> Program <grid> [int]\n"
+            "fun f n s = collect (mapSeq (fn w => index w 0) (windows n 1 s))")
+    lib = fcl.load(text)
+    with pytest.raises(FCLError, match="windows needs a size and a step that are positive "
+                                       "constants"):
+        lib.f(3, np.arange(10, dtype=np.int32))
+
+
+def test_stream_file_reads_a_npy_file(tmp_path, monkeypatch):
+    values = np.arange(-3000, 7000, dtype=np.int32)
+    np.save(tmp_path / "samples.npy", values)
+    monkeypatch.chdir(tmp_path)  # the program names the file relative to the working directory
+    text = (PROGRAMS / "streamFile.fcl").read_text()
+    expected = f"[{int((values.astype(np.int64) ** 2).sum() % 2**32 - 2**32 * 0)}]"
+    out, timelines = run_streamed(text, StreamOptions(chunk=1024))
+    assert out == run_interp(text)
+    assert out.strip() == _wrapped(expected)
+    assert len(timelines[0].chunks()) == 10
+    np.save(tmp_path / "samples.npy", values.astype(np.float64))
+    with pytest.raises(FCLError, match="a sequence of int32 needs 1-D arrays of int32; got an "
+                                       "array of float64"):
+        run_streamed(text, StreamOptions())
+
+
+def _wrapped(text: str) -> str:
+    """An int printed as FCL's 32-bit ints wrap."""
+    value = int(text.strip("[]")) % 2**32
+    return f"[{value - 2**32 if value >= 2**31 else value}]"
+
+
+def test_the_cli_draws_the_timeline(tmp_path, capsys):
+    from fcl.cli import main
+    path = tmp_path / "prog.fcl"
+    path.write_text((PROGRAMS / "streams.fcl").read_text())
+    assert main(["run", "--chunk", "1024", "--timeline", "--device-memory", "1M",
+                 str(path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == run_interp(path.read_text())
+    assert "timeline (overlapped)" in captured.err and "chunks of 1024" in captured.err
+    assert "budget of 1048576 bytes" in captured.err

@@ -39,9 +39,9 @@ from fcl.runtime.device import (
 )
 from fcl.runtime.oclgrind import run_checked
 from fcl.runtime.streams import StreamOptions, parse_bytes
-from fcl.viz.timeline import Timeline
 from fcl.session import Session, print_warnings
 from fcl.viz.blocks import plan_svg
+from fcl.viz.timeline import Timeline
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -35,7 +35,6 @@ from fcl.mono import GRID, MonoProgram, level_number, monomorphize
 from fcl.runtime.host import run_compiled
 from fcl.runtime.oclgrind import Finding, parse_reports
 from fcl.runtime.streams import StreamOptions
-from fcl.viz.timeline import Timeline
 from fcl.session import Session
 from fcl.steps import (
     IL_STEPS,
@@ -49,6 +48,7 @@ from fcl.steps import (
 )
 from fcl.syntax import ast
 from fcl.types.types import TProgram, chase, show_types
+from fcl.viz.timeline import Timeline
 
 
 @dataclass

@@ -39,7 +39,6 @@ from fcl.python import opencl
 from fcl.python.arguments import DTYPES, Parameter, argument
 from fcl.runtime.device import BACKENDS, choose_backend, open_device
 from fcl.runtime.streams import StreamOptions, parse_bytes
-from fcl.viz.timeline import Timeline
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.timing import Policy, Sample, Timing, repeat
@@ -50,8 +49,8 @@ from fcl.types.types import (
     TPair,
     TProgram,
     TPull,
-    TSeq,
     TPush,
+    TSeq,
     TVar,
     Type,
     chase,
@@ -59,6 +58,7 @@ from fcl.types.types import (
     show_type,
 )
 from fcl.types.unify import unify
+from fcl.viz.timeline import Timeline
 
 RESULTS = ("host", "device")
 

@@ -39,8 +39,8 @@ from fcl.runtime.host_values import NP_TYPES, HostValues
 from fcl.runtime.interrupts import AbortFlag
 from fcl.runtime.oclgrind import ReadProbes
 from fcl.runtime.streams import StreamOptions, Streams
-from fcl.viz.timeline import Timeline
 from fcl.timing import Policy, Sample, Timing, measuring, record, repeat
+from fcl.viz.timeline import Timeline
 
 
 class HostRun(StmtVisitor):

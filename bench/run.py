@@ -23,9 +23,10 @@ Without `--device`, the tasks and the original programs are measured on every de
 (`fcl devices`), one after the other: on a CPU machine, pip's PoCL and the distribution's.
 
 `--only` (repeatable) names a task, or originals, planning (the memory planner on and off,
-bench/planning.py), compile, startup, interrupt, cell, memory (the
-kernel's memory after each course notebook, bench/memory.py), or jupyter (startup, interrupt and
-cell): `make bench BENCH_ARGS="--only jupyter"` measures only the kernel.
+bench/planning.py), streaming (sequences past a device-memory budget, bench/streaming.py),
+compile, startup, interrupt, cell, memory (the kernel's memory after each course notebook,
+bench/memory.py), or jupyter (startup, interrupt and cell): `make bench BENCH_ARGS="--only
+jupyter"` measures only the kernel.
 """
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ from bench.originals import (
 from bench.planning import measure_planning, planning_table
 from bench.report import table
 from bench.sizes import FULL, HERE, TINY, Sizes
+from bench.streaming import FULL_BUDGET, TINY_BUDGET, measure_streaming, streaming_table
 from bench.tasks import tasks
 from fcl.analysis.gpu import gpu_names, load_gpu
 from fcl.runtime.device import all_devices, is_oclgrind, open_device
@@ -78,7 +80,8 @@ def kernel_memory():
     return memory
 
 
-SECTIONS = ("originals", "planning", "compile", "startup", "interrupt", "cell", "memory")
+SECTIONS = ("originals", "planning", "streaming", "compile", "startup", "interrupt", "cell",
+            "memory")
 JUPYTER = ("startup", "interrupt", "cell")
 
 
@@ -149,6 +152,8 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
                   "FCL_ORIGINAL_REPO or --original): its benchmark programs are left out\n")
     planning_rows = measure_planning(args.tiny, args.runs, device_id, sizes.block, gpu) \
         if wanted("planning") else None
+    streaming_rows = measure_streaming(args.tiny, args.runs, device_id) \
+        if wanted("streaming") else None
     compile_ms = compile_speed(sizes) if first and wanted("compile") else None
     deep = deep_compile_speed((50, 100) if args.tiny else DEEP_DEPTHS) \
         if first and wanted("compile") else None
@@ -168,6 +173,12 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
         report += "\n\nMemory planning (fcl/memory), planned against unplanned " \
             f"(`--no-short-circuit`), {args.runs} runs each, taking turns:\n\n" \
             + planning_table(planning_rows)
+    if streaming_rows:
+        budget = TINY_BUDGET if args.tiny else FULL_BUDGET
+        report += f"\n\nSequences streamed past a device-memory budget of {budget}B " \
+            "(bench/streaming.py), memory-mapped inputs, the next chunk moved while this one's " \
+            f"kernels run (overlapped) and not (apart), {args.runs} runs each, taking turns:" \
+            "\n\n" + streaming_table(streaming_rows)
     if deep:
         report += "\n\n" + deep_table(deep)
     kernels = [f"{r['task']}: {r['reference_kernel']}{_candidates(r)}" for r in rows
@@ -211,6 +222,8 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
             entry["originals"] = original_rows
         if planning_rows:
             entry["planning"] = planning_rows
+        if streaming_rows:
+            entry["streaming"] = streaming_rows
         if compile_ms is not None:
             entry["compile_ms"] = compile_ms
         if deep:

@@ -69,8 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                           "FCL_DEVICE_MEMORY, else the device's): sequences are streamed in "
                           "chunks that fit it")
     run.add_argument("--chunk", metavar="N", type=int,
-                     help="elements per chunk of a sequence (a multiple of 256; default: from "
-                          "the budget)")
+                     help="elements per chunk of a sequence (a fold's rounded up to a multiple "
+                          "of 256; default: from the budget)")
     run.add_argument("--no-overlap", action="store_true",
                      help="move a sequence's next chunk to the device only after the kernels "
                           "of this one (to compare)")

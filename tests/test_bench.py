@@ -159,3 +159,17 @@ def test_the_gpu_report_measures_tasks_calibration_and_notebook_cells(tmp_path):
     cells = bench_cells(ROOT / "notebooks" / "05-reduction.ipynb", 1, None)
     assert cells and all(c["median_ms"] > 0 for c in cells)
     assert any("reduceFull addi 0 input" in c["source"] for c in cells)
+
+
+def test_streaming_is_measured_past_the_budget_with_and_without_overlap(capsys):
+    # --tiny: each program's result matches numpy with overlap and without (measure_streaming
+    # raises otherwise), its input is several budgets, and its arrays stay within the budget.
+    first = usable_device_ids()[0]
+    assert main(["--tiny", "--only", "streaming", "--no-record", "--runs", "1"]
+                + (["--device", first] if first else [])) == 0
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
+            if line.startswith(("| audio", "| smvm", "| search"))]
+    assert [r[0].split(":")[0] for r in rows] == ["| audio", "| smvm", "| search"]
+    for r in rows:
+        times_the_budget, chunks, peak = float(r[2]), int(r[3].split()[0]), float(r[4])
+        assert times_the_budget >= 4 and chunks >= 4 and 0 < peak <= 1

@@ -232,8 +232,9 @@ def streams_expected() -> str:
     spikes = [1.0e16 if x == 0 else -1.0e16 if x == 1 else float(x) for x in signal]
     # fcl.il.streams: tiles of 256 each folded from 0, the tiles' values folded from 0.
     tiles = [sum(spikes[t:t + 256], 0.0) for t in range(0, 5000, 256)]
+    peaks = [max(signal[3 * k:3 * k + 5]) for k in range(20)]
     return lines(ints([sum(x * x for x in signal)]), ints([len(edges)]), ints(edges[:40]),
-                 doubles([sum(tiles, 0.0)]), ints(x * (x + 1) for x in signal[:30]))
+                 doubles([sum(tiles, 0.0)]), ints(peaks), ints(x * (x + 1) for x in signal[:30]))
 
 
 def rows_expected() -> str:

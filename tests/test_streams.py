@@ -48,14 +48,19 @@ def tile_fold(values) -> float:
     return sum((sum(values[t:t + 256], 0.0) for t in range(0, len(values), 256)), 0.0)
 
 
-@pytest.mark.parametrize("chunk", [256, 768, None])
+@pytest.mark.parametrize("chunk", [100, 256, 768, None])
 def test_a_program_prints_the_same_whatever_the_chunk_size(chunk):
     text = (PROGRAMS / "streams.fcl").read_text()
     out, timelines = run_streamed(text, StreamOptions(chunk=chunk))
     assert out == run_interp(text)
-    # Four streams, which covered their sequences, chunk after chunk.
-    assert timelines and timelines[0].elements == 3 * 5000 + 1249
-    expected_chunks = 3 * -(-5000 // timelines[0].chunk) + -(-1249 // timelines[0].chunk)
+    # Five streams, which covered their sequences, chunk after chunk (all in one without a
+    # chunk size: the device's memory holds them).
+    lengths = [5000, 1249, 5000, (5000 - 5) // 3 + 1, 5000]
+    folds = [True, False, True, False, False]  # a fold's chunks hold whole tiles of 256
+    assert timelines and timelines[0].elements == sum(lengths)
+    sizes = [n if chunk is None else -(-chunk // 256) * 256 if fold else chunk
+             for n, fold in zip(lengths, folds, strict=True)]
+    expected_chunks = sum(-(-n // size) for n, size in zip(lengths, sizes, strict=True))
     assert timelines[0].chunks() == list(range(expected_chunks))
     if chunk is not None:
         assert timelines[0].chunk == chunk
@@ -151,8 +156,8 @@ def test_bad_sequence_arguments_are_named(library):
         library.total(np.zeros(5, dtype=np.int64))
     with pytest.raises(FCLError, match="needs 1-D arrays of int32 from its iterator"):
         library.total(iter([np.zeros(5, np.int32), np.zeros(5, np.float64)]))
-    with pytest.raises(ValueError, match="chunk holds a positive multiple of 256"):
-        fcl.load(SOURCE, chunk=100)
+    with pytest.raises(ValueError, match="chunk holds a positive number of elements, not 0"):
+        fcl.load(SOURCE, chunk=0)
     with pytest.raises(ValueError, match="not a number of bytes"):
         fcl.load(SOURCE, device_memory="lots")
 

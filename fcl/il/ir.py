@@ -277,12 +277,14 @@ class StreamSource:
 
 @dataclass(frozen=True, eq=False)
 class Stream:
-    """A loop over a sequence's chunks (fcl.il.streams): its sources, and the bytes of device
-    memory each element of a chunk takes besides its sources' (the buffers its kernels make)."""
+    """A loop over a sequence's chunks (fcl.il.streams): its sources, the bytes of device memory
+    each element of a chunk takes besides its sources' (the buffers its kernels make), and the
+    multiple of which a chunk's size must be (a fold's tile)."""
 
     number: int
     sources: tuple[StreamSource, ...]
     bytes_per_element: float
+    tile: int = 1
 
 
 @dataclass(eq=False)

@@ -58,6 +58,10 @@ def builtins(lw, t: Type) -> dict[str, tuple[int, Callable]]:
     def map_seq(f, s: SeqVal):
         return SeqVal(s.sources, s.length, lambda view, k: lw.apply(f, s.elem(view, k)))
 
+    def map_seq_m(f, s: SeqVal):
+        return SeqVal(s.sources, s.length,
+                      lambda view, k: lw.run(lw.apply(f, s.elem(view, k))))
+
     def zip_with_seq(f, a: SeqVal, b: SeqVal):
         length = a.length if a.length is not None else b.length
         if a.length is not None and b.length is not None and lw.checks:
@@ -104,8 +108,8 @@ def builtins(lw, t: Type) -> dict[str, tuple[int, Callable]]:
         return SeqVal((source,), None, lambda view, k: ir.Index(view.buffers[path], k))
 
     return {"streamIn": (1, stream_in), "streamFile": (1, stream_file), "mapSeq": (2, map_seq),
-            "zipWithSeq": (3, zip_with_seq), "windows": (3, windows), "foldSeq": (3, fold_seq),
-            "collect": (1, collect)}
+            "mapSeqM": (2, map_seq_m), "zipWithSeq": (3, zip_with_seq), "windows": (3, windows),
+            "foldSeq": (3, fold_seq), "collect": (1, collect)}
 
 
 def argument(position: int, elem: str) -> SeqVal:
@@ -136,10 +140,11 @@ def _elem_type(z) -> str:
 
 
 def _loop(lw, s: SeqVal, bytes_per_element: float,
-          body: Callable[[ChunkView, ir.Var, ir.Stream], None]) -> ir.Stream:
-    """The loop over the chunks of s: body(view, count, stream) writes a chunk's code."""
+          body: Callable[[ChunkView, ir.Var, ir.Stream], None], tile: int = 1) -> ir.Stream:
+    """The loop over the chunks of s, each a multiple of `tile` elements but the last:
+    body(view, count, stream) writes a chunk's code."""
     lw.counter += 1
-    stream = ir.Stream(lw.counter, s.sources, bytes_per_element)
+    stream = ir.Stream(lw.counter, s.sources, bytes_per_element, tile)
     count, start = lw.fresh("chunk", I), lw.fresh("first", I)
     view = ChunkView(start)
     lengths = {}
@@ -199,7 +204,7 @@ def _fold(lw, f, z: ir.Expr, s: SeqVal, elem: str):
         lw.emit(ir.ParFor("grid", u, ir.Const(1, I), carry,
                           note="one work-item folds the chunk's tiles into the accumulator"))
 
-    _loop(lw, s, ITEM_BYTES[elem] / FOLD_TILE, body)
+    _loop(lw, s, ITEM_BYTES[elem] / FOLD_TILE, body, FOLD_TILE)
     return lw.declare("folded", ir.Index(acc, ir.Const(0, I)))
 
 

@@ -72,6 +72,10 @@ def _map_seq(interp, t, span, ctx, f, s: Sequence):
     return Sequence(s.length, lambda c, k: interp.apply(f, s.elem(c, k), c, span))
 
 
+def _map_seq_m(interp, t, span, ctx, f, s: Sequence):
+    return Sequence(s.length, lambda c, k: interp.apply(f, s.elem(c, k), c, span).run(c, interp))
+
+
 def _zip_with_seq(interp, t, span, ctx, f, a: Sequence, b: Sequence):
     if a.length != b.length:
         raise FCLError(checks.SEQ_LENGTHS.format(a.length, b.length), span)
@@ -153,6 +157,7 @@ BUILTINS = {
     "streamIn": (1, _stream_in),
     "streamFile": (1, _stream_file),
     "mapSeq": (2, _map_seq),
+    "mapSeqM": (2, _map_seq_m),
     "zipWithSeq": (3, _zip_with_seq),
     "windows": (3, _windows),
     "foldSeq": (3, _fold_seq),

@@ -1,9 +1,11 @@
 """`%load_ext fcl`: FCL in the ordinary Python kernel, next to numpy and matplotlib.
 
     %%fcl [--backend auto|opencl|interp] [--block-size N] [--unsafe] [--opencl] [--name NAME]
+          [--device-memory BYTES] [--chunk N] [--no-overlap]
         compile the cell (fcl.python.library.load); each entry point becomes a name in the
         user's namespace, and the library itself NAME (default `fcl_lib`). --opencl also shows
-        each entry point's OpenCL next to the cell, line by line in matching colours.
+        each entry point's OpenCL next to the cell, line by line in matching colours. The last
+        three say how sequence arguments are streamed (load's device_memory, chunk, overlap).
     %fcl_costs [--gpu NAME] f(args)
         the cost table and memory diagrams of one call, f an entry point (fcl's `%%costs`).
 """
@@ -54,6 +56,9 @@ def _cell_parser() -> _Parser:
     parser.add_argument("--unsafe", action="store_true")
     parser.add_argument("--opencl", action="store_true")
     parser.add_argument("--name", default="fcl_lib")
+    parser.add_argument("--device-memory", default=None)
+    parser.add_argument("--chunk", type=int, default=None)
+    parser.add_argument("--no-overlap", action="store_true")
     return parser
 
 
@@ -71,8 +76,13 @@ class FCLMagics(Magics):
         if not options.name.isidentifier():
             raise UsageError(f"%%fcl: --name needs a Python name, not {options.name!r}")
         self.cells = getattr(self, "cells", 0) + 1
-        library = load(cell, backend=options.backend, block_size=options.block_size,
-                       checks=not options.unsafe, name=f"<fcl cell {self.cells}>")
+        try:
+            library = load(cell, backend=options.backend, block_size=options.block_size,
+                           checks=not options.unsafe, name=f"<fcl cell {self.cells}>",
+                           device_memory=options.device_memory, chunk=options.chunk,
+                           overlap=not options.no_overlap)
+        except ValueError as err:  # a bad --device-memory or --chunk
+            raise UsageError(f"%%fcl: {err}") from None
         self.ipython.push({options.name: library, **library.entry_points})
         if options.opencl:
             for entry in library.entry_points.values():

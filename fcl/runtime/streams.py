@@ -41,9 +41,9 @@ class StreamOptions:
     overlap: bool = True
 
     def __post_init__(self):
-        if self.chunk is not None and (self.chunk < FOLD_TILE or self.chunk % FOLD_TILE):
-            raise ValueError(f"a chunk holds a positive multiple of {FOLD_TILE} elements, not "
-                             f"{self.chunk}")
+        if self.chunk is not None and self.chunk < 1:
+            raise ValueError(f"a chunk holds a positive number of elements, not {self.chunk} "
+                             f"(a fold's, a multiple of {FOLD_TILE}: it is rounded up)")
         if self.budget is not None and self.budget <= 0:
             raise ValueError(f"a device-memory budget is a positive number of bytes, not "
                              f"{self.budget}")
@@ -276,10 +276,12 @@ class Streams:
         return Elements(self.run.arguments[src.where], wanted, span)
 
     def _chunk_size(self, stream: ir.Stream, length: int | None, span: Span | None) -> int:
-        """Elements per chunk: the option's, or as many as the budget leaves room for (in
-        whole tiles), at most DEFAULT_CHUNK and no more than the sequence needs."""
+        """Elements per chunk: the option's, or as many as the budget leaves room for (a
+        multiple of the stream's tile: a fold's), at most DEFAULT_CHUNK and no more than the
+        sequence needs."""
+        tile = stream.tile
         if self.options.chunk is not None:
-            return self.options.chunk
+            return -(-self.options.chunk // tile) * tile
         memory = self.run.memory
         copies = 2 if self.options.overlap else 1
         per_element = stream.bytes_per_element + sum(
@@ -287,15 +289,15 @@ class Streams:
         fixed = sum(copies * src.extra * ITEM_BYTES[src.elem] for src in stream.sources)
         # Each buffer may take a few bytes more than asked for (whole ulongs, a pool's bins).
         room = memory.limit - memory.allocated - fixed - 4096
-        fits = int(room / per_element) // FOLD_TILE * FOLD_TILE if per_element else DEFAULT_CHUNK
-        if fits < FOLD_TILE:
+        fits = int(room / per_element) // tile * tile if per_element else DEFAULT_CHUNK
+        if fits < tile or fits < 1:
             raise FCLError(f"the device-memory budget of {memory.limit} bytes leaves room for "
-                           f"fewer than {FOLD_TILE} elements per chunk (each takes "
+                           f"fewer than {max(tile, 1)} elements per chunk (each takes "
                            f"{per_element:g} bytes; {memory.allocated} are in use)", span,
                            ["raise the budget (device_memory), or free arrays before streaming"])
         chunk = min(fits, DEFAULT_CHUNK)
         if length is not None:
-            chunk = min(chunk, max(FOLD_TILE, -(-length // FOLD_TILE) * FOLD_TILE))
+            chunk = min(chunk, max(tile, -(-length // tile) * tile))
         return chunk
 
     def _count(self, loop: _Loop, start: int) -> int:

@@ -121,6 +121,10 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
                    "time (its dtype must be the element type: int32, float64 or bool)"),
     "mapSeq": ("forall 'a 'b. ('a -> 'b) -> Seq 'a -> Seq 'b", {"a": GT, "b": GT},
                "apply a function to every element of a sequence"),
+    "mapSeqM": ("forall 'a 'b. ('a -> Program<thread> 'b) -> Seq 'a -> Seq 'b",
+                {"a": GT, "b": GT},
+                "apply a work-item's program to every element of a sequence (a loop over a "
+                "window's elements, say)"),
     "zipWithSeq": ("forall 'a 'b 'c. ('a -> 'b -> 'c) -> Seq 'a -> Seq 'b -> Seq 'c",
                    {"a": GT, "b": GT, "c": GT},
                    "combine the elements of two sequences of the same length pairwise"),

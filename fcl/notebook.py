@@ -46,6 +46,7 @@ from fcl.runtime.device import (
 )
 from fcl.runtime.host import time_compiled
 from fcl.runtime.oclgrind import Finding
+from fcl.runtime.streams import StreamOptions, parse_bytes
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.timing import Policy, Timing
@@ -60,6 +61,7 @@ from fcl.types.types import (
     chase,
     show_types,
 )
+from fcl.viz.timeline import Timeline
 
 
 @dataclass
@@ -72,6 +74,16 @@ class Settings:
     short_circuit: bool = True  # the memory steps (fcl.memory)
     warp_size: int = WARP_SIZE  # #WarpSize
     flatten: bool = True  # irregular arrays flattened (fcl.il.rows)
+    # How sequences stream (fcl.runtime.streams): a device-memory budget in bytes (None: the
+    # environment's FCL_DEVICE_MEMORY, else the device's), a chunk size, overlap.
+    device_memory: int | None = None
+    chunk: int | None = None
+    overlap: bool = True
+
+    def streaming(self) -> StreamOptions:
+        budget = self.device_memory if self.device_memory is not None \
+            else StreamOptions.from_environment().budget
+        return StreamOptions(budget, self.chunk, self.overlap)
 
     def options(self, keep_result: bool = True) -> pipeline.CompileOptions:
         return pipeline.CompileOptions(self.block_size, self.checks, keep_result,
@@ -95,11 +107,29 @@ class Settings:
             self.flatten = value.lower() in ("on", "true")
         elif key == "gpu" and value:
             self.gpu = load_gpu(value).key  # an unknown GPU: an error naming the known ones
+        elif key == "overlap" and value.lower() in ("on", "off", "true", "false"):
+            self.overlap = value.lower() in ("on", "true")
+        elif key == "device_memory" and value:
+            self.device_memory = None if value == "default" else _positive(key, parse_bytes, value)
+        elif key == "chunk" and value:
+            self.chunk = None if value == "auto" else _positive(key, int, value)
         else:
             raise FCLError(f"cannot set `{key}={value}`: use block_size=N, warp_size=N, "
                            f"backend={'|'.join(BACKENDS)}, checks=on|off, short_circuit=on|off, "
-                           f"flatten=on|off or "
-                           f"gpu={'|'.join(gpu_names())}")
+                           f"flatten=on|off, device_memory=BYTES|default, chunk=N|auto, "
+                           f"overlap=on|off or gpu={'|'.join(gpu_names())}")
+
+
+def _positive(key: str, parse, value: str) -> int:
+    try:
+        number = parse(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise FCLError(f"cannot set `{key}={value}`: it needs a positive number"
+                       + (" of bytes (as 4096, 64K, 512M or 2G)" if key == "device_memory"
+                          else " of elements"))
+    return number
 
 
 @dataclass
@@ -152,9 +182,11 @@ class Workspace:
             self.session.restore(snapshot)
             raise
 
-    def evaluate(self, root: ast.Expr, out: Writer, err: Writer, note_to: Writer | None = None):
+    def evaluate(self, root: ast.Expr, out: Writer, err: Writer, note_to: Writer | None = None,
+                 on_timeline: Callable[[Timeline], None] | None = None):
         """Run a grid program on the chosen back end, or evaluate a pure expression; the note
-        that `auto` runs on the interpreter, for want of a device, goes to `note_to`."""
+        that `auto` runs on the interpreter, for want of a device, goes to `note_to`; on OpenCL,
+        `on_timeline` is given the run's sequences' timeline, if it streamed any."""
         t = chase(root.type)
         if isinstance(t, TProgram):
             if level_number(t.level) != GRID:
@@ -163,7 +195,8 @@ class Workspace:
                                ["wrap it in a grid-level program, e.g. with concat<block>"])
             if self.backend(note_to or err) == "opencl":
                 return pipeline.run_opencl(self.session, root, self.settings.options(),
-                                         self.settings.device, out, err)
+                                           self.settings.device, out, err,
+                                           self.settings.streaming(), on_timeline)
         return self.interpret(root, out, err)
 
     def backend(self, note_to: Writer | None = None) -> str:
@@ -238,8 +271,24 @@ class Workspace:
             compiled = pipeline.compile_program(self.session, root,
                                                 self.settings.options(keep_result=False))
             timing = time_compiled(compiled, self.settings.device, self.settings.block_size,
-                                   policy, progress)
+                                   policy, progress, streaming=self.settings.streaming())
             return open_device(self.settings.device).name, timing
+
+    def timeline_cell(self, code: str, out: Writer, err: Writer) -> Timeline | None:
+        """The timeline of the cell's sequences, run on the OpenCL device (None if it streamed
+        none). The cell's definitions are not kept."""
+        require_device("`%%timeline`, which times a program's transfers and kernels,",
+                       self.settings.device)
+        found: list[Timeline] = []
+        with self.scratch(code) as root:
+            t = chase(root.type)
+            if not (isinstance(t, TProgram) and level_number(t.level) == GRID):
+                raise FCLError("`%%timeline` runs a grid-level program; this cell is a "
+                               f"`{show_types(t)[0]}`", root.span)
+            pipeline.run_opencl(self.session, root, self.settings.options(),
+                                self.settings.device, out, err, self.settings.streaming(),
+                                found.append)
+        return found[0] if found else None
 
     def run_and_forget(self, code: str, out: Writer, err: Writer) -> None:
         """Run the cell, then forget its definitions (a run of `%%bench` on the interpreter)."""

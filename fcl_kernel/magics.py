@@ -50,7 +50,7 @@ def split_magics(code: str) -> tuple[list[tuple[str, str]], tuple[str, str] | No
 class Magics:
     LINE = ("lsmagic", "magic", "type", "time", "device", "config", "load", "who", "reset", "lmad")
     CELL = ("opencl", "il", "steps", "costs", "memory", "graph", "bench", "check", "time",
-            "expect")
+            "expect", "timeline")
 
     def __init__(self, kernel):
         self.kernel = kernel
@@ -125,8 +125,10 @@ class Magics:
 
     def line_config(self, args: str) -> None:
         """`%config` shows the settings; `%config block_size=128 warp_size=32 backend=interp
-        checks=off short_circuit=off flatten=off gpu=h100` changes them (short_circuit: the
-        compiler's memory planning; flatten: irregular arrays' work shared out by elements;
+        checks=off short_circuit=off flatten=off device_memory=64M chunk=4096 overlap=off
+        gpu=h100` changes them (short_circuit: the compiler's memory planning; flatten:
+        irregular arrays' work shared out by elements; device_memory, chunk and overlap: how
+        sequences stream, `default` and `auto` for the defaults;
         backend: auto, the default, is opencl where a device works and else
         interp; gpu: the GPU whose occupancy and time %%costs predicts, one of the
         profiles in fcl/gpus/)."""
@@ -140,6 +142,9 @@ class Magics:
                    f"checks={'on' if settings.checks else 'off'} "
                    f"short_circuit={'on' if settings.short_circuit else 'off'} "
                    f"flatten={'on' if settings.flatten else 'off'} "
+                   f"device_memory={settings.device_memory or 'default'} "
+                   f"chunk={settings.chunk or 'auto'} "
+                   f"overlap={'on' if settings.overlap else 'off'} "
                    f"device={settings.device or 'default'} gpu={settings.gpu}")
         if not args:
             from fcl_kernel.widgets import settings_panel  # ipywidgets: 0.16 s, when first shown
@@ -345,6 +350,18 @@ class Magics:
                    "transient": {"display_id": display_id}}
         self.kernel.send_response(self.kernel.iopub_socket,
                                   "display_data" if new else "update_display_data", content)
+
+    def cell_timeline(self, args: str, body: str) -> None:
+        """`%%timeline`: run the cell's program on the OpenCL device and draw when each chunk of
+        its sequences moved to the device (orange) and when its kernels ran (blue), measured by
+        profiling events, with the chunk size and the peak of device memory against the budget
+        (`%config device_memory=64M chunk=N overlap=off` set how it streams). The cell's
+        definitions are not kept."""
+        timeline = self.workspace.timeline_cell(body, self.kernel.out, self.kernel.err)
+        if timeline is None:
+            self._text("the program streamed no sequence: it has no timeline")
+            return
+        self.kernel.display(_svg_bundle(timeline.svg(), timeline.text()))
 
     def cell_check(self, args: str, body: str) -> None:
         """`%%check`: run the cell on Oclgrind and report data races, out-of-bounds accesses and

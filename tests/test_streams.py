@@ -11,6 +11,7 @@ import fcl
 from fcl import pipeline
 from fcl.errors import FCLError
 from fcl.runtime.streams import StreamOptions, parse_bytes
+from tests.kernels import execute, stdout
 from tests.runs import run_interp, session_for
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -203,3 +204,32 @@ def test_the_cli_draws_the_timeline(tmp_path, capsys):
     assert captured.out == run_interp(path.read_text())
     assert "timeline (overlapped)" in captured.err and "chunks of 1024" in captured.err
     assert "budget of 1048576 bytes" in captured.err
+
+
+KERNEL_CELL = """%%timeline
+val main = do<grid> {
+  s <- foldSeq addi 0 (mapSeq (fn x => x % 7) (streamIn (generate 100000 (fn i => i)))) ;
+  forceAndPrint 1 (push<grid> (generate 1 (fn i => s))) }"""
+
+
+def test_the_kernel_streams_within_its_budget_and_draws_the_timeline(kc):
+    reply, messages = execute(kc, "%config device_memory=128K chunk=auto overlap=on")
+    assert reply["status"] == "ok" and "device_memory=131072 chunk=auto overlap=on" in \
+        stdout(messages)
+    reply, messages = execute(kc, KERNEL_CELL)
+    assert reply["status"] == "ok", reply
+    assert stdout(messages) == f"[{sum(i % 7 for i in range(100000))}]\n"
+    [bundle] = [m["content"]["data"] for m in messages if m["msg_type"] == "display_data"]
+    assert bundle["image/svg+xml"].startswith("<svg") and "<rect" in bundle["image/svg+xml"]
+    text = bundle["text/plain"]
+    assert text.startswith("timeline (overlapped): 100000 elements in")
+    assert "budget of 131072 bytes" in text
+    reply, messages = execute(kc, "%config chunk=1024 overlap=off")
+    assert "chunk=1024 overlap=off" in stdout(messages)
+    reply, messages = execute(kc, KERNEL_CELL)
+    text = next(m["content"]["data"]["text/plain"] for m in messages
+                if m["msg_type"] == "display_data")
+    assert "one after another" in text and "in 98 chunks of 1024" in text
+    reply, messages = execute(kc, "%config device_memory=lots")
+    assert "cannot set `device_memory=lots`: it needs a positive number of bytes" in "".join(
+        m["content"].get("text", "") + str(m["content"].get("evalue", "")) for m in messages)

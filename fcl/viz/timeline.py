@@ -4,6 +4,7 @@ command line and with matplotlib in a notebook."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from html import escape
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,35 @@ class Timeline:
                 lines.append(f"chunk {chunk:>3} {label:<7} |{''.join(cells)}|")
         lines.append(f"{'':17}0{'':{width - 2}}{total:.2f} ms")
         return "\n".join(lines)
+
+    def svg(self, width: int = 640) -> str:
+        """The chart as SVG, for the kernel's `%%timeline`: a row per chunk, its data moved
+        (orange, above) and its kernels (blue, below); each bar's tooltip says what and when."""
+        chunks, left, row, top = self.chunks(), 76, 20, 22
+        scale = (width - left - 10) / (self.total_ms or 1.0)
+        height = top + row * len(chunks) + 24
+        parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+                 'font-family="sans-serif" font-size="11">',
+                 f'<text x="{left}" y="14">{escape(self.summary())}</text>']
+        for number, chunk in enumerate(chunks):
+            y = top + number * row
+            parts.append(f'<text x="2" y="{y + 13}">chunk {chunk}</text>')
+            for c, what, start, end in self.rows:
+                if c != chunk:
+                    continue
+                moving = what in MOVES
+                x, w = left + start * scale, max((end - start) * scale, 1.0)
+                colour = "#ff7f0e" if moving else "#1f77b4"
+                parts.append(f'<rect x="{x:.1f}" y="{y + (1 if moving else 9)}" width="{w:.1f}" '
+                             f'height="8" fill="{colour}"><title>{escape(what)}: '
+                             f'{start:.3f}-{end:.3f} ms</title></rect>')
+        axis = top + row * len(chunks) + 4
+        parts.append(f'<line x1="{left}" y1="{axis}" x2="{width - 10}" y2="{axis}" '
+                     'stroke="#888"/>')
+        parts.append(f'<text x="{left}" y="{axis + 14}">0</text>')
+        parts.append(f'<text x="{width - 10}" y="{axis + 14}" text-anchor="end">'
+                     f'{self.total_ms:.2f} ms</text></svg>')
+        return "".join(parts)
 
     def plot(self, ax=None):
         """The timeline drawn with matplotlib (on `ax`, or a new figure's): a bar per chunk's

@@ -54,6 +54,24 @@ def _smvm_expected(args: tuple) -> np.ndarray:
     return (vals.reshape(-1, ROW) * x[cols.reshape(-1, ROW)]).sum(axis=1)
 
 
+def _csr(nbytes: int, folder: Path) -> tuple:
+    """A sparse matrix of rows of skewed lengths (a few hundred times the shortest)."""
+    rng = np.random.default_rng(4)
+    nnz, columns = nbytes // 8, 1 << 12
+    lengths = (rng.pareto(1.2, nnz // 4) * 2).astype(np.int32).clip(0, 2000)
+    lengths = lengths[:int(np.searchsorted(np.cumsum(lengths), nnz))]
+    nnz = int(lengths.sum())
+    return (rng.standard_normal(columns), _mapped(folder / "lengths.npy", lengths),
+            _mapped(folder / "csr_vals.npy", rng.standard_normal(nnz)),
+            _mapped(folder / "csr_cols.npy", rng.integers(0, columns, nnz).astype(np.int32)))
+
+
+def _csr_expected(args: tuple) -> np.ndarray:
+    x, lengths, vals, cols = (np.asarray(a) for a in args)
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    return np.bincount(rows, weights=vals * x[cols], minlength=len(lengths))
+
+
 def _search(nbytes: int, folder: Path) -> tuple:
     text = np.random.default_rng(3).integers(97, 123, nbytes // 4 // 8 * 8).astype(np.int32)
     return (int(_hashes(text[:8])[0]), _mapped(folder / "text.npy", text))
@@ -78,6 +96,7 @@ def _mapped(path: Path, values: np.ndarray) -> np.ndarray:
 
 PROGRAMS = [
     Streamed("audio", "each window's energy (256 samples, a hop of 128)", _audio, _audio_expected),
+    Streamed("csr", "CSR rows of skewed lengths times a vector", _csr, _csr_expected),
     Streamed("smvm", "ELLPACK rows of 16 nonzeros times a vector", _smvm, _smvm_expected),
     Streamed("search", "8-character words whose hash is one word's", _search, _search_expected),
 ]

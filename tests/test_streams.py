@@ -2,6 +2,7 @@
 results whatever the chunk size and on both back ends, inputs larger than the device-memory
 budget, Python arrays, memmaps and iterators as sequence arguments, the timeline, and errors."""
 import io
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -172,25 +173,30 @@ def test_windows_need_constant_sizes():
         lib.f(3, np.arange(10, dtype=np.int32))
 
 
-def test_stream_file_reads_a_npy_file(tmp_path, monkeypatch):
+def test_stream_file_reads_npy_files_as_elements_and_rows(tmp_path, monkeypatch):
     values = np.arange(-3000, 7000, dtype=np.int32)
+    lengths = (np.arange(400) * 7 % 43).astype(np.int32)
+    lengths[-1] += len(values) - lengths.sum()  # the rows hold every value
     np.save(tmp_path / "samples.npy", values)
-    monkeypatch.chdir(tmp_path)  # the program names the file relative to the working directory
+    np.save(tmp_path / "lengths.npy", lengths)
+    monkeypatch.chdir(tmp_path)  # the program names the files relative to the working directory
     text = (PROGRAMS / "streamFile.fcl").read_text()
-    expected = f"[{int((values.astype(np.int64) ** 2).sum() % 2**32 - 2**32 * 0)}]"
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    peaks = [int(values[a:b].max()) if b > a else -1000000 for a, b in pairwise(starts)]
     out, timelines = run_streamed(text, StreamOptions(chunk=1024))
     assert out == run_interp(text)
-    assert out.strip() == _wrapped(expected)
-    assert len(timelines[0].chunks()) == 10
+    assert out == f"{_wrapped(int((values.astype(np.int64) ** 2).sum()))}\n[{len(lengths)}]\n" \
+        f"[{','.join(map(str, peaks[:12]))}]\n"
+    assert len(timelines[0].chunks()) == 10 + 1  # the samples in 10 chunks, the rows in one
     np.save(tmp_path / "samples.npy", values.astype(np.float64))
     with pytest.raises(FCLError, match="a sequence of int32 needs 1-D arrays of int32; got an "
                                        "array of float64"):
         run_streamed(text, StreamOptions())
 
 
-def _wrapped(text: str) -> str:
-    """An int printed as FCL's 32-bit ints wrap."""
-    value = int(text.strip("[]")) % 2**32
+def _wrapped(value: int) -> str:
+    """An int printed as FCL prints a 32-bit int, which wraps."""
+    value %= 2**32
     return f"[{value - 2**32 if value >= 2**31 else value}]"
 
 
@@ -233,3 +239,77 @@ def test_the_kernel_streams_within_its_budget_and_draws_the_timeline(kc):
     reply, messages = execute(kc, "%config device_memory=lots")
     assert "cannot set `device_memory=lots`: it needs a positive number of bytes" in "".join(
         m["content"].get("text", "") + str(m["content"].get("evalue", "")) for m in messages)
+
+
+ROWS = """
+sig rowTimes : [double] -> ([double], [int]) -> Program <thread> double
+fun rowTimes x row = do<thread> {
+  s <- force<thread> (foldl (fn a => fn j => addd a (muld (index (fst row) j)
+                                                          (index x (index (snd row) j))))
+                            0.0 (iota (length (fst row)))) ;
+  return<thread> (index s 0)
+}
+
+sig smvm : [double] -> Seq int -> Seq double -> Seq int -> Program <grid> [double]
+fun smvm x lengths vals cols =
+  collect (mapSeqM (rowTimes x) (zipWithSeq (fn v => fn c => (v, c)) (segmentsSeq lengths vals)
+                                                                    (segmentsSeq lengths cols)))
+
+sig longest : Seq int -> Seq int -> Program <grid> int
+fun longest lengths vals = foldSeq maxi 0 (mapSeq length (segmentsSeq lengths vals))
+
+sig windowed : Seq int -> Seq int -> Program <grid> [int]
+fun windowed lengths vals =
+  collect (mapSeq (fn w => index w 1) (windows 2 1 (mapSeq length (segmentsSeq lengths vals))))
+"""
+
+
+@pytest.fixture(scope="module")
+def csr():
+    rng = np.random.default_rng(5)
+    rows, n = 3000, 300
+    lengths = (rng.pareto(1.2, rows) * 3).astype(np.int32).clip(0, 1000)
+    lengths[17] = 1000  # a long row among short ones
+    nnz = int(lengths.sum())
+    return lengths, rng.standard_normal(nnz), rng.integers(0, n, nnz).astype(np.int32), \
+        rng.standard_normal(n)
+
+
+def test_irregular_rows_stream_in_whole_rows_on_both_back_ends(csr):
+    lengths, vals, cols, x = csr
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    expected = [np.dot(vals[a:b], x[cols[a:b]]) for a, b in pairwise(starts)]
+    device = fcl.load(ROWS, device_memory="96K")
+    oracle = fcl.load(ROWS, backend="interp")
+    y = device.smvm(x, lengths, vals, cols)
+    assert np.allclose(y, expected) and np.array_equal(y, oracle.smvm(x, lengths, vals, cols))
+    timeline = device.smvm.timeline(x, lengths, vals, cols)
+    assert len(timeline.chunks()) > 4 and timeline.peak <= 96 * 1024
+    # Pieces that cut rows anywhere: a chunk still takes whole rows.
+    pieces = [iter(np.array_split(a, k)) for a, k in ((lengths, 7), (vals, 3), (cols, 11))]
+    assert np.array_equal(device.smvm(x, *pieces), y)
+    assert device.longest(lengths, cols) == oracle.longest(lengths, cols) == 1000
+
+
+def test_irregular_rows_that_do_not_add_up_are_errors_on_both_back_ends(csr):
+    lengths, _, cols, _ = csr
+    device = fcl.load(ROWS, device_memory="96K")
+    oracle = fcl.load(ROWS, backend="interp")
+    for lib in (device, oracle):
+        with pytest.raises(FCLError, match="lengths add up to more than the "
+                                           f"{len(cols) - 1} elements given"):
+            lib.longest(lengths, cols[:-1])
+        with pytest.raises(FCLError, match=f"lengths add up to {len(cols)}, but "
+                                           f"{len(cols) + 1} elements were given"):
+            lib.longest(lengths, np.concatenate([cols, np.zeros(1, np.int32)]))
+        negative = lengths.copy()
+        negative[5] = -2
+        with pytest.raises(FCLError, match="row 5 has the negative length -2"):
+            lib.longest(negative, cols)
+    tiny = fcl.load(ROWS, device_memory="8K")
+    with pytest.raises(FCLError, match="row 17 has 1000 elements, more than a chunk holds"):
+        tiny.longest(lengths, cols)
+    for lib in (device, oracle):
+        with pytest.raises(FCLError, match="windows of a sequence made of irregular rows are "
+                                           "not supported"):
+            lib.windowed(lengths, cols)

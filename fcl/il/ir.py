@@ -267,12 +267,22 @@ class Result(Stmt):
 class StreamSource:
     """Where a sequence's elements come from a chunk at a time: an entry point's argument
     (`where` its position) or a .npy file (its path). A chunk of n sequence elements needs the
-    source's elements [scale * first, scale * (first + n) + extra) (windows overlap)."""
+    source's elements [scale * first, scale * (first + n) + extra) (windows overlap). Irregular
+    rows (`segmentsSeq`) take two: their lengths, which reach the device as the chunk's n + 1
+    row starts (`role` "starts"), and their elements, as many as the chunk's rows hold (`role`
+    "rows", `by` the lengths' `where`)."""
 
     where: int | str
     elem: str
     scale: int = 1
     extra: int = 0
+    role: str = "elements"
+    by: int | str | None = None
+
+    @property
+    def key(self) -> tuple[int | str, str]:
+        """What a chunk's buffer holds: one per source and role."""
+        return (self.where, self.role)
 
 
 @dataclass(frozen=True, eq=False)

@@ -17,7 +17,7 @@ chunk). Chunks hold whole tiles; the interpreter folds in the same order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fcl import checks
 from fcl.errors import FCLError
@@ -37,17 +37,18 @@ class ChunkView:
     """The chunk being processed, as the loop body sees it: its first element's position in the
     sequence, and each source's elements (from the chunk's first on)."""
     start: ir.Expr
-    buffers: dict[int | str, ir.Var] = field(default_factory=dict)  # by the source's `where`
+    buffers: dict[tuple[int | str, str], ir.Var] = field(default_factory=dict)  # by source key
 
 
 @dataclass(eq=False)
 class SeqVal:
     """A sequence at compile time. `length` is its length where the program knows it (a
     sequence of an array's elements), None where host sources give it; `elem(view, k)` is
-    element k of the chunk `view`."""
+    element k of the chunk `view`; `plain`, the source whose elements it is as they are."""
     sources: tuple[ir.StreamSource, ...]
     length: ir.Expr | None
     elem: Callable[[ChunkView, ir.Expr], object]
+    plain: ir.StreamSource | None = None
 
 
 def builtins(lw, t: Type) -> dict[str, tuple[int, Callable]]:
@@ -77,8 +78,12 @@ def builtins(lw, t: Type) -> dict[str, tuple[int, Callable]]:
                            "chunk's windows reach into the next chunk by size - step elements)",
                            lw.user_span())
         n, m = int(size.value), int(step.value)
-        sources = tuple(ir.StreamSource(src.where, src.elem, src.scale * m,
-                                        src.scale * (n - m) + src.extra) for src in s.sources)
+        if any(src.role != "elements" for src in s.sources):
+            raise FCLError("windows of a sequence made of irregular rows are not supported: "
+                           "take the windows of their lengths, say, and zip them with the rows",
+                           lw.user_span())
+        sources = tuple(replace(src, scale=src.scale * m, extra=src.scale * (n - m) + src.extra)
+                        for src in s.sources)
         length = None
         if s.length is not None:
             enough = mk_bin(">=", s.length, size, B)
@@ -104,31 +109,50 @@ def builtins(lw, t: Type) -> dict[str, tuple[int, Callable]]:
     def stream_file(path):
         elem = chase(result_type(t))
         assert isinstance(elem, TSeq)
-        source = ir.StreamSource(path, il_type(elem.elem))
-        return SeqVal((source,), None, lambda view, k: ir.Index(view.buffers[path], k))
+        return _plain(ir.StreamSource(path, il_type(elem.elem)))
+
+    def segments_seq(lengths: SeqVal, values: SeqVal):
+        if lengths.plain is None or values.plain is None:
+            raise FCLError("segmentsSeq takes sequences read from the host as they are (a "
+                           "sequence argument or streamFile): a chunk's rows must be cut before "
+                           "anything runs on the device", lw.user_span())
+        starts = ir.StreamSource(lengths.plain.where, ir.INT, role="starts")
+        elements = ir.StreamSource(values.plain.where, values.plain.elem, role="rows",
+                                   by=lengths.plain.where)
+
+        def elem(view: ChunkView, k: ir.Expr):
+            first = ir.Index(view.buffers[starts.key], k)
+            after = ir.Index(view.buffers[starts.key], mk_bin("+", k, ir.Const(1, I), I))
+            return Pull(mk_bin("-", after, first, I),
+                        lambda i: ir.Index(view.buffers[elements.key], mk_bin("+", first, i, I)))
+        return SeqVal((starts, elements), None, elem)
 
     return {"streamIn": (1, stream_in), "streamFile": (1, stream_file), "mapSeq": (2, map_seq),
             "mapSeqM": (2, map_seq_m), "zipWithSeq": (3, zip_with_seq), "windows": (3, windows),
-            "foldSeq": (3, fold_seq), "collect": (1, collect)}
+            "foldSeq": (3, fold_seq), "collect": (1, collect), "segmentsSeq": (2, segments_seq)}
 
 
 def argument(position: int, elem: str) -> SeqVal:
     """An entry point's sequence argument (fcl.python): numpy arrays, memmaps or iterators."""
-    source = ir.StreamSource(position, elem)
-    return SeqVal((source,), None, lambda view, k: ir.Index(view.buffers[position], k))
+    return _plain(ir.StreamSource(position, elem))
+
+
+def _plain(source: ir.StreamSource) -> SeqVal:
+    return SeqVal((source,), None, lambda view, k: ir.Index(view.buffers[source.key], k),
+                  source)
 
 
 def _merged(sources: tuple[ir.StreamSource, ...]) -> tuple[ir.StreamSource, ...]:
     """The sources of zipped sequences, one per place they come from: a chunk's buffer holds
     what every use of it reads (windows of one step, the widest's extra elements)."""
-    found: dict[int | str, ir.StreamSource] = {}
+    found: dict[tuple[int | str, str], ir.StreamSource] = {}
     for src in sources:
-        old = found.get(src.where)
+        old = found.get(src.key)
         if old is not None and old.scale != src.scale:
             raise FCLError("zipWithSeq cannot combine windows of different steps over one "
                            "source: their chunks would need different elements")
         if old is None or src.extra > old.extra:
-            found[src.where] = src
+            found[src.key] = src
     return tuple(found.values())
 
 
@@ -149,8 +173,8 @@ def _loop(lw, s: SeqVal, bytes_per_element: float,
     view = ChunkView(start)
     lengths = {}
     for src in s.sources:
-        view.buffers[src.where] = lw.fresh("chunkdata", ir.ArrayType(src.elem))
-        lengths[src.where] = lw.fresh("chunkdatalen", I)
+        view.buffers[src.key] = lw.fresh("chunkdata", ir.ArrayType(src.elem))
+        lengths[src.key] = lw.fresh("chunkdatalen", I)
     for var in (count, start, *lengths.values()):
         lw.emit(ir.Declare(var, ir.Const(0, I)))
     bound = s.length if s.length is not None else ir.Const(-1, I)
@@ -159,7 +183,7 @@ def _loop(lw, s: SeqVal, bytes_per_element: float,
     with lw.capture() as chunk:
         lw.emit(ir.Chunk(start, None, -1, stream=stream, what="start"))
         for position, src in enumerate(s.sources):
-            lw.emit(ir.Chunk(view.buffers[src.where], lengths[src.where], position,
+            lw.emit(ir.Chunk(view.buffers[src.key], lengths[src.key], position,
                              stream=stream, what="data"))
         body(view, count, stream)
     lw.emit(ir.While(test, mk_bin(">", count, ir.Const(0, I), B), chunk))

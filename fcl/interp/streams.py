@@ -19,16 +19,19 @@ from fcl.types.types import TProgram, TPull, TSeq, Type, chase, result_type
 
 
 class Sequence:
-    """`length` elements; `elem(ctx, k)` is element k (a Vec of positions in ctx)."""
+    """`length` elements; `elem(ctx, k)` is element k (a Vec of positions in ctx); `data`, the
+    elements where they are a host source's as they are (what segmentsSeq takes)."""
 
-    def __init__(self, length: int, elem: Callable):
-        self.length, self.elem = length, elem
+    def __init__(self, length: int, elem: Callable, data: np.ndarray | None = None,
+                 irregular: bool = False):
+        self.length, self.elem, self.data = length, elem, data
+        self.irregular = irregular  # made of irregular rows (segmentsSeq)
 
     @staticmethod
     def of_array(data: np.ndarray) -> Sequence:
         return Sequence(len(data), lambda ctx, k: elementwise(
             lambda k: np.take(data, k.astype(np.int64) if isinstance(k, np.ndarray) else k),
-            k, ctx=ctx))
+            k, ctx=ctx), data)
 
 
 def argument(value, dtype) -> Sequence:
@@ -69,21 +72,27 @@ def _stream_file(interp, t, span, ctx, path: str):
 
 
 def _map_seq(interp, t, span, ctx, f, s: Sequence):
-    return Sequence(s.length, lambda c, k: interp.apply(f, s.elem(c, k), c, span))
+    return Sequence(s.length, lambda c, k: interp.apply(f, s.elem(c, k), c, span),
+                    irregular=s.irregular)
 
 
 def _map_seq_m(interp, t, span, ctx, f, s: Sequence):
-    return Sequence(s.length, lambda c, k: interp.apply(f, s.elem(c, k), c, span).run(c, interp))
+    return Sequence(s.length, lambda c, k: interp.apply(f, s.elem(c, k), c, span).run(c, interp),
+                    irregular=s.irregular)
 
 
 def _zip_with_seq(interp, t, span, ctx, f, a: Sequence, b: Sequence):
     if a.length != b.length:
         raise FCLError(checks.SEQ_LENGTHS.format(a.length, b.length), span)
     return Sequence(a.length, lambda c, k: interp.apply(
-        interp.apply(f, a.elem(c, k), c, span), b.elem(c, k), c, span))
+        interp.apply(f, a.elem(c, k), c, span), b.elem(c, k), c, span),
+        irregular=a.irregular or b.irregular)
 
 
 def _windows(interp, t, span, ctx, size, step, s: Sequence):
+    if s.irregular:
+        raise FCLError("windows of a sequence made of irregular rows are not supported: "
+                       "take the windows of their lengths, say, and zip them with the rows", span)
     n, m = _host_int(size, ctx), _host_int(step, ctx)
     if n < 1 or m < 1:
         raise FCLError("windows needs a size and a step that are positive constants (a "
@@ -94,6 +103,33 @@ def _windows(interp, t, span, ctx, size, step, s: Sequence):
         return PullArray(np.int32(n), lambda i, inner: s.elem(
             inner, elementwise(lambda k, i: k * m + i, k, i, ctx=inner)))
     return Sequence(count, elem)
+
+
+def _segments_seq(interp, t, span, ctx, lengths: Sequence, values: Sequence):
+    if lengths.data is None or values.data is None:
+        raise FCLError("segmentsSeq takes sequences read from the host as they are (a "
+                       "sequence argument or streamFile): a chunk's rows must be cut before "
+                       "anything runs on the device", span)
+    counts = np.asarray(lengths.data, dtype=np.int64)
+    if counts.size and counts.min() < 0:
+        row = int(np.argmax(counts < 0))
+        raise FCLError(f"segmentsSeq: row {row} has the negative length {int(counts[row])}",
+                       span)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    if starts[-1] > len(values.data):  # as the OpenCL back end, which meets it chunk by chunk
+        raise FCLError(f"segmentsSeq: the rows' lengths add up to more than the "
+                       f"{len(values.data)} elements given", span)
+    if starts[-1] < len(values.data):
+        raise FCLError(f"segmentsSeq: the rows' lengths add up to {int(starts[-1])}, but "
+                       f"{len(values.data)} elements were given", span)
+    data = np.asarray(values.data)
+
+    def elem(c: Ctx, k):
+        first = elementwise(lambda k: starts[k].astype(np.int64), k, ctx=c)
+        n = elementwise(lambda k: (starts[k + 1] - starts[k]).astype(np.int32), k, ctx=c)
+        return PullArray(n, lambda i, inner: elementwise(
+            lambda f, i: np.take(data, f + i), first, i, ctx=inner))
+    return Sequence(len(counts), elem, irregular=True)
 
 
 def _elements(interp, span, lanes: Ctx, s: Sequence, dtype) -> np.ndarray:
@@ -160,6 +196,7 @@ BUILTINS = {
     "mapSeqM": (2, _map_seq_m),
     "zipWithSeq": (3, _zip_with_seq),
     "windows": (3, _windows),
+    "segmentsSeq": (2, _segments_seq),
     "foldSeq": (3, _fold_seq),
     "collect": (1, _collect),
 }

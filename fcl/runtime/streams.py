@@ -142,6 +142,11 @@ class _Loop:
     moved: dict[int, tuple[list, list]] = field(default_factory=dict)  # chunk: events, data
     done: dict[int, cl.Event] = field(default_factory=dict)  # a slot: its last kernels' end
     collected: list[tuple[np.ndarray, cl.Event]] = field(default_factory=list)
+    # Irregular rows: the elements each buffer of rows' elements holds, and, by the lengths'
+    # source, the element at which each chunk's first row begins.
+    capacity: int = 0
+    offsets: dict[int | str | None, dict[int, int]] = field(default_factory=dict)
+    span: Span | None = None
 
 
 
@@ -251,19 +256,26 @@ class Streams:
         bound = int(run.eval(s.bound))
         lengths = [bound] if bound >= 0 else []
         for src, elements in zip(stream.sources, sources):
-            if elements.length is not None:
+            if elements.length is not None and src.role != "rows":
                 lengths.append(max(0, (elements.length - src.extra) // src.scale))
         if len(set(lengths)) > 1:
             raise FCLError(f"zipWithSeq was given sequences of {lengths[0]} and "
                            f"{next(n for n in lengths if n != lengths[0])} elements: they must "
                            "be as long", s.span)
         length = lengths[0] if lengths else None
-        chunk = self.chunk_size = self._chunk_size(stream, length, s.span)
+        chunk, capacity = self._chunk_size(stream, length, s.span)
+        self.chunk_size = chunk
         before = len(run.memory.arrays)
         copies = 2 if self.options.overlap else 1
-        slots = [[run.memory.new_array(DTYPES[src.elem], src.scale * chunk + src.extra, s.span)
+        slots = [[run.memory.new_array(DTYPES[src.elem], _slot_size(src, chunk, capacity),
+                                       s.span)
                   for _ in range(copies)] for src in stream.sources]
-        return _Loop(stream, sources, length, chunk, slots, before, len(run.memory.arrays))
+        loop = _Loop(stream, sources, length, chunk, slots, before, len(run.memory.arrays))
+        loop.capacity, loop.span = capacity, s.span
+        for src in stream.sources:
+            if src.role == "rows":
+                loop.offsets.setdefault(src.by, {0: 0})
+        return loop
 
     def _elements(self, src: ir.StreamSource, span: Span | None) -> Elements:
         wanted = np.dtype(np.bool_) if src.elem == ir.BOOL else np.dtype(DTYPES[src.elem])
@@ -275,21 +287,30 @@ class Streams:
             return Elements(data, wanted, span)
         return Elements(self.run.arguments[src.where], wanted, span)
 
-    def _chunk_size(self, stream: ir.Stream, length: int | None, span: Span | None) -> int:
-        """Elements per chunk: the option's, or as many as the budget leaves room for (a
-        multiple of the stream's tile: a fold's), at most DEFAULT_CHUNK and no more than the
-        sequence needs."""
+    def _chunk_size(self, stream: ir.Stream, length: int | None,
+                    span: Span | None) -> tuple[int, int]:
+        """(sequence elements per chunk, the elements of irregular rows a chunk's buffer holds):
+        the option's chunk, or as many as the budget leaves room for (a multiple of the
+        stream's tile: a fold's), at most DEFAULT_CHUNK and no more than the sequence needs.
+        Rows' elements, if any, get half the room."""
         tile = stream.tile
-        if self.options.chunk is not None:
-            return -(-self.options.chunk // tile) * tile
         memory = self.run.memory
         copies = 2 if self.options.overlap else 1
+        rows = [src for src in stream.sources if src.role == "rows"]
         per_element = stream.bytes_per_element + sum(
-            copies * src.scale * ITEM_BYTES[src.elem] for src in stream.sources)
-        fixed = sum(copies * src.extra * ITEM_BYTES[src.elem] for src in stream.sources)
-        # Each buffer may take a few bytes more than asked for (whole ulongs, a pool's bins).
-        room = memory.limit - memory.allocated - fixed - 4096
-        fits = int(room / per_element) // tile * tile if per_element else DEFAULT_CHUNK
+            copies * src.scale * ITEM_BYTES[src.elem] for src in stream.sources
+            if src.role != "rows")
+        fixed = sum(copies * (src.extra + (src.role == "starts")) * ITEM_BYTES[src.elem]
+                    for src in stream.sources)
+        # The budget counts the bytes asked for; a few spare for rounding a size up.
+        room = memory.limit - memory.allocated - fixed - 64 * (1 + len(stream.sources))
+        row_room = room // 2 if rows else 0
+        capacity = row_room // (copies * sum(ITEM_BYTES[src.elem] for src in rows)) \
+            if rows else 0
+        if self.options.chunk is not None:
+            return -(-self.options.chunk // tile) * tile, capacity
+        fits = int((room - row_room) / per_element) // tile * tile if per_element \
+            else DEFAULT_CHUNK
         if fits < tile or fits < 1:
             raise FCLError(f"the device-memory budget of {memory.limit} bytes leaves room for "
                            f"fewer than {max(tile, 1)} elements per chunk (each takes "
@@ -298,25 +319,79 @@ class Streams:
         chunk = min(fits, DEFAULT_CHUNK)
         if length is not None:
             chunk = min(chunk, max(tile, -(-length // tile) * tile))
-        return chunk
+        return chunk, capacity
 
     def _count(self, loop: _Loop, start: int) -> int:
+        """The elements of the chunk from `start` (0 where the sequence ends): as many as a
+        chunk holds, the sources have, and, for irregular rows, as many whole rows as their
+        buffers hold."""
         end = start + loop.chunk
         if loop.length is not None:
             end = min(end, loop.length)
-        for src, elements in zip(loop.stream.sources, loop.sources):
-            have = elements.available(src.scale * end + src.extra)
-            end = min(end, max(start, (have - src.extra) // src.scale))
+        pairs = list(zip(loop.stream.sources, loop.sources))
+        for src, elements in pairs:
+            if src.role != "rows":
+                have = elements.available(src.scale * end + src.extra)
+                end = min(end, max(start, (have - src.extra) // src.scale))
+        for src, elements in pairs:
+            if src.role == "rows" and end > start:
+                end = start + self._whole_rows(loop, src, elements, start, end)
+        if end == start:
+            self._check_rows_end(loop, start)
         return max(0, end - start)
+
+    def _row_lengths(self, loop: _Loop, by, start: int, end: int) -> np.ndarray:
+        lengths = next(e for src, e in zip(loop.stream.sources, loop.sources)
+                       if src.where == by and src.role == "starts")
+        found = lengths.read(start, end).astype(np.int64)
+        if found.size and found.min() < 0:
+            row = start + int(np.argmax(found < 0))
+            raise FCLError(f"segmentsSeq: row {row} has the negative length "
+                           f"{int(found[row - start])}", loop.span)
+        return found
+
+    def _whole_rows(self, loop: _Loop, src: ir.StreamSource, elements: Elements, start: int,
+                    end: int) -> int:
+        """How many of the rows [start, end) fit in a chunk's buffer of `src`'s elements (all
+        of them but the first that does not), with the elements each row ends at noted."""
+        offsets = loop.offsets[src.by]
+        base = offsets[start]
+        ends = base + np.cumsum(self._row_lengths(loop, src.by, start, end))
+        count = int(np.searchsorted(ends, base + loop.capacity, side="right"))
+        if count == 0:
+            raise FCLError(f"segmentsSeq: row {start} has {int(ends[0] - base)} elements, more "
+                           f"than a chunk holds within the budget ({loop.capacity})", loop.span,
+                           ["raise the budget (device_memory)"])
+        have = elements.available(int(ends[count - 1]))
+        if have < ends[count - 1]:
+            raise FCLError(f"segmentsSeq: the rows' lengths add up to more than the "
+                           f"{have} elements given", loop.span)
+        offsets[start + count] = int(ends[count - 1])
+        return count
+
+    def _check_rows_end(self, loop: _Loop, start: int) -> None:
+        """At the end of irregular rows, their elements must end too."""
+        for src, elements in zip(loop.stream.sources, loop.sources):
+            if src.role == "rows":
+                used = loop.offsets[src.by].get(start, 0)
+                if elements.available(used + 1) > used:
+                    total = elements.available(2**62)
+                    raise FCLError(f"segmentsSeq: the rows' lengths add up to {used}, but "
+                                   f"{total} elements were given", loop.span)
 
     def _move(self, loop: _Loop, index: int, start: int, count: int) -> None:
         """Enqueue the copies of chunk `index`'s source elements into their buffers."""
         events, data = [], []
         for position, (src, elements) in enumerate(zip(loop.stream.sources, loop.sources)):
-            first = src.scale * start
-            part = elements.read(first, min(src.scale * (start + count) + src.extra,
-                                            elements.available(
-                                                src.scale * (start + count) + src.extra)))
+            if src.role == "starts":
+                lengths = self._row_lengths(loop, src.where, start, start + count)
+                part = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+            elif src.role == "rows":
+                offsets = loop.offsets[src.by]
+                part = elements.read(offsets[start], offsets[start + count])
+            else:
+                first, end = src.scale * start, src.scale * (start + count) + src.extra
+                part = elements.read(first, min(end, elements.available(end)))
             slots = loop.slots[position]
             slot = slots[index % len(slots)]
             waits = [loop.done[index % 2]] if index % 2 in loop.done and len(slots) > 1 else []
@@ -345,3 +420,10 @@ class Streams:
 def _wait(events: list) -> None:
     if events:  # OpenCL refuses an empty list
         cl.wait_for_events(events)
+
+
+def _slot_size(src: ir.StreamSource, chunk: int, capacity: int) -> int:
+    """The elements of a buffer of `src` for chunks of `chunk` sequence elements."""
+    if src.role == "rows":
+        return capacity
+    return src.scale * chunk + src.extra + (src.role == "starts")

@@ -128,6 +128,10 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
     "zipWithSeq": ("forall 'a 'b 'c. ('a -> 'b -> 'c) -> Seq 'a -> Seq 'b -> Seq 'c",
                    {"a": GT, "b": GT, "c": GT},
                    "combine the elements of two sequences of the same length pairwise"),
+    "segmentsSeq": ("forall 'a. Seq int -> Seq 'a -> Seq ['a]", {"a": BT},
+                    "`segmentsSeq lengths values`: irregular rows, row r the next lengths[r] "
+                    "elements of values (both read from the host: arguments or streamFile); a "
+                    "chunk holds as many whole rows as fit"),
     "windows": ("forall 'a. int -> int -> Seq 'a -> Seq ['a]", {"a": BT},
                 "`windows size step s`: the windows of `size` elements of s, one every `step` "
                 "(constants); a chunk's last window reads into the next chunk's elements"),

@@ -16,7 +16,7 @@ from fcl.analysis.access import check_warp
 from fcl.analysis.costs import KernelCosts, Measured, costs_html, costs_text, program_costs
 from fcl.analysis.gpu import DEFAULT_GPU, GPU, load_gpu
 from fcl.analysis.occupancy import estimate_registers
-from fcl.analysis.predict import ProgramPrediction, kernel_work, predict_program
+from fcl.analysis.predict import ProgramPrediction, kernel_work, predict_program, time_text
 from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
 from fcl.codegen.kernel import Compiled, Kernel
@@ -107,7 +107,7 @@ class Explanation:
     def costs_bundle(self, group: int = 0, warp: int = 0) -> dict[str, str]:
         """The cost table, then each access's formula, LMADs and cost: text and HTML."""
         (costs, measured), rows = self.measured_costs(group), self.sites(group, warp)
-        memory = self.memory_line()
+        memory = self.memory_line() + self.stream_line(costs, group)
         text = costs_text(costs, measured) + f"\n{memory}" + \
             (f"\n\nEach access:\n{sites_text(rows, warp)}" if rows else "")
         # Wide tables scroll inside the output rather than being cut off at its right edge.
@@ -142,6 +142,30 @@ class Explanation:
                 f"{plan.unplanned}; the {sum(d.done for d in plan.decisions if d.kind in COPIES)}"
                 f" copies removed by planning move {plan.copy_bytes_saved:,} bytes"
                 f"{unknown_savings(plan)}")
+
+    def stream_line(self, costs: list[KernelCosts], group: int = 0) -> str:
+        """A streaming run's transfers priced on the GPU's host link against its kernels'
+        predicted time (empty for a run that streamed nothing)."""
+        streamed = self.trace(group).streamed
+        if streamed is None:
+            return ""
+        chunks, to_device, to_host = streamed
+        gpu = self.gpu
+        moving = (to_device + to_host) / gpu.host_bandwidth
+        kernels = self.predict(costs).time_s
+        line = (f"\nStreamed: {to_device:,} bytes to the device and {to_host:,} back in "
+                f"{chunks} chunks; over the {gpu.name}'s host link "
+                f"({gpu.host_bandwidth / 1e9:g} GB/s each way) moving them takes "
+                f"{time_text(moving)}")
+        if kernels is None:
+            return line + "."
+        # Overlapped, a chunk's move hides behind the kernels of the one before (or they behind
+        # it): the longer of the two, plus the first chunk's move, which nothing hides.
+        overlapped = max(moving, kernels) + moving / max(chunks, 1)
+        bound = "transfer-bound" if moving > kernels else "kernel-bound"
+        return (line + f", the kernels {time_text(kernels)}: overlapped about "
+                f"{time_text(overlapped)}, one after another {time_text(moving + kernels)} "
+                f"({bound}).")
 
     def blocks_bundle(self) -> dict[str, str]:
         plan = self.memory_plan()

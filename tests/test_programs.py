@@ -230,8 +230,16 @@ def streams_expected() -> str:
     edges = [signal[4 * k] + signal[4 * k + 7] - signal[4 * k + 3]
              for k in range((5000 - 8) // 4 + 1)]
     spikes = [1.0e16 if x == 0 else -1.0e16 if x == 1 else float(x) for x in signal]
-    # fcl.il.streams: tiles of 256 each folded from 0, the tiles' values folded from 0.
-    tiles = [sum(spikes[t:t + 256], 0.0) for t in range(0, 5000, 256)]
+    # fcl.il.streams: tiles of 256 (filled up with 0) each folded as a tree, pairs 128 apart,
+    # then 64 ...; the tiles' values folded from 0.
+    tiles = []
+    for first in range(0, 5000, 256):
+        tile = spikes[first:first + 256] + [0.0] * (256 - len(spikes[first:first + 256]))
+        half = 128
+        while half:
+            tile[:half] = [tile[i] + tile[i + half] for i in range(half)]
+            half //= 2
+        tiles.append(tile[0])
     peaks = [max(signal[3 * k:3 * k + 5]) for k in range(20)]
     return lines(ints([sum(x * x for x in signal)]), ints([len(edges)]), ints(edges[:40]),
                  doubles([sum(tiles, 0.0)]), ints(peaks), ints(x * (x + 1) for x in signal[:30]))

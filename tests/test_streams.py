@@ -45,9 +45,18 @@ def run_streamed(text: str, options: StreamOptions) -> tuple[str, list]:
     return out.getvalue(), timelines
 
 
-def tile_fold(values) -> float:
-    """foldSeq's order (fcl.il.streams): tiles of 256 folded from 0, then the tiles' values."""
-    return sum((sum(values[t:t + 256], 0.0) for t in range(0, len(values), 256)), 0.0)
+def tile_fold(values, zero=0.0) -> float:
+    """foldSeq's order (fcl.il.streams): tiles of 256, filled up with zero, each folded as a
+    tree (pairs 128 apart, then 64, ...), then the tiles' values in order from zero."""
+    result = zero
+    for first in range(0, len(values), 256):
+        tile = list(values[first:first + 256]) + [zero] * (256 - len(values[first:first + 256]))
+        half = 128
+        while half:
+            tile[:half] = [tile[i] + tile[i + half] for i in range(half)]
+            half //= 2
+        result += tile[0]
+    return result
 
 
 @pytest.mark.parametrize("chunk", [100, 256, 768, None])

@@ -38,6 +38,7 @@ class GPU:
     sector_bytes: int
     line_bytes: int
     memory_bandwidth: int     # bytes/s
+    host_bandwidth: int       # bytes/s each way between the host and the GPU (its PCIe link)
     l2_bytes: int
     shared_memory_per_sm: int
     shared_memory_per_block: int

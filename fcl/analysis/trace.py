@@ -18,6 +18,7 @@ from fcl.errors import FCLError
 from fcl.runtime.buffers import DeviceArray
 from fcl.runtime.device import build, open_device
 from fcl.runtime.host import HostRun, launch_size
+from fcl.runtime.streams import StreamOptions
 
 DEFAULT_CAP = 2048  # logged accesses per work-item
 
@@ -46,6 +47,8 @@ class Trace:
     sites: list[Site]
     kernels: list[KernelTrace]  # in the order of their first launch
     source: str                 # the instrumented OpenCL
+    # A streaming run's (chunks, bytes moved to the device, bytes moved back), else None.
+    streamed: tuple[int, int, int] | None = None
 
     def kernel(self, name: str) -> KernelTrace:
         for k in self.kernels:
@@ -119,6 +122,7 @@ def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
     run = TracingRun(dev, kernels, block_size, io.StringIO(), io.StringIO(), group=group, cap=cap)
     run.csv_inputs = inputs or {}
     run.arguments = arguments or []
+    run.stream_options = StreamOptions.from_environment()
     try:
         run.run(compiled.host)
         dev.queue.finish()
@@ -126,4 +130,7 @@ def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
         run.release()
     for k in run.traced:
         k.groups_per_launch = run.groups_per_launch[k.kernel.name]
-    return Trace(sites, run.traced, source)
+    streams = run._streams
+    streamed = None if streams is None else \
+        (streams.labels, streams.moved["to device"], streams.moved["to host"])
+    return Trace(sites, run.traced, source, streamed)

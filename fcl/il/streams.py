@@ -10,9 +10,11 @@ fcl.runtime.streams) whose body runs the chunk's kernels; the host picks the chu
 device's memory and moves the next chunk's sources while the kernels of this one run.
 
 A fold's order is fixed so that it does not depend on the chunk size, which depends on the
-device: the sequence is cut into tiles of FOLD_TILE elements, each folded from z left to right,
-and the tiles' values are folded from z left to right (the accumulator carried from chunk to
-chunk). Chunks hold whole tiles; the interpreter folds in the same order.
+device: the sequence is cut into tiles of FOLD_TILE elements (the last filled up with z, which
+must be f's neutral element), each folded as a tree, f(x[i], x[i + 128]) for i < 128, then
+those 64 apart, and so on, as a work-group does in local memory; the tiles' values are folded
+from z left to right, the accumulator carried from chunk to chunk. Chunks hold whole tiles; the
+interpreter folds in the same order.
 """
 from __future__ import annotations
 
@@ -191,8 +193,9 @@ def _loop(lw, s: SeqVal, bytes_per_element: float,
 
 
 def _fold(lw, f, z: ir.Expr, s: SeqVal, elem: str):
-    """foldSeq: per chunk, a work-item folds each tile, then one folds the tiles' values into
-    the accumulator, which stays on the device from chunk to chunk."""
+    """foldSeq: per chunk, a work-group folds each tile as a tree in local memory, then one
+    work-item folds the tiles' values into the accumulator, which stays on the device from
+    chunk to chunk."""
     acc = lw.fresh("folded", ir.ArrayType(elem))
     lw.emit(ir.Alloc(acc, ir.Const(1, I), "grid"))
     first = lw.fresh("t", I)
@@ -205,31 +208,79 @@ def _fold(lw, f, z: ir.Expr, s: SeqVal, elem: str):
         values = lw.fresh("tilevalues", ir.ArrayType(elem))
         lw.emit(ir.Alloc(values, tiles, "grid"))
         t = lw.fresh("t", I)
-        with lw.capture() as per_tile, lw.parallel(checks.GLOBAL, t):
-            begin = lw.declare("tilestart", mk_bin("*", t, tile, I))
-            n = lw.declare("tilelen", ir.Bin("min", tile, mk_bin("-", count, begin, I), I))
-            value = lw.fresh("tilevalue", elem)
-            lw.emit(ir.Declare(value, z))
-
-            def step(j: ir.Expr) -> None:
-                element = s.elem(view, mk_bin("+", begin, j, I))
-                lw.emit(ir.Assign(value, lw.apply(lw.apply(f, value), element)))
-            lw.seq_loop(n, step)
-            lw.emit(ir.Store(values, t, value))
-        lw.emit(ir.ParFor("grid", t, tiles, per_tile,
-                          note=f"each work-item folds a tile of {FOLD_TILE} elements"))
-        u = lw.fresh("t", I)
-        with lw.capture() as carry:
-            running = lw.fresh("running", elem)
-            lw.emit(ir.Declare(running, ir.Index(acc, ir.Const(0, I))))
-            lw.seq_loop(tiles, lambda k: lw.emit(ir.Assign(
-                running, lw.apply(lw.apply(f, running), ir.Index(values, k)))))
-            lw.emit(ir.Store(acc, ir.Const(0, I), running))
-        lw.emit(ir.ParFor("grid", u, ir.Const(1, I), carry,
-                          note="one work-item folds the chunk's tiles into the accumulator"))
+        with lw.capture() as per_tile, lw.parallel(checks.GROUP, t):
+            staged = lw.fresh("tile", ir.ArrayType(elem))
+            lw.emit(ir.Alloc(staged, tile, "block"))
+            i = lw.fresh("i", I)
+            with lw.capture() as load, lw.parallel(checks.LOCAL, i):
+                at = lw.declare("at", mk_bin("+", mk_bin("*", t, tile, I), i, I))
+                with lw.capture() as inside:
+                    element = s.elem(view, at)
+                    assert isinstance(element, ir.Expr)  # foldSeq's type: base types
+                    lw.emit(ir.Store(staged, i, element))
+                lw.emit(ir.If(mk_bin("<", at, count, B), inside, [ir.Store(staged, i, z)]))
+            lw.emit(ir.ParFor("block", i, tile, load))
+            half = FOLD_TILE // 2
+            while half:  # pairs `half` apart, halved until one value is left
+                j = lw.fresh("j", I)
+                with lw.capture() as combine, lw.parallel(checks.LOCAL, j):
+                    other = mk_bin("+", j, ir.Const(half, I), I)
+                    lw.emit(ir.Store(staged, j, lw.apply(lw.apply(f, ir.Index(staged, j)),
+                                                          ir.Index(staged, other))))
+                lw.emit(ir.ParFor("block", j, ir.Const(half, I), combine))
+                half //= 2
+            k = lw.fresh("k", I)
+            lw.emit(ir.ParFor("block", k, ir.Const(1, I),
+                              [ir.Store(values, t, ir.Index(staged, ir.Const(0, I)))]))
+        lw.emit(ir.Distribute("grid", t, tiles, per_tile,
+                              note=f"a work-group folds a tile of {FOLD_TILE} elements as a "
+                                   "tree"))
+        _carry(lw, f, acc, values, tiles, elem)
 
     _loop(lw, s, ITEM_BYTES[elem] / FOLD_TILE, body, FOLD_TILE)
     return lw.declare("folded", ir.Index(acc, ir.Const(0, I)))
+
+
+def _carry(lw, f, acc: ir.Var, values: ir.Var, tiles: ir.Expr, elem: str) -> None:
+    """The tiles' values folded into the accumulator, in order: a work-group moves them into
+    local memory FOLD_TILE at a time, side by side, and one work-item folds each batch there
+    (the fold is sequential; its loads need not be)."""
+    g = lw.fresh("g", I)
+    tile = ir.Const(FOLD_TILE, I)
+    zero = ir.Const(0, I)
+    with lw.capture() as group, lw.parallel(checks.GROUP, g):
+        batch = lw.fresh("batch", ir.ArrayType(elem))
+        running = lw.fresh("running", ir.ArrayType(elem))
+        lw.emit(ir.Alloc(batch, tile, "block"))
+        lw.emit(ir.Alloc(running, ir.Const(1, I), "block"))
+        one = lw.fresh("k", I)
+        lw.emit(ir.ParFor("block", one, ir.Const(1, I),
+                          [ir.Store(running, zero, ir.Index(acc, zero))]))
+        r = lw.fresh("round", I)
+        with lw.capture() as each_round:
+            i = lw.fresh("i", I)
+            with lw.capture() as load:
+                at = lw.declare("at", mk_bin("+", mk_bin("*", r, tile, I), i, I))
+                lw.emit(ir.If(mk_bin("<", at, tiles, B),
+                              [ir.Store(batch, i, ir.Index(values, at))], []))
+            lw.emit(ir.ParFor("block", i, tile, load))
+            k = lw.fresh("k", I)
+            with lw.capture() as fold:
+                value = lw.fresh("value", elem)
+                lw.emit(ir.Declare(value, ir.Index(running, zero)))
+                n = ir.Bin("min", tile, mk_bin("-", tiles, mk_bin("*", r, tile, I), I), I)
+                lw.seq_loop(n, lambda j: lw.emit(ir.Assign(
+                    value, lw.apply(lw.apply(f, value), ir.Index(batch, j)))))
+                lw.emit(ir.Store(running, zero, value))
+            lw.emit(ir.ParFor("block", k, ir.Const(1, I), fold))
+        rounds = mk_bin("/", mk_bin("+", tiles, ir.Const(FOLD_TILE - 1, I), I), tile, I)
+        lw.emit(ir.SeqFor(r, rounds, each_round))
+        last = lw.fresh("k", I)
+        lw.emit(ir.ParFor("block", last, ir.Const(1, I),
+                          [ir.Store(acc, zero, ir.Index(running, zero))]))
+    lw.emit(ir.Distribute("grid", g, ir.Const(1, I), group,
+                          note="a work-group folds the chunk's tiles into the accumulator, "
+                               f"{FOLD_TILE} at a time from local memory"))
 
 
 def _collect(lw, s: SeqVal, elem: str) -> Pull:

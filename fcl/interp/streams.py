@@ -156,17 +156,20 @@ def _fold_seq(interp, t, span, ctx, f, z, s: Sequence):
         values = _elements(it, span, lanes, s, dtype)
         start = lift_full(z, lanes, dtype)[0]
         tiles = -(-len(values) // FOLD_TILE)
-        tile_lanes, _ = expand(lanes, tiles, checks.GLOBAL)
-        acc = np.full(tiles, start, dtype=dtype)
-        for j in range(FOLD_TILE):
-            active = np.flatnonzero(np.arange(tiles) * FOLD_TILE + j < len(values))
-            if active.size == 0:
-                break
-            sub = Ctx(active.size, tile_lanes, active)
-            acc[active] = combine(sub, acc[active], values[active * FOLD_TILE + j])
+        # Each tile, filled up with z, folded as a work-group's tree: pairs `half` apart.
+        tree = np.full(tiles * FOLD_TILE, start, dtype=dtype)
+        tree[:len(values)] = values
+        tree = tree.reshape(tiles, FOLD_TILE)
+        group_lanes, _ = expand(lanes, tiles, checks.GROUP)
+        half = FOLD_TILE // 2
+        while half and tiles:
+            items, _ = expand(group_lanes, half, checks.LOCAL)
+            pairs = combine(items, tree[:, :half].ravel(), tree[:, half:2 * half].ravel())
+            tree[:, :half] = pairs.reshape(tiles, half)
+            half //= 2
         one = Ctx(1, lanes, np.zeros(1, dtype=np.int64))
         running = np.full(1, start, dtype=dtype)
-        for value in acc:
+        for value in tree[:, 0]:  # the tiles' values in order, from z
             running = combine(one, running, np.full(1, value, dtype=dtype))
         return running[0]
     return Program(run)

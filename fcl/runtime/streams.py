@@ -167,6 +167,7 @@ class Streams:
         self.finished: dict[int, _Loop] = {}  # ended loops whose collected parts wait
         self.chunk_size, self.elements = 0, 0  # the last loop's, and all loops' elements
         self.labels = 0  # chunks begun in the run
+        self.moved = {"to device": 0, "to host": 0}  # bytes, for the cost model (explain)
 
     # ---- statements
     def chunk(self, s: ir.Chunk) -> None:
@@ -191,6 +192,7 @@ class Streams:
         host = np.empty(int(self.run.eval(s.count)), dtype=array.dtype)
         event = cl.enqueue_copy(self.run.device.queue, host, array.buffer, is_blocking=False)
         loop.collected.append((host, event))
+        self.moved["to host"] += host.nbytes
         self.events.append((loop.label, "to host", event))
 
     def timeline(self) -> Timeline:
@@ -397,6 +399,7 @@ class Streams:
             waits = [loop.done[index % 2]] if index % 2 in loop.done and len(slots) > 1 else []
             if part.dtype == np.bool_:  # the device keeps bools as bytes
                 part = part.view(np.uint8)
+            self.moved["to device"] += part.nbytes
             if part.size:
                 event = cl.enqueue_copy(self.transfers, slot.buffer, part,  # type: ignore[arg-type]
                                         is_blocking=not self.options.overlap, wait_for=waits)

@@ -136,8 +136,9 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
                 "`windows size step s`: the windows of `size` elements of s, one every `step` "
                 "(constants); a chunk's last window reads into the next chunk's elements"),
     "foldSeq": ("forall 'a. ('a -> 'a -> 'a) -> 'a -> Seq 'a -> Program<grid> 'a", {"a": BT},
-                "`foldSeq f z s`: the elements of s folded with the associative f from z, in "
-                "tiles of 256 (fcl.il.streams); its accumulator is carried from chunk to chunk"),
+                "`foldSeq f z s`: the elements of s folded with the associative f and its "
+                "neutral element z, each tile of 256 as a tree, the tiles' values in order "
+                "(fcl.il.streams); its accumulator is carried from chunk to chunk"),
     "collect": ("forall 'a. Seq 'a -> Program<grid> ['a]", {"a": BT},
                 "the elements of a sequence in one array, each chunk's copied back to the host "
                 "as it is made"),

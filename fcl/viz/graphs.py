@@ -155,8 +155,27 @@ class _Builder(StmtVisitor):
         self.arrays[s.var.name] = name
         return name
 
+    def visit_Chunk(self, s: ir.Chunk, graph, level: str, host: bool):
+        if s.length is None:  # the chunk's count or first element: no array to draw
+            return None
+        if s.what == "collected":
+            source = "the chunks collected on the host"
+        else:
+            src = s.stream.sources[int(s.source)]
+            where = f'"{src.where}"' if isinstance(src.where, str) else f"argument {src.where}"
+            source = f"a chunk of {where}" + (" (its rows' starts)" if src.role == "starts"
+                                               else "")
+        name = self.node(graph, f"{s.var.name} ← {source}", shape="cylinder",
+                         style="filled,bold")
+        self.arrays[s.var.name] = name
+        return name
+
     def visit_Print(self, s: ir.Print, graph, level: str, host: bool):
         return self._leaf_flows(graph, s, level, f"print {show(s.count)} of {s.array.name}")
+
+    def visit_Collect(self, s: ir.Collect, graph, level: str, host: bool):
+        return self._leaf_flows(graph, s, level,
+                                f"{show(s.count)} of {s.array.name} → host (collect)")
 
     def visit_Store(self, s: ir.Stmt, graph, level: str, host: bool):
         return self._leaf_flows(graph, s, level)

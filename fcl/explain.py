@@ -24,6 +24,7 @@ from fcl.errors import FCLError
 from fcl.memory.plan import COPIES, MemoryPlan, memory_plan, unknown_savings
 from fcl.runtime.device import is_oclgrind, open_device, require_device
 from fcl.runtime.host import time_compiled
+from fcl.runtime.streams import StreamOptions
 from fcl.session import Session
 from fcl.syntax import ast
 from fcl.timing import Policy, Timing
@@ -51,6 +52,7 @@ class Explanation:
     gpu: GPU  # the GPU whose occupancy and time are predicted
     # An entry point's arguments on the device (fcl.python): the call explained.
     arguments: list = field(default_factory=list)
+    streaming: StreamOptions | None = None  # how its sequences stream (default: the environment's)
     _traces: dict[int, Trace] = field(default_factory=dict)
     _timing: Timing | None = None
     _plan: MemoryPlan | None = None
@@ -62,7 +64,8 @@ class Explanation:
                            "its kernels instrumented,", self.device,
                            "`%%opencl`, `%%graph` and the interpreter need no device")
             self._traces[group] = trace_program(self.compiled, group, self.device, self.block_size,
-                                                arguments=self.arguments)
+                                                arguments=self.arguments,
+                                                streaming=self.streaming)
             _keep_traces_of(self)
         return self._traces[group]
 
@@ -82,7 +85,7 @@ class Explanation:
         if self._timing is None:
             self._timing = time_compiled(self.compiled, self.device, self.block_size,
                                          Policy(budget_s=MEASURE_BUDGET_S),
-                                         arguments=self.arguments)
+                                         arguments=self.arguments, streaming=self.streaming)
         return self._timing, device.name
 
     def measured_costs(self, group: int = 0) -> tuple[list[KernelCosts], Measured | None]:
@@ -242,8 +245,9 @@ def _keep_traces_of(explanation: Explanation) -> None:
 
 
 def explain(session: Session, root: ast.Expr, options: pipeline.CompileOptions,
-            device: str | None = None, gpu: str = DEFAULT_GPU) -> Explanation:
+            device: str | None = None, gpu: str = DEFAULT_GPU,
+            streaming: StreamOptions | None = None) -> Explanation:
     """Compile `root` for explaining (its result is not fetched); traces come on demand."""
     chosen = load_gpu(gpu)  # an unknown GPU is an error before anything is compiled
     return Explanation(pipeline.compile_program(session, root, options), options.block_size,
-                       device, chosen)
+                       device, chosen, streaming=streaming)

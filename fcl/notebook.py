@@ -315,7 +315,7 @@ class Workspace:
         """An fcl.explain.Explanation of the cell's program (cost tables, diagrams, graphs)."""
         with self.scratch(code) as root:
             return explain(self.session, root, self.settings.options(keep_result=False),
-                           self.settings.device, self.settings.gpu)
+                           self.settings.device, self.settings.gpu, self.settings.streaming())
 
     def define(self, source: Source) -> list[ast.Decl]:
         """Add a file's declarations (for %load)."""

@@ -322,3 +322,20 @@ def test_irregular_rows_that_do_not_add_up_are_errors_on_both_back_ends(csr):
         with pytest.raises(FCLError, match="windows of a sequence made of irregular rows are "
                                            "not supported"):
             lib.windowed(lengths, cols)
+
+
+def test_costs_price_the_moves_on_the_gpus_host_link(library):
+    values = np.arange(40_000, dtype=np.int32)
+    explanation = library.total.costs(values, gpu="t4")
+    text = explanation.costs_bundle()["text/plain"]
+    streamed = next(line for line in text.splitlines() if line.startswith("Streamed:"))
+    chunks = len(library.total.timeline(values).chunks())
+    assert streamed.startswith(f"Streamed: {values.nbytes:,} bytes to the device and 0 back in "
+                               f"{chunks} chunks; over the T4's host link (16 GB/s each way) "
+                               f"moving them takes 10 µs")
+    assert "overlapped about" in streamed and "one after another" in streamed
+    with pytest.raises(TypeError, match="total.costs runs the call more than once, and an "
+                                        "iterator can be read once"):
+        library.total.costs(iter([values]))
+    with pytest.raises(TypeError, match="give `s` an array or a memmap"):
+        library.total.bench(iter([values]))

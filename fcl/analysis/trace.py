@@ -109,10 +109,12 @@ class TracingRun(HostRun):
 def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
                   block_size: int | None = None, cap: int = DEFAULT_CAP,
                   inputs: dict[str, DeviceArray] | None = None,
-                  arguments: list | None = None) -> Trace:
+                  arguments: list | None = None,
+                  streaming: StreamOptions | None = None) -> Trace:
     """Run `compiled` with traced kernels (its output discarded) and return the trace;
     `inputs` are device arrays that `readIntCSV` gives by path (see HostRun.csv_inputs),
-    `arguments` an entry point's (HostRun.arguments)."""
+    `arguments` an entry point's (HostRun.arguments), `streaming` how its sequences stream
+    (default: the environment's FCL_DEVICE_MEMORY)."""
     block_size = launch_size(compiled, block_size)
     if group < 0:
         raise FCLError(f"the work-group to trace must be 0 or more, not {group}")
@@ -122,7 +124,9 @@ def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
     run = TracingRun(dev, kernels, block_size, io.StringIO(), io.StringIO(), group=group, cap=cap)
     run.csv_inputs = inputs or {}
     run.arguments = arguments or []
-    run.stream_options = StreamOptions.from_environment()
+    run.stream_options = streaming or StreamOptions.from_environment()
+    if run.stream_options.budget is not None:
+        run.memory.limit = min(run.stream_options.budget, dev.global_mem_size)
     try:
         run.run(compiled.host)
         dev.queue.finish()

@@ -239,6 +239,7 @@ class EntryPoint:
         or `budget_s` seconds. Its repr is the report."""
         policy = Policy(budget_s=budget_s, runs=runs)
         instance, values = self._check(args)
+        self._replayable(values, "bench")
         if self.library.backend == "opencl":
             return opencl.bench(self, instance, values, policy)
 
@@ -249,6 +250,14 @@ class EntryPoint:
 
         once()
         return repeat(once, policy)
+
+    def _replayable(self, values: list, what: str) -> None:
+        """`what` runs the call more than once: an iterator would be empty the second time."""
+        for param, value in zip(self.params, values):
+            if param.sequence and not isinstance(value, np.ndarray):
+                raise TypeError(f"{self.name}.{what} runs the call more than once, and an "
+                                f"iterator can be read once: give `{param.name}` an array or a "
+                                "memmap")
 
     @_fcl_errors
     def timeline(self, *args) -> Timeline:
@@ -269,6 +278,7 @@ class EntryPoint:
         (traced on the OpenCL device whichever back end the library runs on)."""
         chosen = load_gpu(gpu)  # an unknown GPU is an error before anything runs
         instance, values = self._check(args)
+        self._replayable(values, "costs")
         return opencl.explain_call(self, instance, values, chosen)
 
 

@@ -66,7 +66,7 @@ def explain_call(entry, instance, values: list, gpu: GPU) -> Explanation:
     library = entry.library
     arguments, _, _ = _to_device(entry, open_device(library.device), values)
     return Explanation(instance.compiled(), library.block_size, library.device, gpu,
-                       arguments=arguments)
+                       arguments=arguments, streaming=library.streaming)
 
 
 def _to_device(entry, device: Device, values: list) -> tuple[list, list, list]:

@@ -34,8 +34,8 @@ DEFAULT_CHUNK = 1 << 20
 @dataclass(frozen=True)
 class StreamOptions:
     """How a run streams: its device-memory budget in bytes (None: the device's memory), the
-    chunk size in elements (None: from the budget; a multiple of 256), and whether moving data
-    overlaps the kernels."""
+    chunk size in elements (None: from the budget; a fold's is rounded up to whole tiles), and
+    whether moving data overlaps the kernels."""
     budget: int | None = None
     chunk: int | None = None
     overlap: bool = True
@@ -85,10 +85,10 @@ class Elements:
         self.kept_from = 0
         self.length: int | None = None  # known once the iterator is done
         if isinstance(what, np.ndarray):
+            self._check(what, "")
             self.array, self.length = what, len(what)
         else:
             self.pieces = iter(what)
-        self._check(what if self.array is not None else self.kept, "")
 
     def _check(self, array, what: str) -> None:
         if not isinstance(array, np.ndarray) or array.ndim != 1 or array.dtype != self.dtype:
@@ -147,8 +147,6 @@ class _Loop:
     capacity: int = 0
     offsets: dict[int | str | None, dict[int, int]] = field(default_factory=dict)
     span: Span | None = None
-
-
 
 
 class Streams:
@@ -231,7 +229,9 @@ class Streams:
         self.elements += loop.count
         if loop.count == 0:
             self.current = None
-            _wait([e for events, _ in loop.moved.values() for e in events])
+            # The last chunk's kernels may still read the buffers, which the pool may hand to
+            # the next stream's moves, on the other queue: wait for them first.
+            run.device.queue.finish()
             run.memory.release_arrays_since(loop.arrays_before)
             del self.loops[number]
             self.finished[number] = loop

@@ -334,7 +334,7 @@ def test_costs_price_the_moves_on_the_gpus_host_link(library):
                                f"{chunks} chunks; over the T4's host link (16 GB/s each way) "
                                f"moving them takes 10 µs")
     assert "overlapped about" in streamed and "one after another" in streamed
-    with pytest.raises(TypeError, match="total.costs runs the call more than once, and an "
+    with pytest.raises(TypeError, match=r"total\.costs runs the call more than once, and an "
                                         "iterator can be read once"):
         library.total.costs(iter([values]))
     with pytest.raises(TypeError, match="give `s` an array or a memmap"):

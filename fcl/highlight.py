@@ -10,7 +10,7 @@ nested `(* *)` comments are tracked with a state stack, `-` directly before a di
 negative literal, and `<` opens a level list under the same rule as `mark_level_brackets`
 (after a name, `]` or `do`, when a well-formed list follows). Inside level lists the concrete
 levels are keywords; elsewhere `thread`, `block` and `grid` are ordinary names, as in FCL.
-`forall`, `Program`, `unit` and `string` are soft keywords too, but they are nearly always
+`forall`, `Program`, `Seq`, `unit` and `string` are soft keywords too, but they are nearly always
 types, so they are highlighted everywhere. `%magic` and `%%magic` lines at the top of a cell are
 kernel directives, not FCL.
 
@@ -47,7 +47,7 @@ _IDENT = r"(?:[^\W\d_]|#)[\w#']*"  # a letter or `#`, then letters, digits, `_`,
 _LEVEL = rf"(?:1\s*\+\s*)*{_IDENT}"
 _LEVEL_LIST_REST = rf"\s*(?:{_LEVEL}\s*(?:,\s*{_LEVEL}\s*)*)?>"
 
-_TYPE_WORDS = {"int", "double", "bool", "char", "unit", "string", "Program"}
+_TYPE_WORDS = {"int", "double", "bool", "char", "unit", "string", "Program", "Seq"}
 _WORD_TOKENS = {
     **dict.fromkeys(BUILTINS, Name.Builtin),
     **{word: Keyword for word in (*KEYWORDS, *SOFT_KEYWORDS) if word not in LEVEL_WORDS},

@@ -174,7 +174,7 @@ def _application_before(text: str) -> tuple[str | None, int]:
 TOKEN_TYPES = ["keyword", "type", "function", "variable", "parameter", "number", "string",
                "comment", "operator", "enumMember"]
 TOKEN_MODIFIERS = ["declaration", "defaultLibrary"]
-_TYPE_WORDS = {"int", "double", "bool", "char", "unit", "string", "Program"}
+_TYPE_WORDS = {"int", "double", "bool", "char", "unit", "string", "Program", "Seq"}
 _LEVELS = {"thread", "block", "grid"}
 _COMMENT = re.compile(r"--[^\n]*|\(\*.*?\*\)", re.S)
 

@@ -54,6 +54,7 @@ def test_soft_keywords_of_types():
     code = "sig g : forall <l> 'a. ['a] -> Program<l> (unit, string)"
     assert kind_of(code, "forall") is Keyword
     assert kind_of(code, "Program") is Keyword.Type
+    assert kind_of("sig f : Seq int -> Program <grid> int", "Seq") is Keyword.Type
     assert kind_of(code, "unit") is Keyword.Type
     assert kind_of(code, "string") is Keyword.Type
 

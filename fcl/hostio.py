@@ -39,6 +39,21 @@ def read_int_csv(path: str, span: Span | None) -> np.ndarray:
     return np.array(values, dtype=np.int32)
 
 
+def open_npy(path: str, dtype, span: Span | None) -> np.ndarray:
+    """A .npy file's 1-D array of `dtype`, memory-mapped (read from disk as it is used)."""
+    try:
+        data = np.load(path, mmap_mode="r")
+    except OSError as err:
+        raise FCLError(f"cannot read `{path}`: {err.strerror or err}", span) from None
+    except ValueError as err:  # not a .npy file, or one of Python objects
+        raise FCLError(f"cannot read `{path}` as a .npy file: {err}", span) from None
+    dtype = np.dtype(dtype)
+    if data.ndim != 1 or data.dtype != dtype:
+        raise FCLError(f"a sequence of {dtype} needs 1-D arrays of {dtype}; `{path}` holds an "
+                       f"array of {data.dtype} with shape {data.shape}", span)
+    return data
+
+
 def format_array(values: np.ndarray) -> str:
     """`[a,b,c]` with no spaces: ints as %i, doubles as %.5f."""
     fmt = "%.5f" if values.dtype == np.float64 else "%i"

@@ -39,6 +39,7 @@ from fcl.session import Session
 from kernels import execute, result_text
 
 MISSING_CSV = "/nonexistent-fcl-test-dir/numbers.csv"
+MISSING_NPY = "/nonexistent-fcl-test-dir/samples.npy"
 N = r"\d+"  # a device-dependent byte count
 
 
@@ -88,6 +89,10 @@ PLACED_OUTSIDE = ("val main = do<grid> {\n"
                   "  forceAndPrint 32 ys }\n")
 READ_CSV = (f'val main = do<grid> {{\n  xs <- readIntCSV "{MISSING_CSV}" ;\n'
             "  forceAndPrint 1 (push<grid> xs) }\n")
+STREAM_FILE = (f'val main = do<grid> {{\n  s <- foldSeq addi 0 (streamFile "{MISSING_NPY}") ;\n'
+               "  forceAndPrint 1 (push<grid> (generate 1 (fn i => s))) }\n")
+ZIPPED = ("val main = do<grid> {\n  s <- foldSeq addi 0 (zipWithSeq addi (streamIn (iota 5)) "
+          "(streamIn (iota 4))) ;\n  forceAndPrint 1 (push<grid> (generate 1 (fn i => s))) }\n")
 
 CASES = [
     Case("lexical", "val x = 1 $ 2\n", re.escape("unexpected character `$`"), 1, 11, "$"),
@@ -141,6 +146,13 @@ CASES = [
     Case("read-missing-file", READ_CSV,
          re.escape(f"cannot read `{MISSING_CSV}`: No such file or directory"), 2, 9,
          f'readIntCSV "{MISSING_CSV}"', "opencl"),
+    *(Case("read-missing-file", STREAM_FILE,
+           re.escape(f"cannot read `{MISSING_NPY}`: No such file or directory"), 2, 24,
+           f'streamFile "{MISSING_NPY}"', backend) for backend in ("interp", "opencl")),
+    *(Case("sequence-lengths", ZIPPED,
+           re.escape("zipWithSeq was given sequences of 5 and 4 elements: they must be as long"),
+           2, 24, "zipWithSeq addi (streamIn (iota 5)) (streamIn (iota 4))", backend)
+      for backend in ("interp", "opencl")),
 ]
 
 
@@ -157,7 +169,7 @@ def test_every_kind_is_in_the_catalogue():
     assert kinds == {"lexical", "unclosed-comment", "parse", "scope", "type", "level", "kind",
                      "out-of-bounds", "placed-outside", "division-by-zero", "too-large",
                      "local-memory",
-                     "read-missing-file"}
+                     "read-missing-file", "sequence-lengths"}
     # Run-time errors are caught by both back ends.
     for kind in kinds - {"lexical", "unclosed-comment", "parse", "scope", "type", "level", "kind",
                          "local-memory"}:

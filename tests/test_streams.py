@@ -198,9 +198,10 @@ def test_stream_file_reads_npy_files_as_elements_and_rows(tmp_path, monkeypatch)
         f"[{','.join(map(str, peaks[:12]))}]\n"
     assert len(timelines[0].chunks()) == 10 + 1  # the samples in 10 chunks, the rows in one
     np.save(tmp_path / "samples.npy", values.astype(np.float64))
-    with pytest.raises(FCLError, match="a sequence of int32 needs 1-D arrays of int32; got an "
-                                       "array of float64"):
-        run_streamed(text, StreamOptions())
+    for run in (lambda: run_streamed(text, StreamOptions()), lambda: run_interp(text)):
+        with pytest.raises(FCLError, match="a sequence of int32 needs 1-D arrays of int32; "
+                                           "`samples.npy` holds an array of float64"):
+            run()
 
 
 def _wrapped(value: int) -> str:

@@ -278,6 +278,7 @@ class StreamSource:
     extra: int = 0
     role: str = "elements"
     by: int | str | None = None
+    span: Span | None = field(default=None, compare=False)  # where a file is named
 
     @property
     def key(self) -> tuple[int | str, str]:

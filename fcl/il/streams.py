@@ -111,7 +111,7 @@ def builtins(lw, t: Type) -> dict[str, tuple[int, Callable]]:
     def stream_file(path):
         elem = chase(result_type(t))
         assert isinstance(elem, TSeq)
-        return _plain(ir.StreamSource(path, il_type(elem.elem)))
+        return _plain(ir.StreamSource(path, il_type(elem.elem), span=lw.user_span()))
 
     def segments_seq(lengths: SeqVal, values: SeqVal):
         if lengths.plain is None or values.plain is None:

@@ -12,6 +12,7 @@ import numpy as np
 
 from fcl import checks
 from fcl.errors import FCLError
+from fcl.hostio import open_npy
 from fcl.il.streams import FOLD_TILE
 from fcl.interp.lanes import Ctx, Vec, elementwise, expand, lift_full
 from fcl.interp.values import Buffer, Program, PullArray, dtype_of
@@ -61,13 +62,7 @@ def _stream_file(interp, t, span, ctx, path: str):
     while not isinstance(seq, TSeq):
         seq = chase(result_type(seq))
     dtype = np.dtype(dtype_of(seq.elem))
-    try:
-        data = np.load(path, mmap_mode="r")
-    except (OSError, ValueError) as err:
-        raise FCLError(f"cannot read the .npy file {path!r}: {err}", span) from None
-    if data.ndim != 1 or data.dtype != dtype:
-        raise FCLError(f"a sequence of {dtype} needs 1-D arrays of {dtype}; got an array of "
-                       f"{data.dtype} with shape {data.shape}", span)
+    data = open_npy(path, dtype, span)
     return Sequence.of_array(data)
 
 

@@ -21,6 +21,7 @@ import pyopencl as cl
 
 from fcl.errors import FCLError, Span
 from fcl.il import ir
+from fcl.hostio import open_npy
 from fcl.il.streams import FOLD_TILE, ITEM_BYTES
 from fcl.runtime.buffers import DeviceArray, HostArray
 from fcl.runtime.device import DTYPES
@@ -282,11 +283,7 @@ class Streams:
     def _elements(self, src: ir.StreamSource, span: Span | None) -> Elements:
         wanted = np.dtype(np.bool_) if src.elem == ir.BOOL else np.dtype(DTYPES[src.elem])
         if isinstance(src.where, str):
-            try:
-                data = np.load(src.where, mmap_mode="r")
-            except (OSError, ValueError) as err:
-                raise FCLError(f"cannot read the .npy file {src.where!r}: {err}", span) from None
-            return Elements(data, wanted, span)
+            return Elements(open_npy(src.where, wanted, src.span or span), wanted, span)
         return Elements(self.run.arguments[src.where], wanted, span)
 
     def _chunk_size(self, stream: ir.Stream, length: int | None,

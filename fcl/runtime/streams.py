@@ -20,8 +20,8 @@ import numpy as np
 import pyopencl as cl
 
 from fcl.errors import FCLError, Span
-from fcl.il import ir
 from fcl.hostio import open_npy
+from fcl.il import ir
 from fcl.il.streams import FOLD_TILE, ITEM_BYTES
 from fcl.runtime.buffers import DeviceArray, HostArray
 from fcl.runtime.device import DTYPES

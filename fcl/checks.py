@@ -29,6 +29,8 @@ TAKE = "cannot take {} elements of an array of length {}"
 NEGATIVE = "cannot force an array of negative length {}"
 TOO_LONG = "an array of {} x {} elements is longer than 2147483647, the largest int"
 BIN = "bin {} is outside the histogram's {} bins"
+ITERATOR_READ_AGAIN = ("argument {} is an iterator, which can be read once, and this reads it "
+                       "again: pass an array or a memmap")
 SEQ_LENGTHS = "zipWithSeq was given sequences of {} and {} elements: they must be as long"
 HISTOGRAM_LENGTHS = "histogram was given {} bin indices and {} values: one index per value"
 # The operators a histogram combines with, and what a device does atomically. addd is not one:

@@ -342,3 +342,17 @@ def test_costs_price_the_moves_on_the_gpus_host_link(library):
         library.total.costs(iter([values]))
     with pytest.raises(TypeError, match="give `s` an array or a memmap"):
         library.total.bench(iter([values]))
+
+
+def test_an_iterator_read_twice_is_an_error_on_both_back_ends():
+    text = ("sig twice : Seq int -> Program <grid> (int, [int])\n"
+            "fun twice s = do<grid> { a <- foldSeq addi 0 s ; b <- collect s ; return (a, b) }")
+    pieces = [np.arange(5, dtype=np.int32), np.arange(7, dtype=np.int32)]
+    for backend in ("opencl", "interp"):
+        lib = fcl.load(text, backend=backend)
+        total, collected = lib.twice(np.concatenate(pieces))  # an array may be read again
+        assert total == 31 and collected.tolist() == list(range(5)) + list(range(7))
+        with pytest.raises(FCLError, match="argument 1 is an iterator, which can be read once, "
+                                           "and this reads it again") as caught:
+            lib.twice(iter(pieces))
+        assert caught.value.span is not None and caught.value.span.col == 55  # collect s

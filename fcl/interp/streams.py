@@ -19,14 +19,29 @@ from fcl.interp.values import Buffer, Program, PullArray, dtype_of
 from fcl.types.types import TProgram, TPull, TSeq, Type, chase, result_type
 
 
+class ReadOnce:
+    """An entry point's iterator argument: a loop over chunks may read it once (the OpenCL back
+    end draws its pieces as the chunks need them, and keeps none)."""
+
+    def __init__(self, position: int):
+        self.position, self.read = position, False
+
+    def take(self, span) -> None:
+        if self.read:
+            raise FCLError(checks.ITERATOR_READ_AGAIN.format(self.position + 1), span)
+        self.read = True
+
+
 class Sequence:
     """`length` elements; `elem(ctx, k)` is element k (a Vec of positions in ctx); `data`, the
-    elements where they are a host source's as they are (what segmentsSeq takes)."""
+    elements where they are a host source's as they are (what segmentsSeq takes); `once`, the
+    iterators they are drawn from."""
 
     def __init__(self, length: int, elem: Callable, data: np.ndarray | None = None,
-                 irregular: bool = False):
+                 irregular: bool = False, once: tuple[ReadOnce, ...] = ()):
         self.length, self.elem, self.data = length, elem, data
         self.irregular = irregular  # made of irregular rows (segmentsSeq)
+        self.once = once
 
     @staticmethod
     def of_array(data: np.ndarray) -> Sequence:
@@ -35,8 +50,9 @@ class Sequence:
             k, ctx=ctx), data)
 
 
-def argument(value, dtype) -> Sequence:
-    """An entry point's sequence argument: an array (or memmap), or an iterator of arrays."""
+def argument(value, dtype, position: int) -> Sequence:
+    """An entry point's sequence argument (at `position`): an array (or memmap), or an iterator
+    of arrays."""
     if isinstance(value, np.ndarray):
         return Sequence.of_array(np.asarray(value))
     pieces = list(value)
@@ -46,7 +62,9 @@ def argument(value, dtype) -> Sequence:
                            f"{np.dtype(dtype)} from its iterator; got "
                            + (f"an array of {piece.dtype} with shape {piece.shape}"
                               if isinstance(piece, np.ndarray) else type(piece).__name__))
-    return Sequence.of_array(np.concatenate(pieces) if pieces else np.empty(0, dtype))
+    sequence = Sequence.of_array(np.concatenate(pieces) if pieces else np.empty(0, dtype))
+    sequence.once = (ReadOnce(position),)
+    return sequence
 
 
 def _host_int(value, ctx: Ctx) -> int:
@@ -68,12 +86,12 @@ def _stream_file(interp, t, span, ctx, path: str):
 
 def _map_seq(interp, t, span, ctx, f, s: Sequence):
     return Sequence(s.length, lambda c, k: interp.apply(f, s.elem(c, k), c, span),
-                    irregular=s.irregular)
+                    irregular=s.irregular, once=s.once)
 
 
 def _map_seq_m(interp, t, span, ctx, f, s: Sequence):
     return Sequence(s.length, lambda c, k: interp.apply(f, s.elem(c, k), c, span).run(c, interp),
-                    irregular=s.irregular)
+                    irregular=s.irregular, once=s.once)
 
 
 def _zip_with_seq(interp, t, span, ctx, f, a: Sequence, b: Sequence):
@@ -81,7 +99,7 @@ def _zip_with_seq(interp, t, span, ctx, f, a: Sequence, b: Sequence):
         raise FCLError(checks.SEQ_LENGTHS.format(a.length, b.length), span)
     return Sequence(a.length, lambda c, k: interp.apply(
         interp.apply(f, a.elem(c, k), c, span), b.elem(c, k), c, span),
-        irregular=a.irregular or b.irregular)
+        irregular=a.irregular or b.irregular, once=tuple(dict.fromkeys(a.once + b.once)))
 
 
 def _windows(interp, t, span, ctx, size, step, s: Sequence):
@@ -97,7 +115,7 @@ def _windows(interp, t, span, ctx, size, step, s: Sequence):
     def elem(c: Ctx, k):
         return PullArray(np.int32(n), lambda i, inner: s.elem(
             inner, elementwise(lambda k, i: k * m + i, k, i, ctx=inner)))
-    return Sequence(count, elem)
+    return Sequence(count, elem, once=s.once)
 
 
 def _segments_seq(interp, t, span, ctx, lengths: Sequence, values: Sequence):
@@ -124,11 +142,14 @@ def _segments_seq(interp, t, span, ctx, lengths: Sequence, values: Sequence):
         n = elementwise(lambda k: (starts[k + 1] - starts[k]).astype(np.int32), k, ctx=c)
         return PullArray(n, lambda i, inner: elementwise(
             lambda f, i: np.take(data, f + i), first, i, ctx=inner))
-    return Sequence(len(counts), elem, irregular=True)
+    return Sequence(len(counts), elem, irregular=True,
+                    once=tuple(dict.fromkeys(lengths.once + values.once)))
 
 
 def _elements(interp, span, lanes: Ctx, s: Sequence, dtype) -> np.ndarray:
     """Every element of s, made in one parallel step (a work-item each)."""
+    for source in s.once:
+        source.take(span)
     items, k = expand(lanes, s.length, checks.GLOBAL)
     values = lift_full(s.elem(items, k), items, dtype)
     interp.faults.end_round()

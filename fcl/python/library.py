@@ -318,9 +318,10 @@ class Instance:
         interpreter = Interpreter(RunConfig(self.library.block_size, sys.stdout, sys.stderr,
                                             self.library.warp_size))
         arguments = [
-            streams.argument(v, DTYPES[self.kinds.get(p.kind, p.kind)]) if p.sequence
+            streams.argument(v, DTYPES[self.kinds.get(p.kind, p.kind)], position)
+            if p.sequence
             else Buffer(v, np.int64(0), np.int32(len(v))) if isinstance(v, np.ndarray) else v
-            for p, v in zip(self.params, values)]
+            for position, (p, v) in enumerate(zip(self.params, values))]
         value = pipeline.on_big_stack(interpreter.run)(self._mono, arguments)
         return _interpreted_result(interpreter, value, self.result_type)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyopencl as cl
 
+from fcl import checks
 from fcl.errors import FCLError, Span
 from fcl.hostio import open_npy
 from fcl.il import ir
@@ -167,6 +168,7 @@ class Streams:
         self.chunk_size, self.elements = 0, 0  # the last loop's, and all loops' elements
         self.labels = 0  # chunks begun in the run
         self.moved = {"to device": 0, "to host": 0}  # bytes, for the cost model (explain)
+        self.drawn: set[int] = set()  # iterator arguments read (once: nothing keeps them)
 
     # ---- statements
     def chunk(self, s: ir.Chunk) -> None:
@@ -284,7 +286,12 @@ class Streams:
         wanted = np.dtype(np.bool_) if src.elem == ir.BOOL else np.dtype(DTYPES[src.elem])
         if isinstance(src.where, str):
             return Elements(open_npy(src.where, wanted, src.span or span), wanted, span)
-        return Elements(self.run.arguments[src.where], wanted, span)
+        given = self.run.arguments[src.where]
+        if not isinstance(given, np.ndarray):
+            if src.where in self.drawn:
+                raise FCLError(checks.ITERATOR_READ_AGAIN.format(src.where + 1), span)
+            self.drawn.add(src.where)
+        return Elements(given, wanted, span)
 
     def _chunk_size(self, stream: ir.Stream, length: int | None,
                     span: Span | None) -> tuple[int, int]:

@@ -118,6 +118,13 @@ class Elements:
             self.kept = np.concatenate(parts)
         return min(end, have)
 
+    def peek(self, start: int, end: int) -> np.ndarray:
+        """Elements [start, end) (at most what there is), with nothing let go."""
+        end = self.available(end)
+        if self.array is not None:
+            return self.array[start:end]
+        return self.kept[start - self.kept_from:end - self.kept_from]
+
     def read(self, start: int, end: int) -> np.ndarray:
         """Elements [start, end), contiguous; what is before `start` is not read again."""
         if self.array is not None:
@@ -148,6 +155,7 @@ class _Loop:
     # source, the element at which each chunk's first row begins.
     capacity: int = 0
     offsets: dict[int | str | None, dict[int, int]] = field(default_factory=dict)
+    counted: dict[int, int] = field(default_factory=dict)  # the last chunk counted: its count
     span: Span | None = None
 
 
@@ -331,6 +339,8 @@ class Streams:
         """The elements of the chunk from `start` (0 where the sequence ends): as many as a
         chunk holds, the sources have, and, for irregular rows, as many whole rows as their
         buffers hold."""
+        if start in loop.counted:  # the next chunk's, counted while this one ran
+            return loop.counted[start]
         end = start + loop.chunk
         if loop.length is not None:
             end = min(end, loop.length)
@@ -344,12 +354,13 @@ class Streams:
                 end = start + self._whole_rows(loop, src, elements, start, end)
         if end == start:
             self._check_rows_end(loop, start)
-        return max(0, end - start)
+        loop.counted = {start: max(0, end - start)}
+        return loop.counted[start]
 
     def _row_lengths(self, loop: _Loop, by, start: int, end: int) -> np.ndarray:
         lengths = next(e for src, e in zip(loop.stream.sources, loop.sources)
                        if src.where == by and src.role == "starts")
-        found = lengths.read(start, end).astype(np.int64)
+        found = lengths.peek(start, end).astype(np.int64)
         if found.size and found.min() < 0:
             row = start + int(np.argmax(found < 0))
             raise FCLError(f"segmentsSeq: row {row} has the negative length "
@@ -359,20 +370,31 @@ class Streams:
     def _whole_rows(self, loop: _Loop, src: ir.StreamSource, elements: Elements, start: int,
                     end: int) -> int:
         """How many of the rows [start, end) fit in a chunk's buffer of `src`'s elements (all
-        of them but the first that does not), with the elements each row ends at noted."""
+        of them but the first that does not), with the element where they end noted. The
+        lengths are summed a piece at a time, twice as many each time, until the buffer is
+        full: a chunk of long rows reads few of them."""
         offsets = loop.offsets[src.by]
         base = offsets[start]
-        ends = base + np.cumsum(self._row_lengths(loop, src.by, start, end))
-        count = int(np.searchsorted(ends, base + loop.capacity, side="right"))
-        if count == 0:
-            raise FCLError(f"segmentsSeq: row {start} has {int(ends[0] - base)} elements, more "
-                           f"than a chunk holds within the budget ({loop.capacity})", loop.span,
-                           ["raise the budget (device_memory)"])
-        have = elements.available(int(ends[count - 1]))
-        if have < ends[count - 1]:
+        count, total, piece = 0, 0, 4096
+        while start + count < end:
+            lengths = self._row_lengths(loop, src.by, start + count,
+                                        min(end, start + count + piece))
+            ends = total + np.cumsum(lengths)
+            fits = int(np.searchsorted(ends, loop.capacity, side="right"))
+            if fits < len(lengths):
+                if count + fits == 0:
+                    raise FCLError(f"segmentsSeq: row {start} has {int(lengths[0])} elements, "
+                                   "more than a chunk holds within the budget "
+                                   f"({loop.capacity})", loop.span,
+                                   ["raise the budget (device_memory)"])
+                count, total = count + fits, int(ends[fits - 1]) if fits else total
+                break
+            count, total, piece = count + len(lengths), int(ends[-1]), piece * 2
+        have = elements.available(base + total)
+        if have < base + total:
             raise FCLError(f"segmentsSeq: the rows' lengths add up to more than the "
                            f"{have} elements given", loop.span)
-        offsets[start + count] = int(ends[count - 1])
+        offsets[start + count] = base + total
         return count
 
     def _check_rows_end(self, loop: _Loop, start: int) -> None:
@@ -392,6 +414,7 @@ class Streams:
             if src.role == "starts":
                 lengths = self._row_lengths(loop, src.where, start, start + count)
                 part = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+                elements.read(start, start)  # an iterator's lengths before it are let go
             elif src.role == "rows":
                 offsets = loop.offsets[src.by]
                 part = elements.read(offsets[start], offsets[start + count])

@@ -409,10 +409,11 @@ def test_level_would_have_to_contain_itself():
 
 # ---- kind errors ------------------------------------------------------------------------------
 
-def test_push_array_of_pairs_is_not_a_base_type():
-    err = check_error("val p = push<block> (generate 3 (fn i => (i, i)))")
-    assert_error(err, "`(int, int)` is not a base type (int, double or bool), but the elements "
-                      "of push arrays must be", 1, 22, "generate 3 (fn i => (i, i))")
+def test_push_array_of_pairs_holding_an_array_is_not_a_record():
+    err = check_error("val p = push<block> (generate 3 (fn i => (i, iota i)))")
+    assert_error(err, "`[int]` is not a record of base types (int, double, bool, or pairs of "
+                      "them), but the elements of push arrays must be", 1, 22,
+                 "generate 3 (fn i => (i, iota i))")
 
 
 def test_program_returning_a_function_names_program_results_as_the_reason():
@@ -423,8 +424,9 @@ def test_program_returning_a_function_names_program_results_as_the_reason():
 
 def test_if_returning_an_array_is_rejected():
     err = check_error("val x = if true then iota 3 else iota 4")
-    assert_error(err, "`if` can only choose between base values (int, double or bool), but its "
-                      "branches have type `[int]`", 1, 9, "if true then iota 3 else iota 4")
+    assert_error(err, "`if` can only choose between base values (int, double or bool) or records "
+                      "of them (pairs), but its branches have type `[int]`", 1, 9,
+                 "if true then iota 3 else iota 4")
 
 
 # ---- too deeply nested ------------------------------------------------------------------------

@@ -225,6 +225,19 @@ def scan_rows(f, z, rows):
     return [x for scan in scanned_rows(f, z, rows) for x in scan]
 
 
+def records_expected() -> str:
+    moved = []
+    for i in range(8):
+        x, v = float(i) + float(i + 1), float(i + 1)
+        moved.append((20.0 - x, -v) if x > 10.0 else (x, v))
+    parts = [x + x * x + (x > 2) for chunk in range(4)
+             for x in reversed(range(4 * chunk, 4 * chunk + 4))]
+    values = [i * 7 % 5 for i in range(16)]
+    folds = [sum(values[k:k + 4]) * 1000 + max(values[k:k + 4]) for k in range(0, 16, 4)]
+    return lines(doubles(p[0] for p in moved), doubles(p[1] for p in moved), ints(parts),
+                 ints(folds))
+
+
 def streams_expected() -> str:
     signal = [(i * 37) % 101 - 50 for i in range(5000)]
     edges = [signal[4 * k] + signal[4 * k + 7] - signal[4 * k + 3]
@@ -458,6 +471,7 @@ EXPECTED = {
     "warp.fcl": warp_expected,
     "rows.fcl": rows_expected,
     "streams.fcl": streams_expected,
+    "records.fcl": records_expected,
     "power.fcl": power_expected,
     "while.fcl": while_expected,
     "forceAndPrint.fcl": lambda: lines(ints((i - 2) * 1000000 for i in range(6)),

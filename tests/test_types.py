@@ -76,9 +76,13 @@ def test_if_chooses_between_base_values_only():
         types_of("val f = fn u => if true then u else ()")
 
 
-def test_push_arrays_hold_base_types_only():
-    with pytest.raises(FCLError, match="not a base type"):
-        types_of("val p = push<block> (generate 3 (fn i => (i, i)))")
+def test_push_arrays_hold_records_of_base_types_only():
+    assert types_of("val p = push<block> (generate 3 (fn i => (i, (2.0, true))))") == \
+        ["p : [(int, (double, bool))]<block>"]
+    with pytest.raises(FCLError, match="not a record of base types"):
+        types_of("val p = push<block> (generate 3 (fn i => (i, iota i)))")
+    with pytest.raises(FCLError, match="not a ground type"):  # no pull array holds functions
+        types_of("val p = push<block> (generate 3 (fn i => (i, fn x => x)))")
 
 
 def test_pull_arrays_of_pairs_are_fine():

@@ -16,6 +16,7 @@ from fcl.il.values import (
     PushPull,
     SeqForPush,
     at_warp,
+    elem_shape,
     elem_type,
     level_of,
 )
@@ -138,7 +139,7 @@ def _array_builtins(lw: Lowerer, t: Type, span):
 
     def force(array):
         level = level_of(arg_type(t, 0))
-        return program(lambda: lw.force(array, level, elem_type(t), at_warp(arg_type(t, 0))))
+        return program(lambda: lw.force(array, level, elem_shape(t), at_warp(arg_type(t, 0))))
 
     def generate(n, f):
         if lw.checks:
@@ -169,8 +170,8 @@ def _array_builtins(lw: Lowerer, t: Type, span):
 
     def seqfor(first, iterations, step):
         if isinstance(arg_type(t, 0), TPush):  # the thesis's form: first is the initial array
-            return SeqForPush(lw.length(first), iterations, step, elem_type(t), span, first)
-        return SeqForPush(first, iterations, step, elem_type(t), span)
+            return SeqForPush(lw.length(first), iterations, step, elem_shape(t), span, first)
+        return SeqForPush(first, iterations, step, elem_shape(t), span)
 
     def power(count, step, init):
         return program(lambda: lw.loop(

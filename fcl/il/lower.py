@@ -11,7 +11,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from fcl import checks
+from fcl import checks, records
 from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.env import Env
 from fcl.errors import FCLError, Span
@@ -30,6 +30,7 @@ from fcl.il.values import (
     PushPull,
     SeqForPush,
     il_type,
+    record_shape,
 )
 from fcl.mono import GRID, THREAD, MonoProgram
 from fcl.prelude import PRELUDE_NAME
@@ -299,7 +300,9 @@ class Lowerer:
             then_value = self.eval(e.then, env)
         with self.capture() as else_stmts:
             else_value = self.eval(e.else_, env)
-        t = il_type(e.type)
+        shape = record_shape(e.type)  # a base type, or a record's: a choice per field
+        fields = records.leaves(shape, shape)
+        thens, elses = records.leaves(shape, then_value), records.leaves(shape, else_value)
         if all(isinstance(s, ir.Fail) for s in then_stmts + else_stmts):
             # Only checks: each applies where its branch is taken, and the value is a
             # conditional expression, as without checks (the range analysis then sees the
@@ -308,15 +311,19 @@ class Lowerer:
             for guard, stmts in ((cond, then_stmts), (not_cond, else_stmts)):
                 for s in stmts:
                     self.emit(replace(s, cond=mk_bin("&&", guard, s.cond, ir.BOOL)))
-            return ir.Select(cond, then_value, else_value, t)
+            if len(fields) > 1:
+                cond = self.declare("cond", cond)
+            return records.rebuild(shape, [ir.Select(cond, a, b, t)
+                                           for a, b, t in zip(thens, elses, fields)])
         # A branch needed statements: run only the chosen one, as the source says.
-        result = self.fresh("branch", t)
+        results = [self.fresh("branch", t) for t in fields]
         with self.at(e.span):
-            self.emit(ir.Declare(result, ir.Const(ZERO[t], t)))
-            then_stmts.append(ir.Assign(result, then_value, span=e.then.span))
-            else_stmts.append(ir.Assign(result, else_value, span=e.else_.span))
+            for result, t in zip(results, fields):
+                self.emit(ir.Declare(result, ir.Const(ZERO[t], t)))
+            then_stmts += [ir.Assign(r, v, span=e.then.span) for r, v in zip(results, thens)]
+            else_stmts += [ir.Assign(r, v, span=e.else_.span) for r, v in zip(results, elses)]
             self.emit(ir.If(cond, then_stmts, else_stmts))
-        return result
+        return records.rebuild(shape, list(results))
 
     # ---- run-time checks
     def fail(self, cond: ir.Expr, template: str, values: list[ir.Expr], hint: str = "") -> None:
@@ -384,22 +391,30 @@ class Lowerer:
             return self.length(array.inner)
         raise TypeError(array)  # pragma: no cover
 
-    def force(self, array, level: int, elem: str, warp: bool = False) -> Pull:
+    def force(self, array, level: int, elem, warp: bool = False) -> Pull:
         """Materialize a push array in the memory of `level` (thesis rule 5.82); at the warp
-        level, in the warp's memory (a thread-level array that its lanes may share)."""
+        level, in the warp's memory (a thread-level array that its lanes may share). `elem` is
+        the elements' IL type, or a record's shape (fcl.records): an array per field."""
         size = self.declare("len", self.length(array))
         if self.checks:
             self.fail(mk_bin("<", size, ir.Const(0, ir.INT), ir.BOOL), checks.NEGATIVE, [size])
+        fields = records.leaves(elem, elem)
         if level == THREAD and not warp and isinstance(size, ir.Const) and size.value == 1:
-            # A one-element thread-level array lives in a register.
-            cell = self.fresh("acc", elem)
-            self.emit(ir.Declare(cell, ir.Const(ZERO[elem], elem)))
-            self.force_to(array, lambda index, value: self.emit(ir.Assign(cell, value)))
-            return Pull(size, lambda index: cell)
-        buffer = self.fresh("arr", ir.ArrayType(elem))
-        self.emit(ir.Alloc(buffer, size, LEVELS[level]))
-        self.force_to(array, lambda index, value: self.emit(ir.Store(buffer, index, value)))
-        return Pull(size, lambda index: ir.Index(buffer, index))
+            # A one-element thread-level array lives in registers.
+            cells = [self.fresh("acc", field) for field in fields]
+            for cell, field in zip(cells, fields):
+                self.emit(ir.Declare(cell, ir.Const(ZERO[field], field)))
+            self.force_to(array, lambda index, value: self.emit_all(
+                [ir.Assign(cell, item) for cell, item in zip(cells, records.leaves(elem, value))]))
+            return Pull(size, lambda index: records.rebuild(elem, list(cells)))
+        buffers = [self.fresh("arr", ir.ArrayType(field)) for field in fields]
+        for buffer in buffers:
+            self.emit(ir.Alloc(buffer, size, LEVELS[level]))
+        self.force_to(array, lambda index, value: self.emit_all(
+            [ir.Store(buffer, index, item)
+             for buffer, item in zip(buffers, records.leaves(elem, value))]))
+        return Pull(size, lambda index: records.rebuild(
+            elem, [ir.Index(buffer, index) for buffer in buffers]))
 
     def force_to(self, array, write: Callable) -> None:
         """Emit the loops that write every element of a push array through `write`."""
@@ -444,41 +459,53 @@ class Lowerer:
             raise TypeError(array)  # pragma: no cover
 
     def force_seqfor(self, array: SeqForPush, write: Callable) -> None:
-        elem = array.elem
-        zero = ir.Const(ZERO[elem], elem)
+        elem = array.elem  # an IL type, or a record's shape: each field in a cell or array
+        fields = records.leaves(elem, elem)
         with self.at(array.span):
             if isinstance(array.size, ir.Const) and array.size.value == 1:
-                cell = self.fresh("acc", elem)
-                self.emit(ir.Declare(cell, zero))
+                cells = [self.fresh("acc", field) for field in fields]
+                for cell, field in zip(cells, fields):
+                    self.emit(ir.Declare(cell, ir.Const(ZERO[field], field)))
+
+                def assign(value) -> None:
+                    self.emit_all([ir.Assign(cell, item)
+                                   for cell, item in zip(cells, records.leaves(elem, value))])
                 if array.init is not None:
-                    self.force_to(array.init, lambda _, value: self.emit(ir.Assign(cell, value)))
+                    self.force_to(array.init, lambda _, value: assign(value))
 
                 def accumulate(i):
-                    read = Prim("read", 1, lambda k: cell)
+                    read = Prim("read", 1, lambda k: records.rebuild(elem, list(cells)))
                     _, value = self.apply(self.apply(array.step, read), i)
-                    self.emit(ir.Assign(cell, value))
+                    assign(value)
                 self.seq_loop(array.iterations, accumulate)
-                write(ir.Const(0, ir.INT), cell)
+                write(ir.Const(0, ir.INT), records.rebuild(elem, list(cells)))
                 return
-            temp = self.fresh("tmp", ir.ArrayType(elem))
-            self.emit(ir.Alloc(temp, array.size, "thread"))
+            temps = [self.fresh("tmp", ir.ArrayType(field)) for field in fields]
+            for temp in temps:
+                self.emit(ir.Alloc(temp, array.size, "thread"))
+
+            def put(i, value) -> None:
+                self.emit_all([ir.Store(temp, i, item)
+                               for temp, item in zip(temps, records.leaves(elem, value))])
             if array.init is not None:
-                self.force_to(array.init, lambda i, value: self.emit(ir.Store(temp, i, value)))
+                self.force_to(array.init, put)
             else:
                 k = self.fresh("k", ir.INT)
                 # Zeroed like the interpreter's, so reading an unwritten element is deterministic.
-                self.emit(ir.SeqFor(k, array.size, [ir.Store(temp, k, zero)]))
-            stored = Pull(array.size, lambda index: ir.Index(temp, index))
+                self.emit(ir.SeqFor(k, array.size, [
+                    ir.Store(temp, k, ir.Const(ZERO[field], field))
+                    for temp, field in zip(temps, fields)]))
+            stored = Pull(array.size, lambda index: records.rebuild(
+                elem, [ir.Index(temp, index) for temp in temps]))
             read = Prim("read", 1, lambda index: self.index(stored, index))
 
             def store(i):
                 index, value = self.apply(self.apply(array.step, read), i)
-                index = self.within(index, array.size, checks.SEQFOR)
-                self.emit(ir.Store(temp, index, value))
+                put(self.within(index, array.size, checks.SEQFOR), value)
             self.seq_loop(array.iterations, store)
             out = self.fresh("k", ir.INT)
             with self.capture() as body:
-                write(out, ir.Index(temp, out))
+                write(out, stored.fn(out))
             self.emit(ir.SeqFor(out, array.size, body))
 
     def seq_loop(self, iterations: ir.Expr, iteration: Callable[[ir.Expr], None]) -> None:

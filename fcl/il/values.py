@@ -15,7 +15,7 @@ from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.mono import level_number
 from fcl.syntax import ast
-from fcl.types.types import TArrow, TCon, TProgram, TPull, TPush, Type, chase, is_warp
+from fcl.types.types import TArrow, TCon, TPair, TProgram, TPull, TPush, Type, chase, is_warp
 
 
 def il_type(t: Type) -> str:
@@ -33,6 +33,25 @@ def elem_type(t: Type) -> str:
     if not isinstance(t, (TPull, TPush)):
         raise FCLError(f"internal: {t} is not an array type")
     return il_type(t.elem)
+
+
+def record_shape(t: Type):
+    """A record type's IL types, nested as its pairs are (fcl.records): an IL base type, or a
+    pair of shapes."""
+    t = chase(t)
+    if isinstance(t, TPair):
+        return (record_shape(t.fst), record_shape(t.snd))
+    return il_type(t)
+
+
+def elem_shape(t: Type):
+    """The record shape of an array type's elements, looking through functions and programs."""
+    t = chase(t)
+    while isinstance(t, (TArrow, TProgram)):
+        t = chase(t.res if isinstance(t, TArrow) else t.result)
+    if not isinstance(t, (TPull, TPush)):
+        raise FCLError(f"internal: {t} is not an array type")
+    return record_shape(t.elem)
 
 
 ZERO = {ir.INT: 0, ir.DOUBLE: 0.0, ir.BOOL: False}
@@ -67,7 +86,7 @@ class SeqForPush:
     size: ir.Expr
     iterations: ir.Expr
     step: object
-    elem: str
+    elem: object  # an IL type, or a record's shape (fcl.records)
     span: Span | None
     init: object = None  # the thesis's form: the thread-level push array it starts from
 

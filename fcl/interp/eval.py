@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fcl import checks
+from fcl import checks, records
 from fcl.deep import depth_guard
 from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.env import Env
@@ -35,9 +35,10 @@ from fcl.interp.values import (
     Closure,
     Program,
     PushArray,
+    RecordBuffer,
     check,
-    dtype_of,
     locate_in_user_code,
+    record_dtype,
 )
 from fcl.mono import MonoProgram
 from fcl.prelude import PRELUDE_NAME
@@ -135,12 +136,15 @@ class Interpreter:
             return self.eval(e.then, env, ctx)
         if not mask.any():
             return self.eval(e.else_, env, ctx)
-        dtype = dtype_of(e.type)
-        out = np.empty(ctx.n, dtype=dtype)
+        dtype = record_dtype(e.type)
+        dtypes = records.leaves(dtype, dtype)
+        outs = [np.empty(ctx.n, dtype=leaf) for leaf in dtypes]
         for branch, lanes_mask in ((e.then, mask), (e.else_, ~mask)):
             lanes, idx = restrict(ctx, lanes_mask)
-            out[idx] = lift_full(self.eval(branch, env, lanes), lanes, dtype)
-        return Vec(ctx, out)
+            items = records.leaves(dtype, self.eval(branch, env, lanes))
+            for out, leaf, item in zip(outs, dtypes, items, strict=True):
+                out[idx] = lift_full(item, lanes, leaf)
+        return records.rebuild(dtype, [Vec(ctx, out) for out in outs])
 
     # ---- memory
     def restrict(self, ctx: Ctx, mask: np.ndarray) -> tuple[Ctx, np.ndarray]:
@@ -177,7 +181,10 @@ class Interpreter:
             offset, length = np.zeros(ctx.n, dtype=np.int64), np.zeros(ctx.n, dtype=np.int32)
             offset[idx] = lift_full(written.offset, lanes, np.int64)
             length[idx] = lift_full(written.length, lanes, np.int32)
-            buffer = Buffer(written.data, Vec(ctx, offset), Vec(ctx, length))
+            fields = written.fields if isinstance(written, RecordBuffer) else [written]
+            spread = [Buffer(f.data, Vec(ctx, offset), Vec(ctx, length)) for f in fields]
+            buffer = RecordBuffer(written.shape, spread) \
+                if isinstance(written, RecordBuffer) else spread[0]
         # A force outside work-items is a barrier, or at grid level the end of a kernel launch.
         if not in_parallel_code(ctx, work_items=True):
             self.faults.end_round()
@@ -185,14 +192,21 @@ class Interpreter:
                 self.faults.raise_first()
         return buffer
 
-    def _materialize(self, array: PushArray, ctx: Ctx, dtype, span: Span | None) -> Buffer:
-        data, offset, length = self.allocate(ctx, array.length(), dtype, span)
+    def _materialize(self, array: PushArray, ctx: Ctx, dtype, span: Span | None):
+        """The array's elements in memory: a Buffer, or for records (a nested tuple of
+        dtypes) a RecordBuffer, a Buffer per field."""
+        dtypes = records.leaves(dtype, dtype)
+        allocated = [self.allocate(ctx, array.length(), leaf, span) for leaf in dtypes]
+        _, offset, length = allocated[0]
         try:
             for lanes, pos, value in array.emit(ctx, self):
                 where = lift_full(pos, lanes, np.int64) + lift_full(offset, lanes, np.int64)
-                data[where] = lift_full(value, lanes, dtype)
+                for (data, _, _), leaf, item in zip(allocated, dtypes,
+                                                    records.leaves(dtype, value), strict=True):
+                    data[where] = lift_full(item, lanes, leaf)
         except FCLError as err:
             if err.span is None:  # a loop too large to run (lanes.too_large) is located here
                 err.span = span
             raise
-        return Buffer(data, offset, length)
+        buffers = [Buffer(data, offset, length) for data, _, _ in allocated]
+        return RecordBuffer(dtype, buffers) if isinstance(dtype, tuple) else buffers[0]

@@ -22,7 +22,7 @@ from fcl.interp.values import (
     PushPull,
     SeqFor,
     check,
-    dtype_of,
+    record_dtype,
     where_failed,
 )
 from fcl.intmath import c_div, c_mod, clz, d2i
@@ -137,7 +137,7 @@ def _elem_dtype(t: Type):
     t = chase(t)
     while isinstance(t, TProgram):
         t = chase(t.result)
-    return dtype_of(t.elem) if isinstance(t, (TPull, TPush)) else np.int32
+    return record_dtype(t.elem) if isinstance(t, (TPull, TPush)) else np.int32
 
 
 def _generate(interp, t, span, ctx, n, f):
@@ -232,7 +232,7 @@ def _while(interp, t, span, ctx, cond, step, init):
 def _seqfor(interp, t, span, ctx, first, iters, step):
     result = chase(result_type(t))
     assert isinstance(result, (TPull, TPush))
-    dtype = dtype_of(result.elem)
+    dtype = record_dtype(result.elem)
     if isinstance(arg_type(t, 0), TPush):  # the thesis's form: first is the initial array
         return SeqFor(first.length(), iters, step, dtype, span, init=first)
     return SeqFor(first, iters, step, dtype, span)

@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from fcl import checks
+from fcl import checks, records
 from fcl.errors import FCLError, Span
 from fcl.interp.faults import failure_at, in_parallel_code, locate_in_user_code
 from fcl.interp.lanes import Ctx, Vec, deepest, elementwise, expand, lift, lift_full
 from fcl.mono import GRID
-from fcl.types.types import TCon, Type, chase
+from fcl.types.types import TCon, TPair, Type, chase
 
 DTYPES = {"int": np.int32, "double": np.float64, "bool": np.bool_}
 
@@ -24,6 +24,14 @@ def dtype_of(t: Type):
     t = chase(t)
     return DTYPES[t.name] if isinstance(t, TCon) and t.name in DTYPES else np.int32
 
+
+def record_dtype(t: Type):
+    """A record type's numpy dtypes, nested as its pairs are: a base type's dtype, or a pair of
+    them (docs/language.md, "Records")."""
+    t = chase(t)
+    if isinstance(t, TPair):
+        return (record_dtype(t.fst), record_dtype(t.snd))
+    return dtype_of(t)
 
 def check(ctx: Ctx, failed, template: str, values: tuple, span: Span | None,
           hint: str = "") -> np.ndarray | None:
@@ -96,6 +104,18 @@ class Buffer(PullArray):
 # ---- push arrays -------------------------------------------------------------------------------
 
 Chunk = tuple[Ctx, object, object]  # (element lanes, position in the array, value)
+
+
+class RecordBuffer(PullArray):
+    """An array of records in memory: a Buffer per field, sharing offsets and lengths (SoA)."""
+
+    def __init__(self, shape, fields: list[Buffer]):
+        super().__init__(fields[0].length, self._read)
+        self.shape, self.fields = shape, fields
+        self.offset = fields[0].offset
+
+    def _read(self, i, ctx):
+        return records.rebuild(self.shape, [field.fn(i, ctx) for field in self.fields])
 
 
 class PushArray:
@@ -181,11 +201,15 @@ class SeqFor(PushArray):
         return self.size
 
     def emit(self, ctx, interp):
+        fields = records.leaves(self.dtype, self.dtype)
         if self.init is None:
-            acc = Buffer(*interp.allocate(ctx, self.size, self.dtype, self.span))
+            buffers = [Buffer(*interp.allocate(ctx, self.size, field, self.span))
+                       for field in fields]
+            acc = RecordBuffer(self.dtype, buffers) if len(buffers) > 1 else buffers[0]
         else:
             acc = interp.force(self.init, ctx, self.dtype, self.span)  # thesis rule 5.78
-        data, offset, size = acc.data, acc.offset, acc.length
+        datas = [b.data for b in acc.fields] if isinstance(acc, RecordBuffer) else [acc.data]
+        offset, size = acc.offset, acc.length
         iterations = lift(self.iterations, ctx)
         steps = int(np.max(iterations)) if isinstance(iterations, np.ndarray) and iterations.size \
             else int(iterations) if not isinstance(iterations, np.ndarray) else 0
@@ -203,12 +227,10 @@ class SeqFor(PushArray):
             pos, value = step
             bad = elementwise(lambda p, n: (p < 0) | (p >= n), pos, self.size, ctx=lanes)
             failed = check(lanes, bad, checks.SEQFOR, (pos, self.size), self.span)
-            if failed is None:
-                data[offsets + lift(pos, lanes)] = lift(value, lanes)
-            else:  # the lanes that failed write nothing
-                ok = ~failed
-                where = lift_full(pos, lanes, np.int64)[ok]
-                data[offsets[ok] + where] = lift_full(value, lanes, data.dtype)[ok]
+            ok = slice(None) if failed is None else ~failed  # the lanes that failed write nothing
+            where = offsets[ok] + lift_full(pos, lanes, np.int64)[ok]
+            for data, item in zip(datas, records.leaves(self.dtype, value), strict=True):
+                data[where] = lift_full(item, lanes, data.dtype)[ok]
         lanes, pos = expand(ctx, size)
         yield lanes, pos, acc.fn(pos, lanes)
 

@@ -6,7 +6,7 @@ it decides the letters in printed types, as in the original compiler.
 from __future__ import annotations
 
 from fcl.defaults import BLOCK_SIZE, WARP_SIZE
-from fcl.types.types import BT, GT
+from fcl.types.types import BT, GT, RT
 
 I2I, D2D, II2I, DD2D, II2B, DD2B = ("int -> int", "double -> double", "int -> int -> int",
                                     "double -> double -> double", "int -> int -> bool",
@@ -66,31 +66,31 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
              "`take n xs`: the first n elements of xs, which must have at least n (checked once, "
              "not at every element)"),
     "length": ("forall 'a. ['a] -> int", {"a": GT}, "length of a pull array (= lengthPull)"),
-    "lengthPush": ("forall <l> 'a. ['a]<l> -> int", {"a": BT}, "length of a push array"),
+    "lengthPush": ("forall <l> 'a. ['a]<l> -> int", {"a": RT}, "length of a push array"),
     "generate": ("forall 'a. int -> (int -> 'a) -> ['a]", {"a": GT},
                  "`generate n f` is the pull array [f 0, ..., f (n-1)]"),
     "mapPull": ("forall 'a 'b. ('a -> 'b) -> ['a] -> ['b]", {"a": GT, "b": GT},
                 "apply a function to every element of a pull array"),
     "map": ("forall 'a 'b. ('a -> 'b) -> ['a] -> ['b]", {"a": GT, "b": GT},
             "apply a function to every element of a pull array (= mapPull)"),
-    "mapPush": ("forall <l> 'a 'b. (int -> 'a -> 'b) -> ['a]<l> -> ['b]<l>", {"a": BT, "b": BT},
+    "mapPush": ("forall <l> 'a 'b. (int -> 'a -> 'b) -> ['a]<l> -> ['b]<l>", {"a": RT, "b": RT},
                 "map over a push array; the function also gets each element's index"),
-    "force": ("forall <l> 'a. ['a]<l> -> Program<l> ['a]", {"a": BT},
+    "force": ("forall <l> 'a. ['a]<l> -> Program<l> ['a]", {"a": RT},
               "write a push array to memory (registers, local or global by level)"),
-    "push": ("forall <l> 'a. ['a] -> ['a]<l>", {"a": BT},
+    "push": ("forall <l> 'a. ['a] -> ['a]<l>", {"a": RT},
              "give a pull array an iteration scheme at a level"),
     "return": ("forall <l> 'a. 'a -> Program<l> 'a", {"a": GT}, "a program that yields a value"),
     "bind": ("forall <l> 'a 'b. Program<l> 'a -> ('a -> Program<l> 'b) -> Program<l> 'b",
              {"a": GT, "b": GT}, "run a program, then the program its result selects"),
     "interleave": ("forall <l> 'a. int -> ((int, int) -> int) -> [Program<l> ['a]<l>] "
-                   "-> Program<1+l> ['a]<1+l>", {"a": BT},
+                   "-> Program<1+l> ['a]<1+l>", {"a": RT},
                    "run sub-programs one level down in parallel; f (i, j) places element j of "
                    "sub-array i"),
     "interleaveSeq": ("forall <l> 'a. int -> ((int, int) -> int) -> [Program<l> ['a]<l>] "
-                      "-> Program<l> ['a]<l>", {"a": BT},
+                      "-> Program<l> ['a]<l>", {"a": RT},
                       "like interleave, but runs the sub-programs one after the other"),
     "seqfor": ("forall 'a. int -> int -> ((int -> 'a) -> int -> (int, 'a)) -> ['a]<thread>",
-               {"a": BT}, "`seqfor size iters step`: a sequential loop writing (index, value) "
+               {"a": RT}, "`seqfor size iters step`: a sequential loop writing (index, value) "
                           "pairs to an array of `size` elements, zeroed first; `seqfor init iters "
                           "step` (the thesis's form, `init : ['a]<thread>`) starts from the "
                           "elements of `init` instead"),

@@ -23,6 +23,7 @@ from fcl.types.types import (
     DOUBLE,
     GT,
     INT,
+    RT,
     STRING,
     TYP,
     UNIT,
@@ -398,10 +399,11 @@ class Checker:
                 raise FCLError(f"the branches of this `if` have different types: `{then_s}` "
                                f"and `{else_s}`", e.span, _hints_for(err)) from None
             try:
-                restrict_kind(t_then, BT, "the branches of `if`")
+                restrict_kind(t_then, RT, "the branches of `if`")
             except KindError:
-                raise FCLError(f"`if` can only choose between base values (int, double or bool), "
-                               f"but its branches have type `{show_types(t_then)[0]}`", e.span,
+                raise FCLError(f"`if` can only choose between base values (int, double or bool) "
+                               "or records of them (pairs), but its branches have type "
+                               f"`{show_types(t_then)[0]}`", e.span,
                                ["choose between the scalars inside instead, e.g. in the index "
                                 "function of a `generate`"]) from None
             return t_then
@@ -641,7 +643,7 @@ def _kind_reason(t: ast.TypeSyntax, var: str, kind: int) -> str | None:
             walk(arg, inner)
 
     walk(t, None)
-    if kind == BT and "push" in found:
+    if kind in (BT, RT) and "push" in found:
         return KIND_REASONS["push"]
     return KIND_REASONS[found[0]] if found else None
 
@@ -681,8 +683,9 @@ def _plural(n: int, word: str) -> str:
 
 
 def _kind_name(kind: int) -> str:
-    return {BT: "a base type (int, double or bool)", GT: "a ground type (a non-function type)",
-            TYP: "a type"}[kind]
+    return {BT: "a base type (int, double or bool)",
+            RT: "a record of base types (int, double, bool, or pairs of them)",
+            GT: "a ground type (a non-function type)", TYP: "a type"}[kind]
 
 
 def _hints_for(err: UnifyError) -> list[str]:

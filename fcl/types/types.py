@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # ---- kinds (thesis §5.3.1): base types ⊂ ground types ⊂ all types ----------------------------
-BT, GT, TYP = 0, 1, 2
-KIND_NAMES = {BT: "a base type (int, double or bool)", GT: "a ground type (not a function)",
-              TYP: "any type"}
+# Kinds, narrowest first: base types; records (base types and pairs of records: what push
+# arrays and memory hold); ground types (no functions); any type.
+BT, RT, GT, TYP = 0, 1, 2, 3
+KIND_NAMES = {BT: "a base type (int, double or bool)",
+              RT: "a record of base types (int, double, bool, or pairs of them)",
+              GT: "a ground type (not a function)", TYP: "any type"}
 
 
 # ---- levels ------------------------------------------------------------------------------------
@@ -240,7 +243,7 @@ def kind_of(t: Type) -> int:
     if isinstance(t, TArrow):
         return TYP
     if isinstance(t, TPair):
-        return max(GT, kind_of(t.fst), kind_of(t.snd))
+        return max(RT, kind_of(t.fst), kind_of(t.snd))
     return GT
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from fcl.types.types import (
     GT,
+    RT,
     TYP,
     Level,
     LStep,
@@ -101,9 +102,9 @@ def restrict_kind(t: Type, kind: int, reason: str | None, origin: TVar | None = 
         if kind < t.kind:
             t.kind, t.kind_reason = kind, reason
         return
-    if isinstance(t, TPair) and kind == GT:
-        restrict_kind(t.fst, GT, reason, origin)
-        restrict_kind(t.snd, GT, reason, origin)
+    if isinstance(t, TPair) and kind in (RT, GT):
+        restrict_kind(t.fst, kind, reason, origin)
+        restrict_kind(t.snd, kind, reason, origin)
         return
     if kind_of(t) > kind:
         raise KindError(origin, t, kind) if origin else KindError(TVar(-1, kind, reason), t, kind)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from fcl import pipeline
+from fcl import pipeline, records
 from fcl.analysis.gpu import DEFAULT_GPU, gpu_names, load_gpu
 from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.errors import FCLError, Source
@@ -25,7 +25,6 @@ from fcl.il import ir
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.interp.lanes import lift_full
 from fcl.interp.values import (
-    DTYPES,
     Buffer,
     Closure,
     Primitive,
@@ -33,6 +32,8 @@ from fcl.interp.values import (
     PullArray,
     PushArray,
     PushPull,
+    RecordBuffer,
+    record_dtype,
 )
 from fcl.mono import GRID, level_number
 from fcl.runtime.device import (
@@ -51,6 +52,7 @@ from fcl.session import Session
 from fcl.syntax import ast
 from fcl.timing import Policy, Timing
 from fcl.types.types import (
+    RT,
     TArrow,
     TCon,
     TPair,
@@ -59,6 +61,7 @@ from fcl.types.types import (
     TPush,
     Type,
     chase,
+    kind_of,
     show_types,
 )
 from fcl.viz.timeline import Timeline
@@ -375,15 +378,17 @@ def to_host(value, t: Type, interpreter: Interpreter):
     if isinstance(value, PullArray):
         assert isinstance(t, (TPull, TPush))  # an array's type
         elem = chase(t.elem)
-        if not isinstance(elem, TCon):
-            raise FCLError("only arrays of int, double or bool can be shown, not "
-                           f"`{show_types(t)[0]}`")
-        dtype = DTYPES.get(elem.name, np.int32)
-        if not isinstance(value, Buffer):
+        if not isinstance(elem, (TCon, TPair)) or kind_of(elem) > RT:
+            raise FCLError("only arrays of int, double or bool, or of records of them, can be "
+                           f"shown, not `{show_types(t)[0]}`")
+        dtype = record_dtype(elem)
+        if not isinstance(value, (Buffer, RecordBuffer)):
             value = interpreter.force(PushPull(value), interpreter.host, dtype, None)
         start = int(lift_full(value.offset, interpreter.host, np.int64)[0])
         length = int(lift_full(value.length, interpreter.host, np.int64)[0])
-        return value.data[start:start + length].copy()
+        # An array of records is shown as its fields' arrays, nested as the pairs are.
+        fields = value.fields if isinstance(value, RecordBuffer) else [value]
+        return records.rebuild(dtype, [f.data[start:start + length].copy() for f in fields])
     if isinstance(value, tuple) and value and isinstance(t, TPair):
         return tuple(to_host(v, u, interpreter) for v, u in zip(value, (t.fst, t.snd)))
     if isinstance(value, (Closure, Primitive, Program, PushArray)) or isinstance(t, TArrow):

@@ -248,6 +248,8 @@ class Input(Stmt):
     var: Var
     length: Var | None
     source: str | int
+    # Of an argument that is an array of records: the field it is (fcl.records), -1 otherwise.
+    leaf: int = field(default=-1, kw_only=True)
 
 
 def input_sets(s: Input) -> list[Var]:

@@ -35,7 +35,19 @@ from fcl.il.values import (
 from fcl.mono import GRID, THREAD, MonoProgram
 from fcl.prelude import PRELUDE_NAME
 from fcl.syntax import ast
-from fcl.types.types import TArrow, TCon, TPair, TProgram, TPull, TPush, TSeq, Type, chase
+from fcl.types.types import (
+    RT,
+    TArrow,
+    TCon,
+    TPair,
+    TProgram,
+    TPull,
+    TPush,
+    TSeq,
+    Type,
+    chase,
+    kind_of,
+)
 
 LEVELS = ir.LEVELS
 UNROLL_LIMIT = 16  # loops known to stop within this many steps are unrolled
@@ -205,6 +217,18 @@ class Lowerer:
         t = chase(t)
         if isinstance(t, TSeq):
             return streams.argument(position, il_type(t.elem))
+        if isinstance(t, TPull) and isinstance(chase(t.elem), TPair):
+            # An array of records: an array per field, of one length (fcl.python checks).
+            shape = record_shape(t.elem)
+            arrays = []
+            for leaf, field in enumerate(records.leaves(shape, shape)):
+                array = self.fresh("arg", ir.ArrayType(field))
+                length = self.fresh("arglen", ir.INT)
+                self.emit(ir.Declare(length, ir.Const(0, ir.INT)))
+                self.emit(ir.Input(array, length, position, leaf=leaf))
+                arrays.append((array, length))
+            return Pull(arrays[0][1], lambda index: records.rebuild(
+                shape, [ir.Index(array, index) for array, _ in arrays]))
         if isinstance(t, TPull):
             array = self.fresh("arg", ir.ArrayType(il_type(t.elem)))
             length = self.fresh("arglen", ir.INT)
@@ -222,7 +246,7 @@ class Lowerer:
         `forcing` (an entry point's result) push arrays are forced there too."""
         t = chase(t)
         if forcing and isinstance(t, TPush):
-            value, t = self.force(value, 2, il_type(t.elem)), TPull(t.elem)
+            value, t = self.force(value, 2, record_shape(t.elem)), TPull(t.elem)
         if isinstance(value, ir.Expr):
             return self.declare("result", value)
         if isinstance(value, tuple) and value:
@@ -230,15 +254,20 @@ class Lowerer:
             return tuple(self.result(v, u, forcing) for v, u in zip(value, (t.fst, t.snd)))
         if isinstance(value, Pull):
             assert isinstance(t, TPull)
-            if not isinstance(chase(t.elem), TCon):
-                raise FCLError("only arrays of int, double or bool can be shown; this array holds "
-                               f"`{t.elem}`")
-            probe = value.fn(ir.Var("probe", ir.INT))
-            if not (isinstance(probe, ir.Index) and isinstance(probe.index, ir.Var)
-                    and probe.index.name == "probe" and isinstance(probe.array.type, ir.ArrayType)):
-                value = self.force(PushPull(2, value), 2, il_type(t.elem))
-                probe = value.fn(ir.Var("probe", ir.INT))
-            return ir.ArrayResult(probe.array, self.declare("len", value.length))
+            elem = chase(t.elem)
+            if not isinstance(elem, (TCon, TPair)) or kind_of(elem) > RT:
+                raise FCLError("only arrays of int, double or bool, or of records of them, can "
+                               f"be shown; this array holds `{t.elem}`")
+            shape = record_shape(elem)
+            # An array already in memory is shown where it is: each field an array's elements.
+            probe = records.leaves(shape, value.fn(ir.Var("probe", ir.INT)))
+            if not all(isinstance(p, ir.Index) and isinstance(p.index, ir.Var)
+                       and p.index.name == "probe" and isinstance(p.array.type, ir.ArrayType)
+                       for p in probe):
+                value = self.force(PushPull(2, value), 2, shape)
+                probe = records.leaves(shape, value.fn(ir.Var("probe", ir.INT)))
+            length = self.declare("len", value.length)
+            return records.rebuild(shape, [ir.ArrayResult(p.array, length) for p in probe])
         if isinstance(value, (PushPull, Interleave, SeqForPush, MapPush)):
             raise FCLError("a push array cannot be shown before it is forced; bind the result of "
                            "`force` (or use forceAndPrint)")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fcl import records
 from fcl.il.ranges import INT_MAX
 
 DTYPES: dict[str, np.dtype] = {"int": np.dtype(np.int32), "double": np.dtype(np.float64),
@@ -24,15 +25,26 @@ class Parameter:
     kind: str      # int, double or bool; or a type variable, as `'a`
     array: bool    # an array of `kind` rather than one
     sequence: bool = False  # a sequence of `kind`s (fcl.runtime.streams), streamed from the host
+    # An array of records: its fields' base types, nested as the pairs are (`kind` shows them).
+    record: object = None
 
     @property
     def polymorphic(self) -> bool:
-        return self.kind.startswith("'")
+        return self.record is None and self.kind.startswith("'")
+
+    def record_dtypes(self):
+        """The numpy dtypes of an array of records' fields, nested as the pairs are."""
+        return _nested(self.record, lambda kind: DTYPES[kind].type)
 
     def __str__(self) -> str:
         if self.sequence:
             return f"Seq {self.kind}"
         return f"[{self.kind}]" if self.array else self.kind
+
+
+def _nested(shape, leaf):
+    return (_nested(shape[0], leaf), _nested(shape[1], leaf)) if isinstance(shape, tuple) \
+        else leaf(shape)
 
 
 def argument(function: str, param: Parameter, value) -> tuple[object, str]:
@@ -43,8 +55,52 @@ def argument(function: str, param: Parameter, value) -> tuple[object, str]:
     where = f"{function}: parameter `{param.name}` is {param}"
     if param.sequence:
         return _sequence(where, param, value)
+    if param.record is not None:
+        return _records(where, param, value), param.kind
     kind = _kind_of(where, param, value) if param.polymorphic else param.kind
     return _argument(where, param, kind, value), kind
+
+
+def _records(where: str, param: Parameter, value) -> tuple:
+    """An array of records as its fields' arrays, in field order (fcl.records): from a numpy
+    structured array (its fields in order, nested or not) or a tuple of arrays, flat or nested
+    as the pairs are."""
+    kinds = records.leaves(param.record, param.record)
+    if isinstance(value, np.ndarray) and value.dtype.names is not None:
+        fields = _structured_fields(value)
+        if len(fields) != len(kinds):
+            raise TypeError(f"{where}, {len(kinds)} fields; got a structured array of "
+                            f"{len(fields)}: {', '.join(str(f.dtype) for f in fields)}")
+    elif isinstance(value, tuple):
+        fields = _flattened(value, param.record) if len(value) != len(kinds) else list(value)
+        if len(fields) != len(kinds):
+            raise TypeError(f"{where}: a tuple of {len(kinds)} arrays (or nested as the pairs "
+                            f"are); got {len(value)} items")
+    else:
+        raise TypeError(f"{where}: a structured array of {len(kinds)} fields, or a tuple of "
+                        f"{len(kinds)} arrays; got {type(value).__name__}")
+    arrays = tuple(_argument(f"{where}, field {k + 1}", Parameter(param.name, kind, True), kind,
+                             field) for k, (kind, field) in enumerate(zip(kinds, fields)))
+    lengths = {len(a) for a in arrays if not is_device_array(a)} | \
+        {a.size for a in arrays if is_device_array(a)}
+    if len(lengths) > 1:
+        raise ValueError(f"{where}; its fields have different lengths: "
+                         f"{', '.join(str(len(a)) for a in arrays)}")
+    return arrays
+
+
+def _structured_fields(value: np.ndarray) -> list:
+    found: list[np.ndarray] = []
+    for name in value.dtype.names or ():
+        field = value[name]
+        found += _structured_fields(field) if field.dtype.names is not None else [field]
+    return found
+
+
+def _flattened(value, shape) -> list:
+    if isinstance(shape, tuple) and isinstance(value, tuple) and len(value) == 2:
+        return _flattened(value[0], shape[0]) + _flattened(value[1], shape[1])
+    return [value]
 
 
 def _sequence(where: str, param: Parameter, value) -> tuple[object, str]:

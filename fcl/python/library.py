@@ -32,7 +32,7 @@ from fcl.errors import FCLError, Source
 from fcl.explain import Explanation
 from fcl.interp import streams
 from fcl.interp.eval import Interpreter, RunConfig
-from fcl.interp.values import Buffer, PushArray
+from fcl.interp.values import Buffer, PushArray, RecordBuffer, record_dtype
 from fcl.mono import MonoProgram
 from fcl.notebook import to_host
 from fcl.python import opencl
@@ -320,6 +320,8 @@ class Instance:
         arguments = [
             streams.argument(v, DTYPES[self.kinds.get(p.kind, p.kind)], position)
             if p.sequence
+            else RecordBuffer(p.record_dtypes(), [Buffer(a, np.int64(0), np.int32(len(a)))
+                                                  for a in v]) if p.record is not None
             else Buffer(v, np.int64(0), np.int32(len(v))) if isinstance(v, np.ndarray) else v
             for position, (p, v) in enumerate(zip(self.params, values))]
         value = pipeline.on_big_stack(interpreter.run)(self._mono, arguments)
@@ -358,6 +360,9 @@ def _signature(decl: ast.Decl) -> list[Parameter]:
 
 def _parameter(name: str, t: Type, namer: Namer) -> Parameter:
     elem = chase(t.elem) if isinstance(t, (TPull, TSeq)) else t
+    if isinstance(t, TPull) and isinstance(elem, TPair):
+        return Parameter(name, show_type(elem, namer), True, record=_record_kinds(name, t, elem,
+                                                                                 namer))
     if isinstance(elem, TCon) and elem.name in DTYPES:
         return Parameter(name, elem.name, isinstance(t, TPull), isinstance(t, TSeq))
     if isinstance(elem, TVar):
@@ -366,9 +371,25 @@ def _parameter(name: str, t: Type, namer: Namer) -> Parameter:
                        "pass ints, doubles, bools and arrays of them")
 
 
+def _record_kinds(name: str, t: Type, elem: Type, namer: Namer):
+    """The base types of an array of records' fields, nested as its pairs are."""
+    elem = chase(elem)
+    if isinstance(elem, TPair):
+        return (_record_kinds(name, t, elem.fst, namer), _record_kinds(name, t, elem.snd, namer))
+    if isinstance(elem, TCon) and elem.name in DTYPES:
+        return elem.name
+    raise _NotCallable(f"its parameter `{name}` has type `{show_type(t, namer)}`; Python can "
+                       "pass arrays of records of ints, doubles and bools, with concrete types "
+                       "(give the function a signature)")
+
+
 def _check_result(t: Type, namer: Namer, fixed: set[str]) -> None:
     """Whether Python can take a result of type t (its type variables `fixed` by parameters)."""
     elem = chase(t.elem) if isinstance(t, (TPull, TPush)) else t
+    if isinstance(t, (TPull, TPush)) and isinstance(elem, TPair):
+        _check_result(chase(elem.fst), namer, fixed)  # a tuple of arrays, one per field
+        _check_result(chase(elem.snd), namer, fixed)
+        return
     if isinstance(elem, TCon) and (elem.name in DTYPES or (elem is t and elem.name == "unit")):
         return
     if isinstance(elem, TVar):
@@ -393,8 +414,6 @@ def _interpreted_result(interpreter: Interpreter, value, t: Type):
         return tuple(_interpreted_result(interpreter, v, u) for v, u in zip(value, (t.fst, t.snd)))
     if isinstance(value, PushArray):
         assert isinstance(t, TPush)
-        elem = chase(t.elem)
-        assert isinstance(elem, TCon)
-        dtype = DTYPES[elem.name].type
-        value, t = interpreter.force(value, interpreter.host, dtype, None), TPull(t.elem)
+        value = interpreter.force(value, interpreter.host, record_dtype(t.elem), None)
+        t = TPull(t.elem)
     return to_host(value, t, interpreter)

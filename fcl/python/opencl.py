@@ -17,7 +17,7 @@ import pyopencl.array as cl_array
 
 from fcl.analysis.gpu import GPU
 from fcl.explain import Explanation
-from fcl.python.arguments import is_device_array
+from fcl.python.arguments import Parameter, is_device_array
 from fcl.runtime.buffers import DeviceArray
 from fcl.runtime.device import Device, open_device
 from fcl.runtime.host import prepare_run, time_compiled
@@ -69,12 +69,21 @@ def explain_call(entry, instance, values: list, gpu: GPU) -> Explanation:
                        arguments=arguments, streaming=library.streaming)
 
 
-def _to_device(entry, device: Device, values: list) -> tuple[list, list, list]:
+def _to_device(entry, device: Device, values: list,
+               params: list | None = None) -> tuple[list, list, list]:
     """(the HostRun arguments, the buffers uploaded for them, the callers' own buffers)."""
-    arguments, uploaded, given = [], [], []
-    for param, value in zip(entry.params, values):
+    arguments: list = []
+    uploaded: list = []
+    given: list = []
+    for param, value in zip(params or entry.params, values):
         if param.sequence:  # streamed from the host by the run (fcl.runtime.streams)
             arguments.append(value)
+        elif param.record is not None:  # an array of records: an array per field
+            fields, up, mine = _to_device(entry, device, list(value),
+                                          [Parameter(param.name, "", True)] * len(value))
+            arguments.append(tuple(fields))
+            uploaded += up
+            given += mine
         elif isinstance(value, np.ndarray):
             data = value.view(np.uint8) if value.dtype == np.bool_ else value
             buffer = _allocate(device, max(data.nbytes, 1))

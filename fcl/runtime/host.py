@@ -353,6 +353,8 @@ class HostRun(StmtVisitor):
     def read_input(self, s: ir.Input) -> None:
         if isinstance(s.source, int):
             given = self.arguments[s.source]
+            if s.leaf >= 0:  # a field of an array of records: its own array
+                given = cast(tuple, given)[s.leaf]
         elif s.source in self.csv_inputs:
             given = self.csv_inputs[s.source]
         else:

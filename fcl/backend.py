@@ -23,21 +23,25 @@ TARGETS = ("auto", "gpu", "cpu")
 
 def compile_il(il: list[ir.Stmt], block_size: int, target: str = "auto",
                observe: Observer | None = None, home: str | None = None,
-               plan_memory: bool = True, share_blocks: bool = True) -> Compiled:
+               plan_memory: bool = True, share_blocks: bool = True,
+               layout: str = "auto") -> Compiled:
     """The host program, kernels and OpenCL source for `target` ("auto": a GPU's, reshaped for a
     CPU device at run time); `observe(step, program)` after each step (fcl.steps); `home` the
     source of the program's root (Settings.home); `plan_memory` runs the memory steps
-    (fcl.memory), `share_blocks` the one that gives arrays shared blocks."""
+    (fcl.memory), `share_blocks` the one that gives arrays shared blocks; `layout` is the
+    layout of arrays of records ("auto": the one the kernels' accesses favour)."""
     if target not in TARGETS:
         raise ValueError(target)
     with ir.key_scope():
         shaped = run_steps(il, BACKEND_STEPS, Settings(block_size, target == "cpu", home,
-                                                           plan_memory, share_blocks), observe)
+                                                           plan_memory, share_blocks, layout),
+                           observe)
         assert isinstance(shaped, KernelProgram)
         source, table = opencl_source(shaped.kernels)
     return Compiled(il, shaped.host, shaped.kernels, source, table, block_size,
                     target="cpu" if target == "cpu" else "gpu", portable=target == "auto",
-                    home=home, plan_memory=plan_memory, share_blocks=share_blocks)
+                    home=home, plan_memory=plan_memory, share_blocks=share_blocks,
+                    layout=layout)
 
 
 def for_device(compiled: Compiled, cpu: bool) -> Compiled:
@@ -51,5 +55,6 @@ def for_device(compiled: Compiled, cpu: bool) -> Compiled:
     if compiled.reshaped is None:
         compiled.reshaped = compile_il(compiled.il, compiled.block_size, "cpu" if cpu else "gpu",
                                        home=compiled.home, plan_memory=compiled.plan_memory,
-                                       share_blocks=compiled.share_blocks)
+                                       share_blocks=compiled.share_blocks,
+                                       layout=compiled.layout)
     return compiled.reshaped

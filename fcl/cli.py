@@ -31,6 +31,7 @@ from fcl.explain import explain
 from fcl.il.ir import show_stmts
 from fcl.interp.eval import RunConfig
 from fcl.lmad.cli import main_lmad
+from fcl.memory.layouts import LAYOUTS
 from fcl.runtime.device import (
     BACKENDS,
     any_usable_device,
@@ -166,6 +167,10 @@ def _compile_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--target", choices=("gpu", "cpu"), default=None,
                      help="shape the kernels for a GPU or a CPU device (default: `compile` "
                           "shows a GPU's; `run` shapes them for its device)")
+    cmd.add_argument("--layout", choices=("auto", *LAYOUTS), default="auto",
+                     help="arrays of records in global memory: an array per field (soa), of "
+                          "whole records (aos) or of tiles of 32 records (aosoa); auto, the "
+                          "default, picks the one whose accesses touch the fewest sectors")
 
 
 def _compile_options_of(args):
@@ -177,7 +182,8 @@ def _compile_options_of(args):
                                    verify_il=getattr(args, "verify_il", False),
                                    target=args.target or "auto",
                                    short_circuit=not args.no_short_circuit,
-                                   warp_size=args.warp_size, flatten=not args.no_flatten)
+                                   warp_size=args.warp_size, flatten=not args.no_flatten,
+                                   layout=args.layout)
 
 
 def _explain_options(cmd: argparse.ArgumentParser) -> None:
@@ -356,6 +362,7 @@ def _check(args, session: Session, root, options) -> int:
     argv = [*args.files, "--block-size", str(args.block_size)]
     argv += ["--no-prelude"] * args.no_prelude + ["--unsafe"] * args.unsafe
     argv += ["--no-short-circuit"] * args.no_short_circuit + ["--no-flatten"] * args.no_flatten
+    argv += ["--layout", args.layout]
     status, stdout, findings = run_checked(argv, compiled)
     sys.stdout.write(stdout)
     sys.stdout.flush()

@@ -35,6 +35,7 @@ from fcl.interp.values import (
     RecordBuffer,
     record_dtype,
 )
+from fcl.memory.layouts import LAYOUTS
 from fcl.mono import GRID, level_number
 from fcl.runtime.device import (
     BACKENDS,
@@ -82,6 +83,7 @@ class Settings:
     device_memory: int | None = None
     chunk: int | None = None
     overlap: bool = True
+    layout: str = "auto"  # arrays of records in global memory (fcl.memory.layouts)
 
     def streaming(self) -> StreamOptions:
         budget = self.device_memory if self.device_memory is not None \
@@ -91,7 +93,8 @@ class Settings:
     def options(self, keep_result: bool = True) -> pipeline.CompileOptions:
         return pipeline.CompileOptions(self.block_size, self.checks, keep_result,
                                        short_circuit=self.short_circuit,
-                                       warp_size=self.warp_size, flatten=self.flatten)
+                                       warp_size=self.warp_size, flatten=self.flatten,
+                                       layout=self.layout)
 
     def set(self, key: str, value: str) -> None:
         """Set one setting from its text, as `%config key=value` and the kernel's Jupyter
@@ -110,6 +113,8 @@ class Settings:
             self.flatten = value.lower() in ("on", "true")
         elif key == "gpu" and value:
             self.gpu = load_gpu(value).key  # an unknown GPU: an error naming the known ones
+        elif key == "layout" and value in ("auto", *LAYOUTS):
+            self.layout = value
         elif key == "overlap" and value.lower() in ("on", "off", "true", "false"):
             self.overlap = value.lower() in ("on", "true")
         elif key == "device_memory" and value:
@@ -119,7 +124,8 @@ class Settings:
         else:
             raise FCLError(f"cannot set `{key}={value}`: use block_size=N, warp_size=N, "
                            f"backend={'|'.join(BACKENDS)}, checks=on|off, short_circuit=on|off, "
-                           f"flatten=on|off, device_memory=BYTES|default, chunk=N|auto, "
+                           f"flatten=on|off, layout=auto|{'|'.join(LAYOUTS)}, "
+                           "device_memory=BYTES|default, chunk=N|auto, "
                            f"overlap=on|off or gpu={'|'.join(gpu_names())}")
 
 

@@ -64,6 +64,7 @@ class CompileOptions:
     share_blocks: bool = True
     warp_size: int = WARP_SIZE  # the value of #WarpSize
     flatten: bool = True  # irregular arrays flattened (fcl.il.rows); off: a work-item per row
+    layout: str = "auto"  # arrays of records: soa, aos, aosoa or auto (fcl.memory.layouts)
 
 
 def main_root(session: Session) -> ast.Expr:
@@ -151,7 +152,7 @@ def compile_il(il: list[ir.Stmt], options: CompileOptions, observe: Observer | N
     is the source of the program's root."""
     return backend.compile_il(il, options.block_size, options.target,
                               _observers(options, observe), home, options.short_circuit,
-                              options.share_blocks)
+                              options.share_blocks, options.layout)
 
 
 LOWER = "lower"  # the first stage shown by compile_steps: the lowered IL

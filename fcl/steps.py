@@ -32,6 +32,7 @@ from fcl.il.traverse import map_bodies
 from fcl.il.unnest import unnest
 from fcl.il.verify import verify
 from fcl.memory.blocks import share_blocks
+from fcl.memory.layouts import choose_layouts
 from fcl.memory.shortcircuit import short_circuit_all
 
 
@@ -52,6 +53,7 @@ class Settings:
     plan_memory: bool = True  # the memory steps (short-circuit, blocks); off:
     # every array its own buffer (`--no-short-circuit`, `%config short_circuit=off`)
     share_blocks: bool = True  # the `blocks` step (off under Oclgrind: see pipeline)
+    layout: str = "auto"  # arrays of records: soa, aos, aosoa, or the fewest sectors (layouts)
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,15 @@ IL_STEPS: tuple[Step | Fixpoint, ...] = (
          _il(unnest)),
 )
 
+def _layouts(program: Program, settings: Settings) -> Program:
+    assert isinstance(program, list)
+    return choose_layouts(program, settings.layout)[0]
+
+
 BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
+    Step("layouts", "an array of records in global memory is kept as an array per field (SoA), "
+         "of whole records (AoS) or of tiles of 32 records (AoSoA), whichever the kernels' "
+         "accesses touch the fewest sectors in", _layouts),
     Step("short-circuit", "a part copied into a larger array is built in its place; a copy "
          "nothing changes afterwards is a view of its source; a loop step changing a few "
          "elements writes them in place, as does a kernel mapping an array nothing reads "

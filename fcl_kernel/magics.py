@@ -125,9 +125,10 @@ class Magics:
 
     def line_config(self, args: str) -> None:
         """`%config` shows the settings; `%config block_size=128 warp_size=32 backend=interp
-        checks=off short_circuit=off flatten=off device_memory=64M chunk=4096 overlap=off
-        gpu=h100` changes them (short_circuit: the compiler's memory planning; flatten:
-        irregular arrays' work shared out by elements; device_memory, chunk and overlap: how
+        checks=off short_circuit=off flatten=off layout=aos device_memory=64M chunk=4096
+        overlap=off gpu=h100` changes them (short_circuit: the compiler's memory planning;
+        flatten: irregular arrays' work shared out by elements; layout: arrays of records in
+        global memory, soa, aos, aosoa or auto; device_memory, chunk and overlap: how
         sequences stream, `default` and `auto` for the defaults;
         backend: auto, the default, is opencl where a device works and else
         interp; gpu: the GPU whose occupancy and time %%costs predicts, one of the
@@ -142,6 +143,7 @@ class Magics:
                    f"checks={'on' if settings.checks else 'off'} "
                    f"short_circuit={'on' if settings.short_circuit else 'off'} "
                    f"flatten={'on' if settings.flatten else 'off'} "
+                   f"layout={settings.layout} "
                    f"device_memory={settings.device_memory or 'default'} "
                    f"chunk={settings.chunk or 'auto'} "
                    f"overlap={'on' if settings.overlap else 'off'} "

@@ -159,6 +159,7 @@ class Compiled:
     home: str | None = None  # the source of the program's root (see kernelize's kernel names)
     plan_memory: bool = True  # whether the memory steps ran (fcl.memory)
     share_blocks: bool = True  # ... and the one giving arrays shared blocks
+    layout: str = "auto"  # arrays of records' layout (fcl.memory.layouts)
 
 
 def nearest_span(line_table: list[tuple[int, Span]], cl_line: int | None) -> Span | None:

@@ -146,6 +146,9 @@ class Alloc(Stmt):
     var: Var
     size: Expr
     level: str
+    # A field of an array of records (fcl.records): (the record array's name, the field's
+    # position, the number of fields), for the layout step (fcl.memory.layouts).
+    record: tuple[str, int, int] | None = field(default=None, kw_only=True)
 
 
 @dataclass(eq=False)

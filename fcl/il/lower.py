@@ -437,8 +437,9 @@ class Lowerer:
                 [ir.Assign(cell, item) for cell, item in zip(cells, records.leaves(elem, value))]))
             return Pull(size, lambda index: records.rebuild(elem, list(cells)))
         buffers = [self.fresh("arr", ir.ArrayType(field)) for field in fields]
-        for buffer in buffers:
-            self.emit(ir.Alloc(buffer, size, LEVELS[level]))
+        for k, buffer in enumerate(buffers):
+            record = (buffers[0].name, k, len(buffers)) if len(buffers) > 1 else None
+            self.emit(ir.Alloc(buffer, size, LEVELS[level], record=record))
         self.force_to(array, lambda index, value: self.emit_all(
             [ir.Store(buffer, index, item)
              for buffer, item in zip(buffers, records.leaves(elem, value))]))

@@ -33,6 +33,7 @@ from fcl.explain import Explanation
 from fcl.interp import streams
 from fcl.interp.eval import Interpreter, RunConfig
 from fcl.interp.values import Buffer, PushArray, RecordBuffer, record_dtype
+from fcl.memory.layouts import LAYOUTS
 from fcl.mono import MonoProgram
 from fcl.notebook import to_host
 from fcl.python import opencl
@@ -79,7 +80,7 @@ def _fcl_errors(function):
 def load(source: str, *, backend: str = "auto", device: str | None = None,
          block_size: int = BLOCK_SIZE, checks: bool = True, name: str = "<fcl>",
          warp_size: int = WARP_SIZE, flatten: bool = True, device_memory: int | str | None = None,
-         chunk: int | None = None, overlap: bool = True) -> Library:
+         chunk: int | None = None, overlap: bool = True, layout: str = "auto") -> Library:
     """The entry points of FCL source text. `device` picks the OpenCL device as `fcl run
     --device` does (default: PYOPENCL_CTX, else a GPU, else PoCL); `checks=False` leaves out
     the run-time checks, as `--unsafe` does; `block_size` and `warp_size` are #BlockSize and
@@ -100,8 +101,10 @@ def load(source: str, *, backend: str = "auto", device: str | None = None,
         streaming = StreamOptions(budget, chunk, overlap)
     except ValueError as err:
         raise ValueError(f"fcl.load: {err}") from None
+    if layout not in ("auto", *LAYOUTS):
+        raise ValueError(f"fcl.load: layout is auto, {', '.join(LAYOUTS)}; not {layout!r}")
     library = Library(session, source, backend, device, block_size, checks, warp_size, flatten)
-    library.streaming = streaming
+    library.streaming, library.layout = streaming, layout
     return library
 
 
@@ -121,6 +124,7 @@ class Library:
         self.warp_size = warp_size
         self.flatten = flatten
         self.streaming = StreamOptions()  # how sequence arguments are streamed (fcl.load)
+        self.layout = "auto"  # arrays of records in global memory (fcl.memory.layouts)
         self.entry_points: dict[str, EntryPoint] = {}
         self.not_callable: dict[str, str] = {}  # other top-level names: why they are not
         for decl in session.user_decls():
@@ -307,7 +311,7 @@ class Instance:
             library = self.library
             options = pipeline.CompileOptions(library.block_size, library.checks,
                                               warp_size=library.warp_size,
-                                              flatten=library.flatten)
+                                              flatten=library.flatten, layout=library.layout)
             self._compiled = pipeline.compile_program(library.session, self.root, options,
                                                       entry=True)
         return self._compiled

@@ -24,9 +24,9 @@ Without `--device`, the tasks and the original programs are measured on every de
 
 `--only` (repeatable) names a task, or originals, planning (the memory planner on and off,
 bench/planning.py), streaming (sequences past a device-memory budget, bench/streaming.py),
-compile, startup, interrupt, cell, memory (the kernel's memory after each course notebook,
-bench/memory.py), or jupyter (startup, interrupt and cell): `make bench BENCH_ARGS="--only
-jupyter"` measures only the kernel.
+layouts (N-body's records in each layout, bench/layouts.py), compile, startup, interrupt, cell,
+memory (the kernel's memory after each course notebook, bench/memory.py), or jupyter (startup,
+interrupt and cell): `make bench BENCH_ARGS="--only jupyter"` measures only the kernel.
 """
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ from bench.compile_speed import (
     deep_table,
 )
 from bench.kernel_speed import jupyter
+from bench.layouts import layouts_table, measure_layouts
 from bench.measure import (
     CHECKED_GOAL,
     PREDICTED_GPU,
@@ -80,8 +81,8 @@ def kernel_memory():
     return memory
 
 
-SECTIONS = ("originals", "planning", "streaming", "compile", "startup", "interrupt", "cell",
-            "memory")
+SECTIONS = ("originals", "planning", "streaming", "layouts", "compile", "startup", "interrupt",
+            "cell", "memory")
 JUPYTER = ("startup", "interrupt", "cell")
 
 
@@ -154,6 +155,8 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
         if wanted("planning") else None
     streaming_rows = measure_streaming(args.tiny, args.runs, device_id) \
         if wanted("streaming") else None
+    layout_rows = measure_layouts(args.tiny, args.runs, device_id, sizes.block, gpu.key) \
+        if wanted("layouts") else None
     compile_ms = compile_speed(sizes) if first and wanted("compile") else None
     deep = deep_compile_speed((50, 100) if args.tiny else DEEP_DEPTHS) \
         if first and wanted("compile") else None
@@ -179,6 +182,10 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
             "(bench/streaming.py), memory-mapped inputs, the next chunk moved while this one's " \
             f"kernels run (overlapped) and not (apart), {args.runs} runs each, taking turns:" \
             "\n\n" + streaming_table(streaming_rows)
+    if layout_rows:
+        report += "\n\nLayouts of arrays of records (bench/layouts.py): N-body's bodies as an " \
+            f"array per field, of whole records, of tiles of 32, and as inferred, {args.runs} " \
+            "runs each, taking turns (kernel ms, median):\n\n" + layouts_table(layout_rows)
     if deep:
         report += "\n\n" + deep_table(deep)
     kernels = [f"{r['task']}: {r['reference_kernel']}{_candidates(r)}" for r in rows
@@ -224,6 +231,8 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
             entry["planning"] = planning_rows
         if streaming_rows:
             entry["streaming"] = streaming_rows
+        if layout_rows:
+            entry["layouts"] = layout_rows
         if compile_ms is not None:
             entry["compile_ms"] = compile_ms
         if deep:

@@ -173,3 +173,16 @@ def test_streaming_is_measured_past_the_budget_with_and_without_overlap(capsys):
     for r in rows:
         times_the_budget, chunks, peak = float(r[2]), int(r[3].split()[0]), float(r[4])
         assert times_the_budget >= 4 and chunks >= 4 and 0 < peak <= 1
+
+
+def test_layouts_are_measured_against_each_other(capsys):
+    # --tiny: N-body's bodies in each layout and the inferred one, each checked against numpy
+    # (measure_layouts raises otherwise), with their predicted GPU times.
+    first = usable_device_ids()[0]
+    assert main(["--tiny", "--only", "layouts", "--no-record", "--runs", "1"]
+                + (["--device", first] if first else [])) == 0
+    [row] = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
+             if line.startswith("| N-body")]
+    assert row[0] == "| N-body, 64 bodies, 2 steps"
+    assert all(float(cell) > 0 for cell in row[1:4])
+    assert row[4].split()[0] in ("SoA", "AoS", "AoSoA") and float(row[5]) > 0

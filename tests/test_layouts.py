@@ -111,3 +111,18 @@ def test_a_record_array_argument_is_read_as_given():
     x, y = np.array([3.0, 6.0]), np.array([4.0, 8.0])
     for layout in LAYOUTS:
         assert fcl.load(text, layout=layout).norm((x, y)).tolist() == [5.0, 10.0]
+
+
+@pytest.mark.parametrize("backend", ["opencl", "interp"])
+def test_nbody_moves_the_bodies_as_numpy_does(backend):
+    from bench.layouts import DT, bodies, reference
+    given = bodies(64)
+    expected = reference(given)
+    layouts = ("auto", *LAYOUTS) if backend == "opencl" else ("auto",)
+    for layout in layouts:
+        library = fcl.load_file(Path(__file__).parents[1] / "bench" / "nbody.fcl",
+                                backend=backend, block_size=32, layout=layout)
+        (x, (y, z)), ((vx, (vy, vz)), m) = library.simulate(2, DT, given)
+        assert np.allclose(np.stack([x, y, z], 1), expected[0]), layout
+        assert np.allclose(np.stack([vx, vy, vz], 1), expected[1]), layout
+        assert m.tolist() == given[1][1].tolist()

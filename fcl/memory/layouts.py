@@ -106,7 +106,10 @@ def _survey(stmts: list[ir.Stmt], by_field: dict[str, Group], lanes: list[ir.Var
     for s in stmts:
         if isinstance(s, (ir.ParFor, ir.Distribute)) and not lanes:
             kernel[0] += 1
-        inner = lanes + [s.var] if isinstance(s, ir.ParFor) else lanes
+        # A parallel loop's variable tells work-items apart; a grid distribute's, work-groups.
+        spread = isinstance(s, ir.ParFor) or (isinstance(s, ir.Distribute) and s.level != "grid")
+        inner = lanes + [s.var] if spread and isinstance(s, (ir.ParFor, ir.Distribute)) \
+            else lanes
         if isinstance(s, ir.Store) and s.array.name in by_field:
             _site(by_field[s.array.name], s.array, s.index, lanes, kernel[0])
             exprs = [s.index, s.value]

@@ -11,7 +11,7 @@ import weakref
 from dataclasses import dataclass, field
 from html import escape
 
-from fcl import pipeline
+from fcl import backend, pipeline
 from fcl.analysis.access import check_warp
 from fcl.analysis.costs import KernelCosts, Measured, costs_html, costs_text, program_costs
 from fcl.analysis.gpu import DEFAULT_GPU, GPU, load_gpu
@@ -21,6 +21,7 @@ from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
 from fcl.codegen.kernel import Compiled, Kernel
 from fcl.errors import FCLError
+from fcl.memory.layouts import LAYOUTS, NAMES, choose_layouts
 from fcl.memory.plan import COPIES, MemoryPlan, memory_plan, unknown_savings
 from fcl.runtime.device import is_oclgrind, open_device, require_device
 from fcl.runtime.host import time_compiled
@@ -110,7 +111,7 @@ class Explanation:
     def costs_bundle(self, group: int = 0, warp: int = 0) -> dict[str, str]:
         """The cost table, then each access's formula, LMADs and cost: text and HTML."""
         (costs, measured), rows = self.measured_costs(group), self.sites(group, warp)
-        memory = self.memory_line() + self.stream_line(costs, group)
+        memory = self.memory_line() + self.stream_line(costs, group) + self.layout_line(group)
         text = costs_text(costs, measured) + f"\n{memory}" + \
             (f"\n\nEach access:\n{sites_text(rows, warp)}" if rows else "")
         # Wide tables scroll inside the output rather than being cut off at its right edge.
@@ -169,6 +170,28 @@ class Explanation:
         return (line + f", the kernels {time_text(kernels)}: overlapped about "
                 f"{time_text(overlapped)}, one after another {time_text(moving + kernels)} "
                 f"({bound}).")
+
+    def layout_line(self, group: int = 0) -> str:
+        """For a program with arrays of records in global memory: its predicted time with them
+        in each layout (the program compiled again, each traced), and the one chosen."""
+        _, choices = choose_layouts(self.compiled.il, self.compiled.layout)
+        if not choices:
+            return ""
+        times = {}
+        for layout in LAYOUTS:
+            variant = backend.compile_il(self.compiled.il, self.compiled.block_size or
+                                         self.block_size, self.compiled.target
+                                         if not self.compiled.portable else "auto",
+                                         home=self.compiled.home,
+                                         plan_memory=self.compiled.plan_memory,
+                                         share_blocks=self.compiled.share_blocks, layout=layout)
+            other = Explanation(variant, self.block_size, self.device, self.gpu,
+                                arguments=self.arguments, streaming=self.streaming)
+            times[layout] = other.predict(other.costs(group)).time_s
+        each = ", ".join(f"{NAMES[name]} {time_text(seconds)}" for name, seconds in times.items())
+        chosen = "; ".join(f"{c.group} as {NAMES[c.layout]}" for c in choices)
+        return (f"\nLayouts of the arrays of records ({chosen}, by the sectors their warps "
+                f"touch): the program predicted on the {self.gpu.name} with them as {each}.")
 
     def blocks_bundle(self) -> dict[str, str]:
         plan = self.memory_plan()

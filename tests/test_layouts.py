@@ -126,3 +126,17 @@ def test_nbody_moves_the_bodies_as_numpy_does(backend):
         assert np.allclose(np.stack([x, y, z], 1), expected[0]), layout
         assert np.allclose(np.stack([vx, vy, vz], 1), expected[1]), layout
         assert m.tolist() == given[1][1].tolist()
+
+
+def test_costs_predict_the_program_in_each_layout():
+    from fcl.explain import explain
+    session = session_for(MIXED)
+    explanation = explain(session, pipeline.main_root(session),
+                          pipeline.CompileOptions(keep_result=False), gpu="h100")
+    text = explanation.costs_bundle()["text/plain"]
+    [line] = [line for line in text.splitlines() if line.startswith("Layouts of the arrays")]
+    assert line.startswith("Layouts of the arrays of records (arr_1 as AoS, by the sectors their "
+                           "warps touch): the program predicted on the H100 SXM5 with them as "
+                           "SoA ")
+    assert re.search(r"SoA [\d.]+ µs, AoS [\d.]+ µs, AoSoA [\d.]+ µs\.$", line)
+    assert "record array arr_1 (3 fields) as AoS" in text  # the kernels' notes

@@ -225,6 +225,22 @@ def scan_rows(f, z, rows):
     return [x for scan in scanned_rows(f, z, rows) for x in scan]
 
 
+def complex_expected() -> str:
+    cs = [complex(0.01 * i - 1.5, 0.002 * i) for i in range(256)]
+    escapes = []
+    for c in cs:
+        z = 0j
+        for _ in range(12):
+            if z.real * z.real + z.imag * z.imag > 4.0:
+                continue
+            w = complex(z.real * z.real - z.imag * z.imag, z.real * z.imag + z.imag * z.real)
+            z = complex(w.real + c.real, w.imag + c.imag)
+        escapes.append(min(4.0, z.real * z.real + z.imag * z.imag))
+    turned = [c * 1j for c in cs]
+    return lines(doubles(escapes[i * 16] for i in range(16)),
+                 doubles(turned[i * 32].real + turned[i * 32].imag for i in range(8)))
+
+
 def records_expected() -> str:
     moved = []
     for i in range(8):
@@ -472,6 +488,7 @@ EXPECTED = {
     "rows.fcl": rows_expected,
     "streams.fcl": streams_expected,
     "records.fcl": records_expected,
+    "complex.fcl": complex_expected,
     "power.fcl": power_expected,
     "while.fcl": while_expected,
     "forceAndPrint.fcl": lambda: lines(ints((i - 2) * 1000000 for i in range(6)),

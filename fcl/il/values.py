@@ -25,14 +25,19 @@ def il_type(t: Type) -> str:
     raise FCLError(f"internal: no IL type for {t}")
 
 
-def elem_type(t: Type) -> str:
+def _element(t: Type) -> Type:
     """The element type of an array type, looking through functions and programs."""
     t = chase(t)
     while isinstance(t, (TArrow, TProgram)):
         t = chase(t.res if isinstance(t, TArrow) else t.result)
     if not isinstance(t, (TPull, TPush)):
         raise FCLError(f"internal: {t} is not an array type")
-    return il_type(t.elem)
+    return t.elem
+
+
+def elem_type(t: Type) -> str:
+    """The IL type of an array type's elements, looking through functions and programs."""
+    return il_type(_element(t))
 
 
 def record_shape(t: Type):
@@ -46,12 +51,7 @@ def record_shape(t: Type):
 
 def elem_shape(t: Type):
     """The record shape of an array type's elements, looking through functions and programs."""
-    t = chase(t)
-    while isinstance(t, (TArrow, TProgram)):
-        t = chase(t.res if isinstance(t, TArrow) else t.result)
-    if not isinstance(t, (TPull, TPush)):
-        raise FCLError(f"internal: {t} is not an array type")
-    return record_shape(t.elem)
+    return record_shape(_element(t))
 
 
 ZERO = {ir.INT: 0, ir.DOUBLE: 0.0, ir.BOOL: False}

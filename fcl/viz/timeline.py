@@ -26,28 +26,14 @@ class Timeline:
 
     def busy_ms(self, moving: bool) -> float:
         """The time during which data moved (moving) or kernels ran: the union of the rows'."""
-        spans = sorted((start, end) for _, what, start, end in self.rows
-                       if (what in MOVES) == moving)
-        total, reach = 0.0, 0.0
-        for start, end in spans:
-            if end > reach:
-                total += end - max(start, reach)
-                reach = end
-        return total
+        return _covered([(start, end) for _, what, start, end in self.rows
+                         if (what in MOVES) == moving])
 
     @property
     def overlap_ms(self) -> float:
         """How long data moved while kernels ran: moving + computing - the whole."""
-        return max(0.0, self.busy_ms(True) + self.busy_ms(False) - self.union_ms())
-
-    def union_ms(self) -> float:
-        spans = sorted((start, end) for _, _, start, end in self.rows)
-        total, reach = 0.0, 0.0
-        for start, end in spans:
-            if end > reach:
-                total += end - max(start, reach)
-                reach = end
-        return total
+        both = _covered([(start, end) for _, _, start, end in self.rows])
+        return max(0.0, self.busy_ms(True) + self.busy_ms(False) - both)
 
     def summary(self) -> str:
         chunks = len({chunk for chunk, *_ in self.rows})
@@ -129,3 +115,13 @@ class Timeline:
 
 
 MOVES = ("to device", "to host")
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of the spans."""
+    total, reach = 0.0, 0.0
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total

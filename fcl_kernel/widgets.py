@@ -14,6 +14,7 @@ from fcl.analysis.gpu import gpu_names
 from fcl.errors import FCLError
 from fcl.lmad import LMAD, LMADError, render_svg
 from fcl.lmad.report import describe
+from fcl.memory.layouts import LAYOUTS
 from fcl.runtime.device import BACKENDS
 from fcl_kernel.expect import WRONG_COLOUR
 
@@ -27,11 +28,15 @@ def settings_panel(settings):
     checks = widgets.Checkbox(value=settings.checks, description="run-time checks")
     gpu = widgets.Dropdown(options=gpu_names(), value=settings.gpu, description="GPU",
                            tooltip="the GPU whose occupancy and time %%costs predicts")
+    layout = widgets.Dropdown(options=["auto", *LAYOUTS], value=settings.layout,
+                              description="layout",
+                              tooltip="how arrays of records lie in global memory")
     backend.observe(lambda change: setattr(settings, "backend", change["new"]), names="value")
     block.observe(lambda change: setattr(settings, "block_size", change["new"]), names="value")
     checks.observe(lambda change: setattr(settings, "checks", change["new"]), names="value")
     gpu.observe(lambda change: setattr(settings, "gpu", change["new"]), names="value")
-    return widgets.HBox([backend, block, checks, gpu])
+    layout.observe(lambda change: setattr(settings, "layout", change["new"]), names="value")
+    return widgets.HBox([backend, block, checks, gpu, layout])
 
 
 def _problem(message: str) -> str:

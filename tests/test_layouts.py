@@ -163,3 +163,13 @@ def test_costs_predict_the_program_in_each_layout():
                            "SoA ")
     assert re.search(r"SoA [\d.]+ µs, AoS [\d.]+ µs, AoSoA [\d.]+ µs\.$", line)
     assert "record array arr_1 (3 fields) as AoS" in text  # the kernels' notes
+
+
+def test_the_settings_panel_sets_the_layout():
+    from fcl.notebook import Settings
+    from fcl_kernel.widgets import settings_panel
+    settings = Settings()
+    layout = settings_panel(settings).children[-1]
+    assert layout.description == "layout" and list(layout.options) == ["auto", *LAYOUTS]
+    layout.value = "aosoa"
+    assert settings.layout == "aosoa" and settings.options().layout == "aosoa"

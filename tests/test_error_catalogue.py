@@ -112,9 +112,10 @@ CASES = [
                    "type `[int]<block>`"), 1, 22, "push<block> (iota 4)"),
     Case("level", "val main = do<gird> { forceAndPrint 1 (push<grid> (iota 1)) }\n",
          re.escape("`gird` is not a level"), 1, 15, "gird"),
-    Case("kind", "val p = push<block> (generate 3 (fn i => (i, i)))\n",
-         re.escape("`(int, int)` is not a base type (int, double or bool), but the elements of "
-                   "push arrays must be"), 1, 22, "generate 3 (fn i => (i, i))"),
+    Case("kind", "val p = push<block> (generate 3 (fn i => (i, iota i)))\n",
+         re.escape("`[int]` is not a record of base types (int, double, bool, or pairs of "
+                   "them), but the elements of push arrays must be"), 1, 22,
+         "generate 3 (fn i => (i, iota i))"),
     # Run-time checks: the same message, values and location on both back ends.
     *(Case("out-of-bounds", OUT_OF_BOUNDS,
            re.escape("index 1000000000 is out of bounds for an array of length 4 "

@@ -47,7 +47,7 @@ def inferred(library) -> str:
     """The layout the compiler chose for the bodies between the two steps."""
     for line in library.simulate.opencl.splitlines():
         if "record array" in line:
-            return next(name for name, shown in NAMES.items() if f" as {shown}:" in line)
+            return next(name for name, shown in NAMES.items() if f" as {shown} (" in line)
     return "soa"
 
 

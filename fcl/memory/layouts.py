@@ -57,7 +57,12 @@ class Choice:
 
     def text(self) -> str:
         each = ", ".join(f"{NAMES[name]} {count}" for name, count in self.sectors.items())
-        return (f"record array {self.group} ({self.fields} fields) as {NAMES[self.layout]}: "
+        k = self.fields
+        where = {"soa": "field f of record i in array f at i",
+                 "aos": f"field f of record i at i * {k} + f",
+                 "aosoa": f"field f of record i at (i / {TILE}) * {TILE * k} + {TILE}f + "
+                          f"i % {TILE}"}[self.layout]
+        return (f"record array {self.group} ({k} fields) as {NAMES[self.layout]} ({where}): "
                 f"the 32-byte sectors its warps touch, {each}")
 
 

@@ -22,6 +22,7 @@ from fcl.errors import Span
 
 # ---- types ---------------------------------------------------------------------------------------
 INT, DOUBLE, BOOL = "int", "double", "bool"
+ITEM_BYTES = {INT: 4, DOUBLE: 8, BOOL: 1}  # an element's bytes in device memory
 LEVELS = ("thread", "block", "grid")
 
 

@@ -31,7 +31,6 @@ from fcl.types.types import TSeq, Type, chase, result_type
 
 I, B = ir.INT, ir.BOOL  # noqa: E741  # read as types
 FOLD_TILE = ROW_TILE  # elements folded by one work-item; a chunk holds whole tiles
-ITEM_BYTES = {ir.INT: 4, ir.DOUBLE: 8, ir.BOOL: 1}
 
 
 @dataclass
@@ -237,7 +236,7 @@ def _fold(lw, f, z: ir.Expr, s: SeqVal, elem: str):
                                    "tree"))
         _carry(lw, f, acc, values, tiles, elem)
 
-    _loop(lw, s, ITEM_BYTES[elem] / FOLD_TILE, body, FOLD_TILE)
+    _loop(lw, s, ir.ITEM_BYTES[elem] / FOLD_TILE, body, FOLD_TILE)
     return lw.declare("folded", ir.Index(acc, ir.Const(0, I)))
 
 
@@ -300,6 +299,6 @@ def _collect(lw, s: SeqVal, elem: str) -> Pull:
         lw.emit(ir.ParFor("grid", k, count, each))
         lw.emit(ir.Collect(count, out, stream=stream))
 
-    stream = _loop(lw, s, ITEM_BYTES[elem], body)
+    stream = _loop(lw, s, ir.ITEM_BYTES[elem], body)
     lw.emit(ir.Chunk(result, length, -1, stream=stream, what="collected"))
     return Pull(length, lambda i: ir.Index(result, i))

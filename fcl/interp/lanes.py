@@ -116,6 +116,11 @@ def lift(value, ctx: Ctx) -> np.ndarray | np.generic:
     return ctx.pull_down(value.data, value.ctx)
 
 
+def host_int(value, ctx: Ctx) -> int:
+    """A value the host holds (the same in every lane) as a Python int."""
+    return int(lift_full(value, ctx, np.int64)[0])
+
+
 def lift_full(value, ctx: Ctx, dtype) -> np.ndarray:
     """Like lift, but always an array of ctx.n elements."""
     data = lift(value, ctx)

@@ -9,7 +9,7 @@ from fcl import checks
 from fcl.errors import FCLError
 from fcl.hostio import benchmark_report, format_array, read_int_csv
 from fcl.interp import streams
-from fcl.interp.lanes import Ctx, Vec, elementwise, expand, lift, lift_full
+from fcl.interp.lanes import Ctx, Vec, elementwise, expand, host_int, lift, lift_full
 from fcl.interp.rows import concat_rows, reduce_rows, scan_rows
 from fcl.interp.values import (
     UNIT,
@@ -238,19 +238,15 @@ def _seqfor(interp, t, span, ctx, first, iters, step):
     return SeqFor(first, iters, step, dtype, span)
 
 
-def _host_int(value, ctx: Ctx) -> int:
-    return int(lift_full(value, ctx, np.int64)[0])
-
-
 def _print(dtype):
     def build(interp, t, span, ctx, n, arr):
         def run(lanes, it):
             buf = it.force(arr, lanes, dtype, span)
-            count, length = _host_int(n, lanes), _host_int(buf.length, lanes)
+            count, length = host_int(n, lanes), host_int(buf.length, lanes)
             if not 1 <= count <= length:
                 raise FCLError(f"cannot print {count} elements of an array of length {length}: "
                                f"the count must be between 1 and the length", span)
-            start = _host_int(buf.offset, lanes)
+            start = host_int(buf.offset, lanes)
             it.config.out.write(format_array(buf.data[start:start + count]))
             it.outputs += 1
             return buf
@@ -260,7 +256,7 @@ def _print(dtype):
 
 def _benchmark(interp, t, span, ctx, n, program):
     def run(lanes, it):
-        count = _host_int(n, lanes)
+        count = host_int(n, lanes)
         if count < 1:
             raise FCLError(f"benchmark needs at least one repetition, not {count}", span)
         times = []
@@ -292,11 +288,11 @@ def _histogram(interp, t, span, ctx, bins, op, neutral, indices, values):
 
     def run(lanes, it):
         checks.histogram_combine(name, span)  # located, as on OpenCL, at the program's call
-        count, n = _host_int(bins, lanes), _host_int(indices.length, lanes)
+        count, n = host_int(bins, lanes), host_int(indices.length, lanes)
         if count < 0:
             raise FCLError(checks.NEGATIVE.format(count), span)
-        if _host_int(values.length, lanes) != n:
-            raise FCLError(checks.HISTOGRAM_LENGTHS.format(n, _host_int(values.length, lanes)),
+        if host_int(values.length, lanes) != n:
+            raise FCLError(checks.HISTOGRAM_LENGTHS.format(n, host_int(values.length, lanes)),
                            span)
         hist = np.full(count, lift_full(neutral, lanes, dtype)[0], dtype=dtype)
         # One parallel loop over the values, as on a device: a work-item computes its bin,

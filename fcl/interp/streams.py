@@ -14,7 +14,7 @@ from fcl import checks
 from fcl.errors import FCLError
 from fcl.hostio import open_npy
 from fcl.il.streams import FOLD_TILE
-from fcl.interp.lanes import Ctx, Vec, elementwise, expand, lift_full
+from fcl.interp.lanes import Ctx, Vec, elementwise, expand, host_int, lift_full
 from fcl.interp.values import Buffer, Program, PullArray, dtype_of
 from fcl.types.types import TProgram, TPull, TSeq, Type, chase, result_type
 
@@ -67,12 +67,8 @@ def argument(value, dtype, position: int) -> Sequence:
     return sequence
 
 
-def _host_int(value, ctx: Ctx) -> int:
-    return int(lift_full(value, ctx, np.int64)[0])
-
-
 def _stream_in(interp, t, span, ctx, xs: PullArray):
-    return Sequence(_host_int(xs.length, ctx), lambda c, k: xs.fn(k, c))
+    return Sequence(host_int(xs.length, ctx), lambda c, k: xs.fn(k, c))
 
 
 def _stream_file(interp, t, span, ctx, path: str):
@@ -106,7 +102,7 @@ def _windows(interp, t, span, ctx, size, step, s: Sequence):
     if s.irregular:
         raise FCLError("windows of a sequence made of irregular rows are not supported: "
                        "take the windows of their lengths, say, and zip them with the rows", span)
-    n, m = _host_int(size, ctx), _host_int(step, ctx)
+    n, m = host_int(size, ctx), host_int(step, ctx)
     if n < 1 or m < 1:
         raise FCLError("windows needs a size and a step that are positive constants (a "
                        "chunk's windows reach into the next chunk by size - step elements)", span)

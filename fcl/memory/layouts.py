@@ -28,7 +28,6 @@ NAMES = {"soa": "SoA", "aos": "AoS", "aosoa": "AoSoA"}
 WARP = 32       # the work-items whose addresses one request serves
 SECTOR = 32     # bytes
 TILE = 32       # AoSoA: records per tile
-ITEM_BYTES = {ir.INT: 4, ir.DOUBLE: 8, ir.BOOL: 1}
 GATHER = None   # a site whose index the model cannot follow from one work-item to the next
 
 
@@ -166,7 +165,7 @@ def _address(layout: str, record: int, f: int, k: int) -> int:
 
 def _sectors(group: Group, layout: str) -> int:
     """The 32-byte sectors a warp's requests touch at every site of the group, in `layout`."""
-    k, size = len(group.fields), ITEM_BYTES[group.elem]
+    k, size = len(group.fields), ir.ITEM_BYTES[group.elem]
     total = 0
     for stride, fields in group.sites.values():
         if stride is GATHER:  # records far apart: each work-item's its own

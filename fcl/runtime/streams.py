@@ -23,7 +23,7 @@ from fcl import checks
 from fcl.errors import FCLError, Span
 from fcl.hostio import open_npy
 from fcl.il import ir
-from fcl.il.streams import FOLD_TILE, ITEM_BYTES
+from fcl.il.streams import FOLD_TILE
 from fcl.runtime.buffers import DeviceArray, HostArray
 from fcl.runtime.device import DTYPES
 from fcl.viz.timeline import Timeline
@@ -312,14 +312,14 @@ class Streams:
         copies = 2 if self.options.overlap else 1
         rows = [src for src in stream.sources if src.role == "rows"]
         per_element = stream.bytes_per_element + sum(
-            copies * src.scale * ITEM_BYTES[src.elem] for src in stream.sources
+            copies * src.scale * ir.ITEM_BYTES[src.elem] for src in stream.sources
             if src.role != "rows")
-        fixed = sum(copies * (src.extra + (src.role == "starts")) * ITEM_BYTES[src.elem]
+        fixed = sum(copies * (src.extra + (src.role == "starts")) * ir.ITEM_BYTES[src.elem]
                     for src in stream.sources)
         # The budget counts the bytes asked for; a few spare for rounding a size up.
         room = memory.limit - memory.allocated - fixed - 64 * (1 + len(stream.sources))
         row_room = room // 2 if rows else 0
-        capacity = row_room // (copies * sum(ITEM_BYTES[src.elem] for src in rows)) \
+        capacity = row_room // (copies * sum(ir.ITEM_BYTES[src.elem] for src in rows)) \
             if rows else 0
         if self.options.chunk is not None:
             return -(-self.options.chunk // tile) * tile, capacity

@@ -15,6 +15,7 @@ from fcl import backend, pipeline
 from fcl.analysis.access import check_warp
 from fcl.analysis.costs import KernelCosts, Measured, costs_html, costs_text, program_costs
 from fcl.analysis.gpu import DEFAULT_GPU, GPU, load_gpu
+from fcl.analysis.layout_costs import layout_section
 from fcl.analysis.occupancy import estimate_registers
 from fcl.analysis.predict import ProgramPrediction, kernel_work, predict_program, time_text
 from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
@@ -111,16 +112,17 @@ class Explanation:
     def costs_bundle(self, group: int = 0, warp: int = 0) -> dict[str, str]:
         """The cost table, then each access's formula, LMADs and cost: text and HTML."""
         (costs, measured), rows = self.measured_costs(group), self.sites(group, warp)
-        memory = self.memory_line() + self.stream_line(costs, group) + self.layout_line(group)
-        text = costs_text(costs, measured) + f"\n{memory}" + \
-            (f"\n\nEach access:\n{sites_text(rows, warp)}" if rows else "")
+        memory = self.memory_line() + self.stream_line(costs, group)
+        layouts, layouts_html = self.layout_section(group)
+        text = costs_text(costs, measured) + f"\n{memory}" + (f"\n{layouts}" if layouts else "") \
+            + (f"\n\nEach access:\n{sites_text(rows, warp)}" if rows else "")
         # Wide tables scroll inside the output rather than being cut off at its right edge.
         details = (f"<details><summary>each access: its index, LMADs and cost</summary>"
                    f"<div style='{SCROLL}'>{sites_html(rows, warp)}</div></details>"
                    if rows else "")
         return {"text/plain": text,
                 "text/html": f"<div style='{SCROLL}'>{costs_html(costs, measured)}</div>"
-                             f"<p>{escape(memory)}</p>" + details}
+                             f"<p>{escape(memory)}</p>" + layouts_html + details}
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
         """The cost table, as IPython shows an Explanation (fcl.python's `costs`)."""
@@ -171,13 +173,14 @@ class Explanation:
                 f"{time_text(overlapped)}, one after another {time_text(moving + kernels)} "
                 f"({bound}).")
 
-    def layout_line(self, group: int = 0) -> str:
-        """For a program with arrays of records in global memory: its predicted time with them
-        in each layout (the program compiled again, each traced), and the one chosen."""
+    def layout_section(self, group: int = 0) -> tuple[str, str]:
+        """For a program with arrays of records in global memory: its kernels' sectors per
+        request and predicted times with them in each layout (the program compiled again in
+        each, each traced), the plan chosen and why; text and HTML, empty for no records."""
         _, choices = choose_layouts(self.compiled.il, self.compiled.layout)
         if not choices:
-            return ""
-        times = {}
+            return "", ""
+        variants: dict[str, tuple[list[KernelCosts], float | None]] = {}
         for layout in LAYOUTS:
             variant = backend.compile_il(self.compiled.il, self.compiled.block_size or
                                          self.block_size, self.compiled.target
@@ -187,11 +190,12 @@ class Explanation:
                                          share_blocks=self.compiled.share_blocks, layout=layout)
             other = Explanation(variant, self.block_size, self.device, self.gpu,
                                 arguments=self.arguments, streaming=self.streaming)
-            times[layout] = other.predict(other.costs(group)).time_s
-        each = ", ".join(f"{NAMES[name]} {time_text(seconds)}" for name, seconds in times.items())
-        chosen = "; ".join(f"{c.group} as {NAMES[c.layout]}" for c in choices)
-        return (f"\nLayouts of the arrays of records ({chosen}, by the sectors their warps "
-                f"touch): the program predicted on the {self.gpu.name} with them as {each}.")
+            costs = other.costs(group)
+            variants[NAMES[layout]] = costs, other.predict(costs).time_s
+        if any(c.copy is not None for c in choices):  # the plan chosen is none of the three
+            costs = self.costs(group)
+            variants["as chosen"] = costs, self.predict(costs).time_s
+        return layout_section(choices, self.gpu.name, variants)
 
     def blocks_bundle(self) -> dict[str, str]:
         plan = self.memory_plan()

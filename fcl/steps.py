@@ -32,7 +32,7 @@ from fcl.il.traverse import map_bodies
 from fcl.il.unnest import unnest
 from fcl.il.verify import verify
 from fcl.memory.blocks import share_blocks
-from fcl.memory.layouts import choose_layouts
+from fcl.memory.relayout import lay_out
 from fcl.memory.shortcircuit import short_circuit_all
 
 
@@ -114,7 +114,7 @@ IL_STEPS: tuple[Step | Fixpoint, ...] = (
 
 def _layouts(program: Program, settings: Settings) -> Program:
     assert isinstance(program, list)
-    return choose_layouts(program, settings.layout)[0]
+    return lay_out(program, settings.layout)[0]
 
 
 BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (

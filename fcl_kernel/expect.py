@@ -77,6 +77,7 @@ FIGURES = {
                              _largest("load_lines")),
     "lines_per_store": Figure("128-byte lines per warp store (worst kernel)",
                               _largest("store_lines")),
+    "dram_sectors": Figure("32-byte sectors from DRAM per work-group", _summed("distinct_sectors")),
     "local_loads": Figure("local loads per work-item", _summed("local_loads")),
     "local_stores": Figure("local stores per work-item", _summed("local_stores")),
     "bank_conflicts": Figure("bank conflicts per work-group", _summed("bank_conflicts")),

@@ -53,7 +53,7 @@ def test_every_budget_of_a_map_read_from_memory(kc, doubled):
     # × 500 ns = 256 KB would keep the bus busy, so 8 KiB take 500 ns × 8 KiB / 4 KiB = 1 µs.
     code = ("%%expect np.arange(1024) * 2 --budget kernels<=1 global_loads<=1 global_stores==1"
             " sectors_per_load<=4 lines_per_load==1 sectors_per_store==4 lines_per_store==1"
-            " local_loads==0 local_stores==0 bank_conflicts==0 barriers==0 simt>=1"
+            " dram_sectors==64 local_loads==0 local_stores==0 bank_conflicts==0 barriers==0 simt>=1"
             " local_bytes==0 occupancy>=1 predicted_us<=4\n" + doubled)
     reply, lines, verdict = checks(kc, code)
     assert reply["status"] == "ok"
@@ -66,6 +66,7 @@ def test_every_budget_of_a_map_read_from_memory(kc, doubled):
         "✓ 128-byte lines per warp load (worst kernel): 1 (budget = 1)",
         "✓ 32-byte sectors per warp store (worst kernel): 4 (budget = 4)",
         "✓ 128-byte lines per warp store (worst kernel): 1 (budget = 1)",
+        "✓ 32-byte sectors from DRAM per work-group: 64 (budget = 64)",
         "✓ local loads per work-item: 0 (budget = 0)",
         "✓ local stores per work-item: 0 (budget = 0)",
         "✓ bank conflicts per work-group: 0 (budget = 0)",
@@ -75,7 +76,7 @@ def test_every_budget_of_a_map_read_from_memory(kc, doubled):
         "✓ occupancy on generic GPU (worst kernel): 1 (budget ≥ 1)",
         "✓ predicted time on generic GPU: 4 µs (budget ≤ 4 µs)",
     ]
-    assert verdict == "✓ the value matches numpy, within its 15 budgets"
+    assert verdict == "✓ the value matches numpy, within its 16 budgets"
     # Over budget: the same figures, ✗ where the bound is missed.
     reply, lines, verdict = checks(kc, "%%expect np.arange(1024) * 2 --budget global_loads<1 "
                                        "predicted_us<=3\n" + doubled)
@@ -231,7 +232,8 @@ def test_strict_under_nbgrader(execution):
     ("--budget kernels<=nan", "%%expect: cannot read the budget `kernels<=nan`"),
     ("--budget kernel<=1", "%%expect: no budget named `kernel` (did you mean `kernels`?); the "
                            "budgets are: kernels, global_loads, global_stores, sectors_per_load, "
-                           "sectors_per_store, lines_per_load, lines_per_store, local_loads, "
+                           "sectors_per_store, lines_per_load, lines_per_store, dram_sectors, "
+                           "local_loads, "
                            "local_stores, bank_conflicts, barriers, simt, local_bytes, "
                            "occupancy, predicted_us"),
     ("--budget", "%%expect: `--budget` needs one or more budgets"),

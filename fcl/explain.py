@@ -24,6 +24,7 @@ from fcl.codegen.kernel import Compiled, Kernel
 from fcl.errors import FCLError
 from fcl.memory.layouts import LAYOUTS, NAMES, choose_layouts
 from fcl.memory.plan import COPIES, MemoryPlan, memory_plan, unknown_savings
+from fcl.memory.relayout import record_arrays
 from fcl.runtime.device import is_oclgrind, open_device, require_device
 from fcl.runtime.host import time_compiled
 from fcl.runtime.streams import StreamOptions
@@ -223,7 +224,8 @@ class Explanation:
             chosen = touching
         if not chosen:
             raise FCLError("the program launches no kernels: there is no memory traffic to draw")
-        return [(k.kernel.name, memory_diagram(k, trace.sites, array, warp, pitch))
+        records = record_arrays(*choose_layouts(self.compiled.il, self.compiled.layout))
+        return [(k.kernel.name, memory_diagram(k, trace.sites, array, warp, pitch, records))
                 for k in chosen]
 
     def find_traced(self, kernel: str, group: int = 0) -> KernelTrace:

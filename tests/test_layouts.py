@@ -280,3 +280,28 @@ def test_the_settings_panel_sets_the_layout():
     assert layout.description == "layout" and list(layout.options) == ["auto", *LAYOUTS]
     layout.value = "aosoa"
     assert settings.layout == "aosoa" and settings.options().layout == "aosoa"
+
+
+def test_memory_diagrams_show_the_fields_of_each_element():
+    from fcl.explain import explain
+    session = session_for(MIXED)
+    for layout, array in (("auto", "arr_1_aos"), ("aosoa", "arr_1_aosoa"), ("soa", "arr_2")):
+        explanation = explain(session, pipeline.main_root(session),
+                              pipeline.CompileOptions(keep_result=False, layout=layout))
+        [(_, diagram)] = explanation.memory(kernel="kernel2", array=array)
+        # The gather reads record (i * 37) % 64 of work-item i: work-item 1's is record 37.
+        if layout == "auto":
+            assert ("record array arr_1 (3 fields) as AoS: field f of record i at i * 3 + f; its "
+                    "fields under each row") in diagram.text
+            rows = [line for line in diagram.text.splitlines() if line.startswith("  field  ")]
+            assert rows[0] == "  field  " + ("012" * 11)[:32]
+            assert "element 111, field 0 of record 37: work-item 1<" in diagram.svg
+        elif layout == "aosoa":
+            # Tiles of 32 records, 96 elements each: record 37 is tile 1's 6th, its field 1 at
+            # 96 + 32 + 5.
+            assert "element 133, field 1 of record 37: work-item 1<" in \
+                explanation.memory(kernel="kernel2")[0][1].svg
+        else:
+            assert "field 1 of record array arr_1 (3 fields) as SoA" in diagram.text
+            assert "element 37, field 1 of record 37: work-item 1<" in diagram.svg
+        assert diagram.svg.count('fill-opacity="0.3"') > 3  # the key and the tinted rows

@@ -10,7 +10,7 @@ from functools import partial
 from fcl.il import ir
 from fcl.il.simplify import mk_bin
 from fcl.il.traverse import map_bodies, map_children, map_stmt_exprs, stmt_exprs
-from fcl.memory.layouts import NAMES, TILE, Choice, Group, choose_layouts
+from fcl.memory.layouts import NAMES, TILE, Choice, Group, choose_layouts, where
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,54 @@ class Storage:
             tiles = mk_bin("/", _plus(self.size, TILE - 1), _int(TILE), ir.INT)
             elements = mk_bin("*", tiles, _int(TILE * self.fields), ir.INT)
         return [ir.Alloc(self.arrays[0], elements, "grid", span=span)]
+
+
+@dataclass(frozen=True)
+class RecordArray:
+    """What a global array holds of a record array, for the views: the fields of its
+    elements."""
+    group: str
+    layout: str
+    fields: int
+    field: int | None = None   # SoA: the one field this array holds
+    copy: bool = False
+
+    def field_at(self, element: int) -> int:
+        if self.field is not None:
+            return self.field
+        if self.layout == "aos":
+            return element % self.fields
+        return element % (TILE * self.fields) // TILE
+
+    def record_at(self, element: int) -> int:
+        if self.layout == "aos" and self.field is None:
+            return element // self.fields
+        if self.layout == "aosoa":
+            return element // (TILE * self.fields) * TILE + element % TILE
+        return element
+
+    def describe(self) -> str:
+        what = (f"{'a copy of ' if self.copy else ''}record array {self.group} "
+                f"({self.fields} fields) as {NAMES[self.layout]}")
+        if self.field is not None:
+            return f"field {self.field} of {what}"
+        return f"{what}: {where(self.layout, self.fields)}"
+
+
+def record_arrays(groups: dict[str, Group], choices: list[Choice]) -> dict[str, RecordArray]:
+    """Each global array that holds record fields, by name, as `relayout` names them."""
+    by_name = {c.group: c for c in choices}
+    found: dict[str, RecordArray] = {}
+    for name, group in groups.items():
+        choice = by_name.get(name)
+        plans = [(choice.layout if choice else "soa", False)] + \
+            ([(choice.copy, True)] if choice is not None and choice.copy is not None else [])
+        for layout, copy in plans:
+            storage = _storage(group, layout, copy)
+            for f, array in enumerate(storage.arrays):
+                found[array.name] = RecordArray(name, layout, len(group.fields),
+                                                f if layout == "soa" else None, copy)
+    return found
 
 
 def _int(value: int) -> ir.Const:

@@ -32,6 +32,7 @@ from fcl.analysis.access import (
 from fcl.analysis.symbolic import formula
 from fcl.analysis.trace import KernelTrace
 from fcl.errors import FCLError
+from fcl.memory.relayout import RecordArray
 
 MAX_ROWS = 12        # rows drawn per panel; the rest are left out, with a note saying so
 HEAD_ROWS, TAIL_ROWS = 8, 3  # a warp touching more rows: its first and last ones
@@ -70,11 +71,14 @@ class _Panel:
     marked_columns: dict[int, int]             # local: bank -> n-way conflict
     sectors: list[tuple[int, int]]             # global: [first, last] drawn positions of the
     lines: list[tuple[int, int]]               # sectors and lines touched
+    record: RecordArray | None = None          # the record fields the array holds
 
 
 def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: int = 0,
-                   pitch: int | None = None) -> Diagram:
-    """Panels for every load and store of the traced kernel (of `array` only, if given)."""
+                   pitch: int | None = None, records: dict[str, RecordArray] | None = None
+                   ) -> Diagram:
+    """Panels for every load and store of the traced kernel (of `array` only, if given); an
+    array of `records` shows which field each element holds."""
     check_warp(warp, trace.block_size)
     if pitch is not None and not 1 <= pitch <= MAX_PITCH:
         raise FCLError(f"the pitch must be between 1 and {MAX_PITCH}, not {pitch}")
@@ -85,7 +89,8 @@ def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: in
         what = f"array {array}" if array else "memory"
         raise FCLError(f"kernel {trace.kernel.name} does not access {what} in work-group "
                        f"{trace.group}; it accesses: {', '.join(arrays) or 'nothing'}")
-    panels = [_panel(trace, a, warp, pitch) for a in chosen]
+    panels = [_panel(trace, a, warp, pitch, (records or {}).get(a.site.array or ""))
+              for a in chosen]
     heading = (f"{trace.kernel.name}: work-group {trace.group} of {trace.groups}, "
                f"{trace.block_size} work-items, warp {warp} outlined")
     # What the kernel is for, where the code alone does not say (a flattened kernel's rows: its
@@ -95,7 +100,8 @@ def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: in
                    _text(heading, panels, said))
 
 
-def _panel(trace: KernelTrace, accesses: SiteAccesses, warp: int, pitch: int | None) -> _Panel:
+def _panel(trace: KernelTrace, accesses: SiteAccesses, warp: int, pitch: int | None,
+           record: RecordArray | None = None) -> _Panel:
     site = accesses.site
     verb = "reads" if site.kind == "load" else "combines atomically into" if site.atomic \
         else "writes"
@@ -126,7 +132,7 @@ def _panel(trace: KernelTrace, accesses: SiteAccesses, warp: int, pitch: int | N
     columns = pitch or _default_pitch(accesses, trace.block_size)
     return _Panel(accesses, title, summary, words, columns, first, {},
                   _ranges(words[first], SECTOR_BYTES // accesses.elem_bytes),
-                  _ranges(words[first], LINE_BYTES // accesses.elem_bytes))
+                  _ranges(words[first], LINE_BYTES // accesses.elem_bytes), record)
 
 
 def _turns(accesses: SiteAccesses, first: np.ndarray) -> str:
@@ -205,7 +211,8 @@ def _svg(heading: str, panels: list[_Panel], lanes: int, said: list[str]) -> str
     # Wide enough for every line of text drawn (a monospace character of 12 px is 7.2 px wide).
     longest = max(len(text) for text in [*(p.title for p in panels),
                                          *(p.summary for p in panels), *LEGEND_NOTES, *said])
-    width = max(width, 520, 9 * len(heading) + 20, int(7.3 * longest) + 20)
+    width = max(width, 520, 9 * len(heading) + 20, int(7.3 * longest) + 20,
+                *(_key_width(p.record) for p in panels if p.record is not None))
     legend = _legend(lanes, 10, y)
     height = y + 38 + 16 * len(LEGEND_NOTES)
     # An opaque white background under dark text (and light-page colours): the diagram reads the
@@ -228,6 +235,9 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
            f'{escape(panel.title)}</text>',
            f'<text x="10" y="{top + 28}">{escape(panel.summary)}</text>']
     grid_top = top + 40
+    if panel.record is not None:
+        out.append(_fields_key(panel.record, top + 44))
+        grid_top += 16
     if panel.accesses.site.space == "local":
         for bank in range(BANKS):
             x = LABEL + bank * cell
@@ -255,6 +265,8 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
         # Untouched cells are the row's background; touched ones are drawn over it.
         out.append(f'<rect x="{LABEL}" y="{y}" width="{panel.columns * cell}" height="{cell}" '
                    f'fill="url(#{grid})"/>')
+        if panel.record is not None:
+            out.append(_field_tints(panel.record, row, panel.columns, cell, y))
         run_start = None
         for column in range(panel.columns + 1):
             word = row * panel.columns + column
@@ -270,7 +282,8 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
                 run_start = column
             x = LABEL + column * cell
             others = sorted(set(touched))
-            tip = f"element {word}: work-item{'s' * (len(others) > 1)} " + \
+            tip = f"element {word}{_field_tip(panel.record, word)}: " \
+                f"work-item{'s' * (len(others) > 1)} " + \
                 ", ".join(map(str, others[:8])) + (" …" if len(others) > 8 else "")
             fill = lane_colour(others[0], lanes)
             if word not in outlined:
@@ -295,6 +308,51 @@ def _panel_svg(panel: _Panel, lanes: int, top: int) -> tuple[str, int, int]:
                            f'height="{cell + 2 * margin}" fill="none" {style}/>')
     width = LABEL + panel.columns * cell + 20
     return _cell_defs(cell, panel.columns) + "".join(out), y - top, width
+
+
+# A field's tint under untouched elements: plain colours, light beside the work-items' hues.
+FIELD_COLOURS = ("#2166ac", "#1b7a5a", "#5e3c99", "#8c8c8c", "#b35806", "#222222", "#c51b7d")
+TINT = 0.3
+
+
+def _field_colour(field: int) -> str:
+    return FIELD_COLOURS[field % len(FIELD_COLOURS)]
+
+
+def _fields_key(record: RecordArray, y: int) -> str:
+    """What the array holds, and the tint of each field's elements."""
+    text = f"{record.describe()}; elements tinted by field:"
+    key = [f'<text x="10" y="{y}" fill="#555">{escape(text)}</text>']
+    x = 10 + int(7.3 * len(text)) + 8
+    for f in range(record.fields):
+        key.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{_field_colour(f)}" '
+                   f'fill-opacity="{TINT}"/><text x="{x + 13}" y="{y}">{f}</text>')
+        x += 13 + 8 * len(str(f)) + 8
+    return "".join(key)
+
+
+def _key_width(record: RecordArray) -> int:
+    return int(7.3 * len(record.describe())) + 260 + 30 * record.fields
+
+
+def _field_tints(record: RecordArray, row: int, columns: int, cell: int, y: int) -> str:
+    """The row's elements tinted by the field they hold, one rectangle per run of a field."""
+    tints, start = [], 0
+    for column in range(1, columns + 1):
+        here = record.field_at(row * columns + start)
+        if column < columns and record.field_at(row * columns + column) == here:
+            continue
+        tints.append(f'<rect x="{LABEL + start * cell}" y="{y}" width="{(column - start) * cell}" '
+                     f'height="{cell}" fill="{_field_colour(here)}" fill-opacity="{TINT}" '
+                     f'pointer-events="none"/>')
+        start = column
+    return "".join(tints)
+
+
+def _field_tip(record: RecordArray | None, element: int) -> str:
+    if record is None:
+        return ""
+    return f", field {record.field_at(element)} of record {record.record_at(element)}"
 
 
 def _cell_defs(cell: int, columns: int) -> str:
@@ -328,6 +386,8 @@ def _text(heading: str, panels: list[_Panel], said: list[str]) -> str:
     lines = [heading, *said]
     for panel in panels:
         lines += ["", panel.title, "  " + panel.summary]
+        if panel.record is not None:
+            lines.append(f"  {panel.record.describe()}; its fields under each row")
         if panel.columns > TEXT_COLUMNS:
             continue
         outlined = set(panel.words[panel.highlight].tolist())
@@ -339,5 +399,9 @@ def _text(heading: str, panels: list[_Panel], said: list[str]) -> str:
             cells = "".join("#" if w in outlined else "o" if w in touched else "."
                             for w in range(row * panel.columns, (row + 1) * panel.columns))
             lines.append(f"  {row * panel.columns:>6} {cells}")
+            if panel.record is not None:
+                lines.append("  field  " + "".join(
+                    str(panel.record.field_at(w) % 10)
+                    for w in range(row * panel.columns, (row + 1) * panel.columns)))
     lines += ["", "# the warp's first access, o other work-items, . untouched"]
     return "\n".join(lines)

@@ -105,3 +105,32 @@ def test_records_in_a_cell_show_as_their_fields():
 def test_a_push_array_holding_an_array_is_refused():
     with pytest.raises(FCLError, match=r"`\[int\]` is not a record of base types"):
         fcl.load("val p = push<block> (generate 3 (fn i => (i, iota i)))")
+
+
+TUPLES = """
+sig norm : (double, double, double) -> double
+fun norm v = sqrt (addd (muld (fst v) (fst v)) (addd (muld (fst (snd v)) (fst (snd v)))
+                                                     (muld (snd (snd v)) (snd (snd v)))))
+
+sig same : (int, int, int, bool) -> (int, (int, (int, bool)))
+fun same t = t
+
+val main = do<grid> {
+  vs <- forcePull<grid> (generate 4 (fn i => (i2d i, i2d (i + 1), i2d (i + 2)))) ;
+  forceAndPrintDouble 4 (push<grid> (map norm vs)) ;
+  forceAndPrint 3 (push<grid> (generate 3 (fn i =>
+    let t = same (i, 20, 300, i > 0) in fst t + fst (snd (snd t)) + b2i (snd (snd (snd t))))))
+}"""
+
+
+def test_a_tuple_is_pairs_nested_to_the_right():
+    from tests.runs import run_cl, run_interp
+    expected = run_interp(TUPLES)
+    assert expected.splitlines() == ["[2.23607,3.74166,5.38516,7.07107]", "[300,302,303]"]
+    assert run_cl(TUPLES)[0] == expected
+    # From Python, an array of triples is a tuple of three arrays, or a structured array.
+    lib = fcl.load(TUPLES.split("sig same")[0] +
+                   "sig norms : [(double, double, double)] -> Program <grid> [double]\n"
+                   "fun norms vs = forcePull<grid> (map norm vs)\n")
+    x, y, z = np.arange(4.0), np.arange(4.0) + 1, np.arange(4.0) + 2
+    assert np.allclose(lib.norms((x, y, z)), np.sqrt(x * x + y * y + z * z))

@@ -183,8 +183,6 @@ def _syntax_error(source: Source, tokens: list[Token], err: UnexpectedToken) -> 
                            f"write `- {-tok.value}` to subtract")
     if tok.type in DECL_KEYWORDS and "IN" in expected:
         error.hints.append("a `let` inside an expression needs `in`")
-    if tok.type == "COMMA" and expected == {"RPAR"}:
-        error.hints.append("FCL has pairs, not longer tuples: nest them, as in `(a, (b, c))`")
     at = next((i for i, t in enumerate(tokens) if t is tok), len(tokens))  # Tokens are strs
     before = tokens[:at]
     if tok.type == "EQUALS" and [t.type for t in before[-2:]] == ["FUN", "NAME"]:
@@ -433,7 +431,13 @@ class _Builder:
         return self._type(meta, "program", [items[4]], level=items[2])
 
     def pair_t(self, meta, items):
-        return self._type(meta, "pair", [items[1], items[3]])
+        """`(a, b, c)` is `(a, (b, c))`: a tuple is pairs nested to the right."""
+        *parts, last = items[1:-1:2]
+        for part in reversed(parts):
+            last = ast.TypeSyntax("pair", [part, last], Span(self.source, part.span.start,
+                                                             last.span.end))
+        last.span = self._span(meta)
+        return last
 
     def simple_type(self, meta, items):  # `( type )`
         return items[1]
@@ -493,7 +497,11 @@ class _Builder:
         return items[1]
 
     def pair(self, meta, items):
-        return ast.Pair(self._span(meta), items[1], items[3])
+        """`(a, b, c)` is `(a, (b, c))`: a tuple is pairs nested to the right."""
+        *parts, last = items[1:-1:2]
+        for part in reversed(parts[1:]):
+            last = ast.Pair(Span(self.source, part.span.start, last.span.end), part, last)
+        return ast.Pair(self._span(meta), parts[0], last)
 
     def true(self, meta, items):
         return ast.Lit(self._span(meta), True, "bool")

@@ -6,6 +6,7 @@ the median), the inferred layout over the best measured, and each layout's time 
 GPU by the cost model. Each result is checked against numpy."""
 from __future__ import annotations
 
+import re
 import statistics
 
 import numpy as np
@@ -36,6 +37,18 @@ def reference(given: tuple, steps: int = 2) -> tuple[np.ndarray, np.ndarray]:
     return p, v
 
 
+def gathers_reference(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """numpy's results of bench/particles.fcl's `gathers n` and `pinned n`."""
+    i = np.arange(n)
+    x, y, m = i.astype(float), (i % 7).astype(float), (1 + i % 3).astype(float)
+    def gathered(j: int) -> np.ndarray:
+        k = (i * 37 + j * 101) % n
+        return x[k] + (y[k] + m[k])
+    g = gathered(0) + (gathered(1) + (gathered(2) + gathered(3)))
+    return (g + (2 * x + (3 * y + ((1 + m) + 0.5 * m))),
+            x[1] + (gathered(0) + gathered(1)))
+
+
 def _check(result: tuple, expected: tuple[np.ndarray, np.ndarray]) -> None:
     (x, (y, z)), ((vx, (vy, vz)), _) = result
     if not (np.allclose(np.stack([x, y, z], 1), expected[0])
@@ -43,50 +56,75 @@ def _check(result: tuple, expected: tuple[np.ndarray, np.ndarray]) -> None:
         raise AssertionError("N-body: the bodies differ from numpy's")
 
 
-def inferred(library) -> str:
-    """The layout the compiler chose for the bodies between the two steps."""
-    for line in library.simulate.opencl.splitlines():
-        if "record array" in line:
-            return next(name for name, shown in NAMES.items() if f" as {shown} (" in line)
-    return "soa"
+def inferred(opencl: str) -> str:
+    """The plan the compiler chose for the first record array the kernels' notes name."""
+    for line in opencl.splitlines():
+        if "record array" in line and " fields) as " in line:
+            layout = next(name for name, shown in NAMES.items() if f" as {shown} (" in line)
+            copy = re.search(r"with an (\w+) copy", line)
+            return NAMES[layout] + (f" + {copy.group(1)} copy" if copy else "")
+    return NAMES["soa"]
+
+
+def _measure(name: str, libraries: dict, entry: str, args: tuple, check, runs: int,
+             gpu: str) -> dict:
+    """One program's `entry` on `args` in each layout and as inferred, taking turns round by
+    round, each result checked."""
+    def call(library):
+        return getattr(library, entry)
+
+    times: dict[str, list[float]] = {layout: [] for layout in libraries}
+    for round_ in range(runs + 1):  # the first round warms up
+        for layout, library in libraries.items():
+            check(call(library)(*args))
+            timing = call(library).bench(*args, runs=1)
+            if round_:
+                times[layout].append(timing.timed.median)
+    medians = {layout: statistics.median(values) for layout, values in times.items()}
+    best = min(LAYOUTS, key=lambda layout: medians[layout])
+    predicted = {}
+    for layout in (*LAYOUTS, "auto"):
+        explanation = call(libraries[layout]).costs(*args, gpu=gpu)
+        seconds = explanation.predict(explanation.costs()).time_s
+        predicted[layout] = None if seconds is None else seconds * 1000
+    return {"program": name, "ms": medians, "inferred": inferred(call(libraries["auto"]).opencl),
+            "best": best, "ratio": medians["auto"] / medians[best], "predicted_ms": predicted,
+            "gpu": gpu, "runs": runs}
 
 
 def measure_layouts(tiny: bool, runs: int, device_id: str | None, block: int,
                     gpu: str) -> list[dict]:
+    def load(program: str) -> dict:
+        return {layout: fcl.load_file(HERE / program, device=device_id, block_size=block,
+                                      layout=layout) for layout in (*LAYOUTS, "auto")}
+
     n = 4 * block if tiny else 4096
-    given = bodies(n)
-    expected = reference(given)
-    libraries = {layout: fcl.load_file(HERE / "nbody.fcl", device=device_id, block_size=block,
-                                       layout=layout) for layout in (*LAYOUTS, "auto")}
-    times: dict[str, list[float]] = {name: [] for name in libraries}
-    for round_ in range(runs + 1):  # the first round warms up
-        for name, library in libraries.items():
-            _check(library.simulate(2, DT, given), expected)
-            timing = library.simulate.bench(2, DT, given, runs=1)
-            if round_:
-                times[name].append(timing.timed.median)
-    medians = {name: statistics.median(values) for name, values in times.items()}
-    chosen = inferred(libraries["auto"])
-    best = min(LAYOUTS, key=lambda name: medians[name])
-    predicted = {}
-    for name in LAYOUTS:
-        explanation = libraries[name].simulate.costs(2, DT, given, gpu=gpu)
-        seconds = explanation.predict(explanation.costs()).time_s
-        predicted[name] = None if seconds is None else seconds * 1000
-    return [{"program": f"N-body, {n} bodies, 2 steps", "bodies": n, "ms": medians,
-             "inferred": chosen, "best": best, "ratio": medians["auto"] / medians[best],
-             "predicted_ms": predicted, "gpu": gpu, "runs": runs}]
+    given, expected = bodies(n), reference(bodies(n))
+    rows = [_measure(f"N-body, {n:,} bodies, 2 steps", load("nbody.fcl"),
+                     "simulate", (2, DT, given), lambda result: _check(result, expected),
+                     runs, gpu)]
+    # Particles: as many as the compiler assumes for a size it cannot know.
+    count = 4 * block if tiny else 1 << 20
+    gathered = gathers_reference(count)[0]
+
+    def same(result: np.ndarray) -> None:
+        if not np.allclose(result, gathered):
+            raise AssertionError("particles: the sums differ from numpy's")
+
+    rows.append(_measure(f"particles read unevenly, {count:,}", load("particles.fcl"),
+                         "gathers", (count,), same, runs, gpu))
+    return rows
 
 
 def layouts_table(rows: list[dict]) -> str:
     lines = ["| program | SoA ms | AoS ms | AoSoA ms | inferred (its ms) | inferred ÷ best | "
-             "predicted on the GPU: SoA, AoS, AoSoA ms |",
+             "predicted on the GPU: SoA, AoS, AoSoA, inferred ms |",
              "|---|---:|---:|---:|---|---:|---|"]
     for r in rows:
         ms, predicted = r["ms"], r["predicted_ms"]
         guesses = ", ".join("–" if predicted[n] is None else f"{predicted[n]:.3g}"
-                            for n in LAYOUTS)
+                            for n in (*LAYOUTS, "auto"))
         lines.append(f"| {r['program']} | {ms['soa']:.2f} | {ms['aos']:.2f} | "
-                     f"{ms['aosoa']:.2f} | {NAMES[r['inferred']]} ({ms['auto']:.2f}) | "
+                     f"{ms['aosoa']:.2f} | {r['inferred']} ({ms['auto']:.2f}) | "
                      f"{r['ratio']:.2f} | {guesses} ({r['gpu']}) |")
     return "\n".join(lines)

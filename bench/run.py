@@ -24,9 +24,9 @@ Without `--device`, the tasks and the original programs are measured on every de
 
 `--only` (repeatable) names a task, or originals, planning (the memory planner on and off,
 bench/planning.py), streaming (sequences past a device-memory budget, bench/streaming.py),
-layouts (N-body's records in each layout, bench/layouts.py), compile, startup, interrupt, cell,
-memory (the kernel's memory after each course notebook, bench/memory.py), or jupyter (startup,
-interrupt and cell): `make bench BENCH_ARGS="--only jupyter"` measures only the kernel.
+layouts (N-body's and particles' records in each layout, bench/layouts.py), compile, startup,
+interrupt, cell, memory (the kernel's memory after each course notebook, bench/memory.py), or
+jupyter (startup, interrupt and cell): `make bench BENCH_ARGS="--only jupyter"` measures only the kernel.
 """
 from __future__ import annotations
 
@@ -183,9 +183,10 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
             f"kernels run (overlapped) and not (apart), {args.runs} runs each, taking turns:" \
             "\n\n" + streaming_table(streaming_rows)
     if layout_rows:
-        report += "\n\nLayouts of arrays of records (bench/layouts.py): N-body's bodies as an " \
-            f"array per field, of whole records, of tiles of 32, and as inferred, {args.runs} " \
-            "runs each, taking turns (kernel ms, median):\n\n" + layouts_table(layout_rows)
+        report += "\n\nLayouts of arrays of records (bench/layouts.py): N-body's bodies and " \
+            "particles read unevenly as an array per field, of whole records, of tiles of 32, " \
+            f"and as inferred, {args.runs} runs each, taking turns (kernel ms, median):\n\n" \
+            + layouts_table(layout_rows)
     if deep:
         report += "\n\n" + deep_table(deep)
     kernels = [f"{r['task']}: {r['reference_kernel']}{_candidates(r)}" for r in rows

@@ -176,13 +176,16 @@ def test_streaming_is_measured_past_the_budget_with_and_without_overlap(capsys):
 
 
 def test_layouts_are_measured_against_each_other(capsys):
-    # --tiny: N-body's bodies in each layout and the inferred one, each checked against numpy
-    # (measure_layouts raises otherwise), with their predicted GPU times.
+    # --tiny: N-body's bodies and the particles in each layout and the inferred one, each
+    # checked against numpy (measure_layouts raises otherwise), with their predicted GPU times.
     first = usable_device_ids()[0]
     assert main(["--tiny", "--only", "layouts", "--no-record", "--runs", "1"]
                 + (["--device", first] if first else [])) == 0
-    [row] = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
-             if line.startswith("| N-body")]
+    out = capsys.readouterr().out.splitlines()
+    [row] = [line.split(" | ") for line in out if line.startswith("| N-body")]
     assert row[0] == "| N-body, 64 bodies, 2 steps"
     assert all(float(cell) > 0 for cell in row[1:4])
     assert row[4].split()[0] in ("SoA", "AoS", "AoSoA") and float(row[5]) > 0
+    # The particles' size is the compiler's guess for one it cannot know, so it keeps a copy.
+    [row] = [line.split(" | ") for line in out if line.startswith("| particles")]
+    assert row[0] == "| particles read unevenly, 64" and row[4].startswith("SoA + AoS copy (")

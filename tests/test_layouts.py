@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import fcl
+from bench.layouts import gathers_reference
 from fcl import pipeline
 from fcl.memory.layouts import LAYOUTS
 from tests.runs import run_cl, run_interp, session_for
@@ -48,34 +49,7 @@ val main = do<grid> {
 # for records the compiler cannot count, an AoS copy for the gathers moves fewer sectors than
 # either layout alone, its launch included. A second entry point's host reads a record, so the
 # records stay SoA, and a kernel gathers them.
-PARTICLES = """
-sig whole : (double, (double, double)) -> double
-fun whole p = addd (fst p) (addd (fst (snd p)) (snd (snd p)))
-
-sig made : int -> Program <grid> [(double, (double, double))]
-fun made n = forcePull<grid> (generate n (fn i => (i2d i, (i2d (i % 7), i2d (1 + i % 3)))))
-
-sig gathers : int -> Program <grid> [double]
-fun gathers n = do<grid> {
-  ps <- made n ;
-  xs <- forcePull<grid> (map (fn p => muld 2.0 (fst p)) ps) ;
-  ys <- forcePull<grid> (map (fn p => muld 3.0 (fst (snd p))) ps) ;
-  ms <- forcePull<grid> (map (fn p => addd 1.0 (snd (snd p))) ps) ;
-  ks <- forcePull<grid> (map (fn p => muld 0.5 (snd (snd p))) ps) ;
-  gs <- forcePull<grid> (generate n (fn i =>
-          let g = fn j => whole (index ps ((i * 37 + j * 101) % n)) in
-          addd (g 0) (addd (g 1) (addd (g 2) (g 3))))) ;
-  forcePull<grid> (zipWith addd gs (zipWith addd xs (zipWith addd ys (zipWith addd ms ks))))
-}
-
-sig pinned : int -> Program <grid> [double]
-fun pinned n = do<grid> {
-  ps <- made n ;
-  let first = fst (index ps 1) ;
-  forcePull<grid> (generate n (fn i => let g = fn j => whole (index ps ((i * 37 + j * 101) % n)) in
-                                       addd first (addd (g 0) (g 1))))
-}
-"""
+PARTICLES = (Path(__file__).parent.parent / "bench" / "particles.fcl").read_text()
 COPY = PARTICLES + """
 val main = do<grid> {
   a <- gathers 256 ;
@@ -132,22 +106,11 @@ def test_fields_read_unevenly_stay_apart():
                             "touch in a run, SoA 336, AoS 408, AoSoA 336")
 
 
-def particles_reference(n: int) -> tuple[np.ndarray, np.ndarray]:
-    i = np.arange(n)
-    x, y, m = i.astype(float), (i % 7).astype(float), (1 + i % 3).astype(float)
-    def gathered(j):
-        k = (i * 37 + j * 101) % n
-        return x[k] + (y[k] + m[k])
-    g = gathered(0) + (gathered(1) + (gathered(2) + gathered(3)))
-    return (g + (2 * x + (3 * y + ((1 + m) + 0.5 * m))),
-            x[1] + (gathered(0) + gathered(1)))
-
-
 @pytest.mark.parametrize("backend", ["opencl", "interp"])
 def test_a_copy_in_a_second_layout_is_made_where_it_pays(backend):
     lib = fcl.load(PARTICLES, backend=backend)
     for n in (2, 100, 1000):
-        expected = particles_reference(n)
+        expected = gathers_reference(n)
         assert np.allclose(lib.gathers(n), expected[0]) and np.allclose(lib.pinned(n), expected[1])
     if backend == "interp":
         return
@@ -159,7 +122,7 @@ def test_a_copy_in_a_second_layout_is_made_where_it_pays(backend):
         "record array arr_2 (3 fields) as SoA (field f of record i in array f at i): the 32-byte "
         "sectors its kernels' warps touch in a run, SoA 14,417,920, AoS 10,223,616, AoSoA "
         "14,417,920; with an AoS copy (field f of record i at i * 3 + f) that the kernel at line "
-        "15 reads, 9,999,328, the 1,872,864 of its transposition included (a launch counts as "
+        "21 reads, 9,999,328, the 1,872,864 of its transposition included (a launch counts as "
         "300,000)")
     # The copy is made right after the kernel that writes the records; only the gathers read it.
     kernels = lib.gathers.opencl.split("__kernel")[1:]
@@ -169,7 +132,7 @@ def test_a_copy_in_a_second_layout_is_made_where_it_pays(backend):
         assert "copy" not in fcl.load(PARTICLES, layout=layout).gathers.opencl
     said = fcl.load(PARTICLES).pinned.opencl
     assert " as SoA (field f of record i in array f at i, as the host reads it)" in said
-    assert "with an AoS copy" in said and "the kernel at line 25 reads" in said
+    assert "with an AoS copy" in said and "the kernel at line 31 reads" in said
 
 
 def test_a_forced_layout_is_kept_and_fields_of_two_types_stay_apart():
@@ -263,13 +226,13 @@ def test_costs_show_the_plan_with_a_copy_as_chosen():
     explanation = fcl.load(PARTICLES).gathers.costs(1000, gpu="h100")
     head, header, *rows, _ = layouts_section(explanation.costs_bundle()["text/plain"])
     assert head.startswith("Layouts of the arrays of records: arr_2 as SoA with an AoS copy for "
-                           "the kernel at line 15 (32-byte sectors its warps touch in a run: SoA "
+                           "the kernel at line 21 (32-byte sectors its warps touch in a run: SoA "
                            "14,417,920, AoS 10,223,616, AoSoA 14,417,920, with the copy 9,999,328 "
                            "(1,872,864 to make it))")
     assert header[-2:] == ["as", "chosen"]
     by_line = {row[0]: row[1:] for row in rows}
-    # As chosen, line 6 also runs the transposition: it reads 8 sectors and writes 24.
-    assert by_line["6"][-5:-2] == ["–/8", "+", "8/24"]
+    # As chosen, line 12 also runs the transposition: it reads 8 sectors and writes 24.
+    assert by_line["12"][-5:-2] == ["–/8", "+", "8/24"]
 
 
 def test_the_settings_panel_sets_the_layout():

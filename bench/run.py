@@ -26,7 +26,8 @@ Without `--device`, the tasks and the original programs are measured on every de
 bench/planning.py), streaming (sequences past a device-memory budget, bench/streaming.py),
 layouts (N-body's and particles' records in each layout, bench/layouts.py), compile, startup,
 interrupt, cell, memory (the kernel's memory after each course notebook, bench/memory.py), or
-jupyter (startup, interrupt and cell): `make bench BENCH_ARGS="--only jupyter"` measures only the kernel.
+jupyter (startup, interrupt and cell): `make bench BENCH_ARGS="--only jupyter"` measures only
+the kernel.
 """
 from __future__ import annotations
 

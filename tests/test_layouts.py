@@ -268,3 +268,19 @@ def test_memory_diagrams_show_the_fields_of_each_element():
             assert "field 1 of record array arr_1 (3 fields) as SoA" in diagram.text
             assert "element 37, field 1 of record 37: work-item 1<" in diagram.svg
         assert diagram.svg.count('fill-opacity="0.3"') > 3  # the key and the tinted rows
+
+
+def test_the_complex_kernel_computes_what_numpy_does():
+    i = np.arange(256)
+    c = (0.01 * i - 1.5) + 1j * (0.002 * i)
+    z = np.zeros(256, complex)
+    for _ in range(12):  # a point that has escaped stays put
+        z = np.where(abs(z) ** 2 > 4.0, z, z * z + c)
+    escaped = np.minimum(4.0, abs(z) ** 2)[::16]
+    turned = (c * 1j)[::32]
+    text = (PROGRAMS / "complex.fcl").read_text()
+    for output in (run_interp(text), run_cl(text, target="gpu")[0], run_cl(text, target="cpu")[0]):
+        first, second = ([float(x) for x in line.strip("[]").split(",")]
+                         for line in output.splitlines())
+        assert np.allclose(first, escaped, atol=1e-5)
+        assert np.allclose(second, turned.real + turned.imag, atol=1e-5)

@@ -331,3 +331,23 @@ def test_costs_say_how_each_warp_step_runs(tmp_path, capsys):
     assert shown.count("warp code of line ") == 2
     assert "kernel0_line10, warp code of line 6: warp w's 32 lanes are work-items 32w to " \
         "32w + 31, its arrays in local memory." in shown
+
+
+def test_costs_count_a_warps_barriers_and_price_them_as_a_sub_groups(tmp_path, capsys):
+    # Each of the two phases of the block's sum is a warp reduction: 5 exchanges of 32 lanes'
+    # values (16, 8, 4, 2, 1 lanes adding), then the warp's result written out. The first
+    # phase's last barrier is the block's: the second phase reads what every warp wrote.
+    path = tmp_path / "warps.fcl"
+    path.write_text(BLOCK_OF_WARPS)
+    assert fcl_main(["costs", "--gpu", "h100", str(path)]) == 0
+    shown = capsys.readouterr().out
+    [row] = [line for line in shown.splitlines() if line.startswith("barriers per group")]
+    assert row.split()[-4:] == ["11", "(10", "a", "warp's)"]
+    said = re.search(r"kernel0_line10: 10 of its 11 barriers per group end an exchange between a "
+                     r"warp's lanes .* As sub-group barriers, each waiting for its warp alone, "
+                     r"the kernel would take ([\d.]+) µs on the H100 SXM5 instead of ([\d.]+) "
+                     r"µs\.", shown)
+    assert said and float(said.group(1)) < float(said.group(2))
+    # Shaped for a CPU, one work-item runs each warp's lanes: no barrier to count.
+    assert fcl_main(["costs", "--gpu", "h100", "--target", "cpu", str(path)]) == 0
+    assert "a warp's" not in capsys.readouterr().out

@@ -46,7 +46,7 @@ class KernelCosts:
     local_stores: float
     bank_conflicts: int        # extra serialized local accesses in the work-group
     worst_conflict: int        # the worst n-way conflict of one warp request (1: none)
-    barriers: int              # per work-group
+    barriers: int              # per work-group, warp_barriers of them a warp's
     simt_efficiency: float     # the share of the warps' lanes active (1.0: no divergence)
     atomics: float             # atomic read-modify-writes per work-item (global and local) ...
     atomic_conflicts: float    # ... and lanes per warp atomic request waiting on another's
@@ -60,6 +60,8 @@ class KernelCosts:
     # The most a work-item of the traced group did (memory accesses, barriers and branches it
     # took), over the group's average: 1 when each does as much (work shared out evenly).
     busiest: float = field(default=1.0, kw_only=True)
+    # The barriers that end a warp's exchange of values (a sub-group's, on a device with them).
+    warp_barriers: int = field(default=0, kw_only=True)
     # Occupancy and time on a GPU, when one is chosen (fcl.explain sets it) ...
     predicted: KernelPrediction | None = field(default=None, kw_only=True)
     # ... and the time measured on the device that ran it: median kernel time per run, in ms.
@@ -95,8 +97,10 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         return total(kind, "global", attribute) / requests if requests else 0.0
 
     first_lane = trace.lane == int(trace.lane.min(initial=0))
-    barrier_sites = [s.id for s in sites if s.kind == "barrier" and s.kernel == trace.kernel.name]
-    barriers = int(np.isin(trace.site[first_lane], barrier_sites).sum())
+    barrier_sites = [s for s in sites if s.kind == "barrier" and s.kernel == trace.kernel.name]
+    barriers = int(np.isin(trace.site[first_lane], [s.id for s in barrier_sites]).sum())
+    warp_barriers = int(np.isin(trace.site[first_lane],
+                                [s.id for s in barrier_sites if s.level == "warp"]).sum())
     local = [s for s in summaries if s.site.space == "local"]
     atomic = [s for s in summaries if s.site.atomic]
     # Every site a warp executes (memory access, barrier, branch taken: the instructions the
@@ -121,7 +125,8 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         sum(s.same_address for s in atomic) / max(1, sum(s.requests for s in atomic)),
         sum(s.accesses for s in atomic if s.site.space == "global"),
         distinct_sectors(split_by_site(trace, sites)), trace.kernel.notes,
-        list(trace.groups_per_launch), trace.truncated, summaries, busiest=_busiest(trace))
+        list(trace.groups_per_launch), trace.truncated, summaries, busiest=_busiest(trace),
+        warp_barriers=warp_barriers)
 
 
 def _busiest(trace: KernelTrace) -> float:
@@ -162,7 +167,8 @@ ROWS = [
     ("local stores per work-item", lambda c: _number(c.local_stores)),
     ("bank conflicts per group (worst)",
      lambda c: f"{c.bank_conflicts} ({c.worst_conflict}-way)" if c.bank_conflicts else "0"),
-    ("barriers per group", lambda c: str(c.barriers)),
+    ("barriers per group", lambda c: f"{c.barriers} ({c.warp_barriers} a warp's)"
+     if c.warp_barriers else str(c.barriers)),
     ("SIMT efficiency", lambda c: _number(c.simt_efficiency)),
     ("busiest work-item ÷ average", lambda c: _number(round(c.busiest, 1))),
     ("local memory per group", lambda c: f"{c.local_bytes} B"),
@@ -259,7 +265,21 @@ def _notes(costs: list[KernelCosts], measured: Measured | None = None) -> list[s
                      "bounds.")
     # How each kernel's warp code runs (fcl.codegen.warps): what its counts describe.
     notes += [f"{c.kernel}, {note}." for c in costs for note in c.warp_notes]
+    notes += [_warp_barrier_note(c) for c in costs if c.warp_barriers]
     return notes
+
+
+def _warp_barrier_note(c: KernelCosts) -> str:
+    """What a kernel's warp barriers cost, and would as sub-group barriers."""
+    said = (f"{c.kernel}: {c.warp_barriers} of its {c.barriers} barriers per group end an "
+            f"exchange between a warp's lanes (a shuffle, a step of a warp's reduction or scan, "
+            f"through local memory); without sub-groups each is the work-group's")
+    p = c.predicted
+    if p is None or p.time_s is None or p.with_subgroups_s is None:
+        return said + "."
+    return (said + f". As sub-group barriers, each waiting for its warp alone, the kernel would "
+            f"take {time_text(p.with_subgroups_s)} on the {p.gpu.name} instead of "
+            f"{time_text(p.time_s)}.")
 
 
 def costs_text(costs: list[KernelCosts], measured: Measured | None = None) -> str:

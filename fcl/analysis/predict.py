@@ -22,7 +22,7 @@ pass through L1. Sectors re-read by other work-groups are counted again (an uppe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fcl.analysis.access import ELEM_BYTES, PHASE_LANES, WARP_SIZE
 from fcl.analysis.gpu import GPU
@@ -31,6 +31,9 @@ from fcl.analysis.occupancy import Occupancy, occupancy
 # Cycles a work-group waits at a barrier: the slowest warp's last local-memory access (about 30
 # cycles on recent NVIDIA GPUs) and the barrier itself. An assumption, as the profiles' are.
 BARRIER_CYCLES = 50
+# A sub-group barrier waits for one warp, whose lanes run together: only the local-memory
+# access before it. An assumption, as BARRIER_CYCLES is.
+SUBGROUP_BARRIER_CYCLES = 30
 # Warp requests an SM's load/store units issue per clock (32 lanes' worth). An assumption.
 ISSUE_PER_CLOCK = 1
 # Atomic read-modify-writes the L2 cache completes per clock, the whole GPU: each lane's is one
@@ -61,6 +64,8 @@ class KernelWork:
     barriers: int             # per work-group
     global_atomics: float = 0  # atomic lane operations on global memory, per work-group
     dram_sectors: float | None = None  # sectors from DRAM: the distinct ones (None: all)
+    warp_barriers: int = 0    # per work-group: those ending a warp's exchange ...
+    subgroups: bool = False   # ... priced as sub-group barriers (else as the work-group's)
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,7 @@ class KernelPrediction:
     terms: dict[str, float]   # seconds per term ("DRAM", "local memory", ...), over all launches
     launch_s: float           # launch overhead, over all launches
     time_s: float | None      # launches + the longest term of each launch; None: cannot run
+    with_subgroups_s: float | None = None  # the same, its warp barriers a sub-group's
 
     @property
     def bound(self) -> str:
@@ -104,7 +110,7 @@ def kernel_work(costs, registers: int) -> KernelWork:
         costs.sectors,
         costs.load_requests + costs.store_requests, phases + costs.bank_conflicts + waiting,
         accesses * costs.block_size, costs.simt_efficiency, costs.barriers,
-        costs.global_atomics, costs.distinct_sectors)
+        costs.global_atomics, costs.distinct_sectors, costs.warp_barriers)
 
 
 def predict_kernel(gpu: GPU, work: KernelWork) -> KernelPrediction:
@@ -119,7 +125,9 @@ def predict_kernel(gpu: GPU, work: KernelWork) -> KernelPrediction:
         for term, seconds in launch.items():
             terms[term] += seconds
         longest += max(launch.values())
-    return KernelPrediction(work, gpu, resident, terms, launch_s, launch_s + longest)
+    subgroups = predict_kernel(gpu, replace(work, subgroups=True)).time_s \
+        if work.warp_barriers and not work.subgroups else None
+    return KernelPrediction(work, gpu, resident, terms, launch_s, launch_s + longest, subgroups)
 
 
 def _launch_terms(gpu: GPU, work: KernelWork, resident: Occupancy,
@@ -146,7 +154,8 @@ def _launch_terms(gpu: GPU, work: KernelWork, resident: Occupancy,
         "L1": l1_bytes / (L1_BYTES_PER_CLOCK * sm_clocks),
         "local memory": groups * work.local_passes / sm_clocks,
         "issue": groups * issued / (ISSUE_PER_CLOCK * sm_clocks),
-        "barriers": waves * work.barriers * BARRIER_CYCLES / gpu.clock_hz,
+        "barriers": waves * (work.barriers * BARRIER_CYCLES - work.warp_barriers * (
+            BARRIER_CYCLES - SUBGROUP_BARRIER_CYCLES) * work.subgroups) / gpu.clock_hz,
         "atomics": groups * work.global_atomics / (ATOMICS_PER_CLOCK * gpu.clock_hz),
     }
 

@@ -91,6 +91,7 @@ class Site:
     branch: str | None = None  # a branch's side: "then" or "else" of an if, or "loop" (body)
     condition: ir.Expr | None = field(default=None, compare=False)  # ... and what decides it
     atomic: bool = False  # a store combining with the element atomically (a histogram's)
+    level: str | None = None  # a barrier's: "block", or "warp" (the end of a warp's exchange)
 
     @property
     def is_memory(self) -> bool:
@@ -304,7 +305,7 @@ class KernelPrinter(StmtVisitor):
         return c_expr(e, self._traced_load if self.trace else None, subscript, self.ranges)
 
     def _record(self, kind: str, array: ir.Var | None, index: ir.Expr | None,
-                span: Span | None, atomic: bool = False) -> str:
+                span: Span | None, atomic: bool = False, level: str | None = None) -> str:
         """A call logging one access (or barrier) as a new site."""
         name = self.roots.get(array.name, array.name) if array is not None else None
         space = {"__global": "global", "__local": "local"}.get(self.spaces.get(name, "")) \
@@ -313,7 +314,7 @@ class KernelPrinter(StmtVisitor):
         index_text = c_expr(index, subscript=True) if index is not None else None
         site = Site(len(self.sites), self.kernel_name, kind, name, space,
                     ir.elem_of(array) if array is not None else None, index_text, span, index,
-                    atomic=atomic)
+                    atomic=atomic, level=level)
         self.sites.append(site)
         logged = index_text or "0"
         if name in self.per_item:  # a slice of a pool: log the position in the pool
@@ -512,7 +513,8 @@ class KernelPrinter(StmtVisitor):
 
     def visit_Barrier(self, s: ir.Barrier, indent: int) -> None:
         if self.trace:
-            self.line(self._record("barrier", None, None, s.span) + ";", indent, None)
+            self.line(self._record("barrier", None, None, s.span, level=s.level) + ";", indent,
+                      None)
         self.line("barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);", indent, s.span)
         if self.group_stop:
             # The group stops, all of it, once its round has failed. A round's failures mark

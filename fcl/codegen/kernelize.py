@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 
 from fcl.codegen.kernel import (
     MAX_GROUPS,
@@ -235,6 +236,7 @@ class KernelBody(StmtVisitor):
         if s.warp and level == "block":
             made = self.warp_distribute(s)
             if isinstance(made, list):
+                _end_block_phase(made)
                 self.notes.append(f"{_at(s)}: warp w's {s.warp} lanes are work-items {s.warp}w "
                                   f"to {s.warp}w + {s.warp - 1}, its arrays in local memory")
                 return made
@@ -277,7 +279,9 @@ class KernelBody(StmtVisitor):
             loop = [StridedFor(s.var, lane, s.bound, ir.Const(width, ir.INT), body, span=s.span)]
             if active is not None:
                 loop = [ir.If(active, loop, [], span=s.span)]
-        return [*loop, ir.Barrier("block", span=s.span)]
+        # A warp's barrier: the work-group's here, since no device has sub-groups (the costs
+        # count them apart, and price them as sub-group barriers too).
+        return [*loop, ir.Barrier("warp", span=s.span)]
 
     def visit_Alloc(self, s: ir.Alloc, level: str) -> list[ir.Stmt]:
         return self.alloc(s, level)
@@ -353,3 +357,17 @@ def kernelize(host_program: list[ir.Stmt], block_size: int | None = None, serial
     k = Kernelizer(block_size, serial, home)
     host = k.host(host_program)
     return host, k.kernels
+
+
+def _end_block_phase(stmts: list[ir.Stmt]) -> None:
+    """The last barrier of a warp distribute (its last lane loop's, in place) is the
+    work-group's even with sub-groups: what the warps wrote, the block reads after it."""
+    while stmts:
+        last = stmts[-1]
+        if isinstance(last, ir.Barrier):
+            stmts[-1] = replace(last, level="block")
+            return
+        if not isinstance(last, (ir.SeqFor, ir.If)):
+            return
+        stmts = last.else_ if isinstance(last, ir.If) and last.else_ else \
+            last.then if isinstance(last, ir.If) else last.body

@@ -129,6 +129,16 @@ teaching: setup
 		--log-level=WARN || exit 1; done
 	@echo "student versions in build/teaching/release, answer keys in build/teaching/answers"
 
+# Every notebook's answer key handed in and autograded by nbgrader: full marks, or the key and
+# the checks disagree (about 5 minutes; the tests autograde notebooks 1 and 3).
+.PHONY: teaching-check
+teaching-check: teaching
+	$(PY) -m tools.teaching build/teaching --submit-answers $$(cat build/teaching.names)
+	cd build/teaching && for a in $$(cat ../teaching.names); do \
+		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ../../$(PY) -m nbgrader autograde $$a \
+		--log-level=WARN || exit 1; done
+	$(PY) -m tools.teaching build/teaching --check-scores $$(cat build/teaching.names)
+
 # Retake the README's pictures (docs/jupyterlab*.png) in JupyterLab: needs Chromium, like the
 # end-to-end test (test-setup installs it through apt where it can).
 .PHONY: screenshots

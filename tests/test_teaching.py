@@ -7,8 +7,10 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from fcl.errors import Source
+from fcl.syntax.parser import parse_cell
 from test_nbgrader import nbgrader
-from tools.teaching import NOTEBOOKS, exercises, write_course
+from tools.teaching import NOTEBOOKS, answer_scores, exercises, submit_answers, write_course
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +86,28 @@ def test_notebook_one_is_autograded_right_wrong_and_over_budget(course):
         scores = {student: [gradebook.find_grade(f"01_check{k}", "01", "01", student).score
                             for k in range(1, 5)] for student in ("right", "wrong", "over")}
     assert scores == {"right": [1, 1, 1, 1], "wrong": [0, 0, 0, 0], "over": [0, 1, 1, 1]}
+
+
+def test_every_answer_defines_its_value_whole(course):
+    # An answer written as a `do` block once had `val answerN =` inserted after its first line
+    # (where the desugared block's span starts): no answer of such an exercise could score.
+    out, names = course
+    for stem in names:
+        source = nbformat.read(out / "source" / stem / f"{stem}.ipynb", as_version=4)
+        for cell in source.cells:
+            grading = cell.metadata.get("nbgrader", {})
+            if not grading.get("solution"):
+                continue
+            module = parse_cell(Source("answer", cell.source))
+            number = grading["grade_id"].rpartition("answer")[2]
+            assert module.expr is None and module.decls[-1].name == f"answer{number}", \
+                grading["grade_id"]
+
+
+@pytest.mark.slow  # notebook 3 executed by nbgrader: about 20 s
+def test_notebook_three_answers_written_as_do_blocks_score_full_marks(course):
+    out, _ = course
+    nbgrader(out, "generate_assignment", "03", "--force")
+    submit_answers(out, "03")
+    nbgrader(out, "autograde", "03")
+    assert answer_scores(out, ["03"]) == {"03": (5.0, 5.0)}

@@ -12,6 +12,11 @@ autograder a failed check is an error (fcl_kernel.expect), which scores 0.
     python -m tools.teaching OUT   writes OUT/source/NN/NN.ipynb, OUT/nbgrader_config.py and
                                    OUT/answers/NN.md; then `nbgrader generate_assignment NN`
                                    in OUT makes OUT/release/NN/NN.ipynb
+    python -m tools.teaching OUT --submit-answers NN ...
+                                   hands in each released NN with the key's answers, as student
+                                   `answers`: `nbgrader autograde NN` must give full marks
+    python -m tools.teaching OUT --check-scores NN ...
+                                   says whether it did (`make teaching-check` runs all three)
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from fcl.errors import FCLError, Source
-from fcl.syntax.parser import parse_cell
+from fcl.syntax.parser import cell_expression_line, parse_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -74,10 +79,11 @@ def answer_code(exercise: Exercise, name: str) -> str:
     except FCLError as error:
         raise SystemExit(f"exercise {exercise.number} ({exercise.title}): "
                          f"{error.render()}") from None
-    if module.expr is None or module.expr.span is None:
+    first = cell_expression_line(Source("answer", body))
+    if module.expr is None or first is None:
         raise SystemExit(f"exercise {exercise.number} ({exercise.title}): no expression to check")
     lines = body.split("\n")
-    start = module.expr.span.line - 1
+    start = first - 1
     expression = "\n".join("  " + line if line else line for line in lines[start:])
     return "\n".join(lines[:start] + [f"val {name} ="] + [expression])
 
@@ -156,7 +162,41 @@ def write_course(out: Path) -> list[str]:
     return names
 
 
+def submit_answers(out: Path, stem: str, student: str = "answers") -> None:
+    """The released assignment `stem` handed in by `student` with the answer key's answers,
+    for `nbgrader autograde` to score (full marks, if the key and the checks agree)."""
+    released = nbformat.read(out / "release" / stem / f"{stem}.ipynb", as_version=4)
+    source = nbformat.read(out / "source" / stem / f"{stem}.ipynb", as_version=4)
+    right = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source.cells
+             if c.metadata.get("nbgrader", {}).get("solution")}
+    for cell in released.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in right:
+            cell.source = right[grade_id]
+    folder = out / "submitted" / student / stem
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(released, folder / f"{stem}.ipynb")
+
+
+def answer_scores(out: Path, stems: list[str], student: str = "answers"
+                  ) -> dict[str, tuple[float, float]]:
+    """Each autograded assignment's (score, most possible) for `student`."""
+    from nbgrader.api import Gradebook  # only the graders need nbgrader
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gradebook:
+        return {stem: (notebook.score, notebook.max_score) for stem in stems
+                for notebook in [gradebook.find_submission_notebook(stem, stem, student)]}
+
+
 if __name__ == "__main__":
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "build/teaching")
+    if len(sys.argv) > 2 and sys.argv[2] == "--submit-answers":  # after generate_assignment
+        for stem in sys.argv[3:]:
+            submit_answers(target, stem)
+        sys.exit(0)
+    if len(sys.argv) > 2 and sys.argv[2] == "--check-scores":  # after autograde
+        scores = answer_scores(target, sys.argv[3:])
+        for stem, (score, most) in scores.items():
+            print(f"{stem}: {score:g} of {most:g}{'' if score == most else '  ✗'}")
+        sys.exit(0 if all(score == most for score, most in scores.values()) else 1)
     target.mkdir(parents=True, exist_ok=True)
     print(" ".join(write_course(target)))

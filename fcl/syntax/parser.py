@@ -68,11 +68,26 @@ def parse_cell(source: Source) -> ast.Module:
     line at column 1 (or is the cell's first token): declarations continue on indented lines.
     """
     tokens = tokenize(source)
+    i = _expression_start(tokens)
+    if i is None:
+        return _run(source, tokens, "program")
+    decls = _run(source, tokens[:i], "program").decls if i else []
+    return ast.Module(decls, _run(source, tokens[i:], "expr_start"))
+
+
+def cell_expression_line(source: Source) -> int | None:
+    """The line where a cell's expression begins, as written (a `do` block's first line, not
+    its first statement's, which is where the desugared expression's span starts)."""
+    tokens = tokenize(source)
+    i = _expression_start(tokens)
+    return None if i is None else tokens[i].line
+
+
+def _expression_start(tokens: list[Token]) -> int | None:
     for i, tok in enumerate(tokens):
         if tok.type not in DECL_KEYWORDS and (i == 0 or tok.column == 1):
-            decls = _run(source, tokens[:i], "program").decls if i else []
-            return ast.Module(decls, _run(source, tokens[i:], "expr_start"))
-    return _run(source, tokens, "program")
+            return i
+    return None
 
 
 def parse_expr(source: Source) -> ast.Expr:

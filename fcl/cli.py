@@ -112,7 +112,8 @@ def _parser() -> argparse.ArgumentParser:
                                  "work-group touches (text, or SVG with --svg)")
     _explain_options(memory)
     memory.add_argument("--kernel", metavar="K", help="only kernel K (its name or number)")
-    memory.add_argument("--array", metavar="A", help="only the accesses to array A")
+    memory.add_argument("--array", metavar="A", help="only the accesses to array A (its name "
+                        "in the kernels, or the one the program binds it to)")
     memory.add_argument("--warp", type=int, default=0, metavar="W",
                         help="the warp whose first access is outlined (default 0)")
     memory.add_argument("--pitch", type=int, metavar="P", help="elements per row of global memory")

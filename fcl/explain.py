@@ -214,18 +214,24 @@ class Explanation:
         trace = self.trace(group)
         chosen = [self.find_traced(kernel, group)] if kernel is not None else trace.kernels
         if array is not None:
+            # An array may be named as the kernels name it or as the program does.
+            if array not in {s.array for s in trace.sites}:
+                array = next((name for name, label in trace.labels.items() if label == array),
+                             array)
             touching = [k for k in chosen if any(
                 s.array == array for s in trace.sites if s.kernel == k.kernel.name)]
             if not touching:
                 arrays = sorted({s.array for s in trace.sites if s.array and s.kind != "barrier"
                                  and any(s.kernel == k.kernel.name for k in chosen)})
+                shown = [f"{a} ({trace.labels[a]})" if a in trace.labels else a for a in arrays]
                 raise FCLError(f"no kernel shown accesses array {array}; the arrays accessed "
-                               f"are: {', '.join(arrays) or 'none'}")
+                               f"are: {', '.join(shown) or 'none'}")
             chosen = touching
         if not chosen:
             raise FCLError("the program launches no kernels: there is no memory traffic to draw")
         records = record_arrays(*choose_layouts(self.compiled.il, self.compiled.layout))
-        return [(k.kernel.name, memory_diagram(k, trace.sites, array, warp, pitch, records))
+        return [(k.kernel.name, memory_diagram(k, trace.sites, array, warp, pitch, records,
+                                               trace.labels))
                 for k in chosen]
 
     def find_traced(self, kernel: str, group: int = 0) -> KernelTrace:

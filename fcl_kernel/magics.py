@@ -250,8 +250,10 @@ class Magics:
         kernel K: its name or number), the elements each work-item touches, coloured by
         work-item, writes hatched; warp W's first access outlined with its 32-byte sectors and
         128-byte lines (global memory, P elements per row) or its bank conflicts (local memory,
-        32 banks). Under each kernel's heading, its notes (a flattened kernel's rows: the panel
-        writing each position's row draws the tile's segments).
+        32 banks). An array the program binds to a name (`xs <- forcePull ...`) is called by
+        it, its kernel name beside it; `--array A` takes either name. Under each kernel's
+        heading, its notes (a flattened kernel's rows: the panel writing each position's row
+        draws the tile's segments).
         `--explore` gives widgets to pick the kernel, work-group, warp and pitch.
         `--blocks` shows the global memory plan instead: each block, the arrays placed in it
         (their index functions as LMADs), every copy removed or kept and why, and the memory

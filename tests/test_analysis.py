@@ -714,8 +714,8 @@ def test_each_access_is_described_by_formula_lmads_and_cost(tiled):
     rows = [r for r in site_rows(tiled.trace, warp=1)
             if r.kernel == tiled.trace.kernels[1].kernel.name]
     assert [r.access for r in rows] == [
-        "runs the loop body while", "reads global arr_1", "writes local arr_5",
-        "runs the loop body while", "reads local arr_5", "writes global arr_3"]
+        "runs the loop body while", "reads global xs", "writes local t",
+        "runs the loop body while", "reads local t", "writes global arr_3"]
     copy_in, load, store_local, copy_out, load_local, store = rows
     # Both loops over the tile: 4 iterations for each of the 256 work-items, in 8 warps.
     for loop in copy_in, copy_out:
@@ -734,6 +734,9 @@ def test_each_access_is_described_by_formula_lmads_and_cost(tiled):
                                                       "+ 256 while < 1024"]
     text = sites_text(rows, warp=1)
     assert "    warp 1:     64 + {(4:512),(32:1)}" in text
+    # The FCL name, then the kernel's: the program binds `xs`, the kernel reads arr_1.
+    assert load.kernel_array == "arr_1" and f"reads global xs[{load.index}] (arr_1 in the " \
+        "kernel)" in text
     assert "<code>1 + {(4:8),(32:32)}</code>" in sites_html(rows, warp=1)
 
 
@@ -745,7 +748,7 @@ def test_an_access_that_is_not_affine_says_so():
     from fcl.analysis.sites import site_rows
     gather = [r for r in site_rows(trace.trace)
               if r.kernel == trace.trace.kernels[1].kernel.name
-              and r.access == "reads global arr_1"]
+              and r.access == "reads global ix"]
     assert any(r.lmad_group.startswith("not one LMAD (256 accesses traced") for r in gather)
 
 

@@ -49,7 +49,7 @@ def test_costs_table_counts_the_naive_transpose(kc):
         assert before.endswith("<div style='overflow:auto;max-width:100%;max-height:40em'>")
     # Each access below: warp 0 reads down column 0, 64 ints apart, in 32 sectors and lines.
     each = table["text/plain"].split("Each access:\n")[1]
-    assert "kernel1_line3, line 3: reads global arr_1[" in each
+    assert "kernel1_line3, line 3: reads global xs[" in each and "] (arr_1 in the kernel)" in each
     assert "    warp 0:     0 + {(32:64)}\n    32 sectors per warp request (ideal 4) in 32 " \
            "lines" in each
     # ... and each branch its SIMT efficiency: the test of the work-item's element against the
@@ -82,6 +82,10 @@ def test_memory_diagrams_are_svg_with_a_text_fallback(kc):
     assert len(bundles(execute(kc, NAIVE.format(magic="memory"))[1])) == 2
     only = bundles(execute(kc, NAIVE.format(magic="memory --array arr_3"))[1])
     assert len(only) == 1 and "writes global arr_3" in only[0]["text/plain"]
+    # An array may be chosen by its FCL name too: xs is written by one kernel, read by the other.
+    named = bundles(execute(kc, NAIVE.format(magic="memory --array xs"))[1])
+    assert ["writes global xs[" in b["text/plain"] for b in named] == [True, False]
+    assert ["reads global xs[" in b["text/plain"] for b in named] == [False, True]
 
 
 def test_memory_and_costs_of_another_work_group(kc):
@@ -218,7 +222,9 @@ def test_memory_explorer_redraws_for_the_chosen_warp_and_group(kc):
     updates = move(kc, find(widgets, "BoundedIntTextModel", "work-group"), 5)
     assert "work-group 5 of 16, 256 work-items, warp 3 outlined" in drawn(updates, picture)
     updates = move(kc, find(widgets, "IntSliderModel", "pitch"), 32)
-    assert "arr_1[" in drawn(updates, picture)
+    # The array is called by its FCL name, and by its name in the kernel.
+    assert "reads global xs[" in drawn(updates, picture)
+    assert "(arr_1 in the kernel, line 3)" in drawn(updates, picture)
 
 
 def drawn(updates: list[dict], comm_id: str) -> str:

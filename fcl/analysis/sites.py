@@ -26,19 +26,21 @@ class SiteRow:
     lmad_warp: str
     cost: str              # sectors per warp request, bank conflicts, or SIMT efficiency
     branch: bool = False
+    kernel_array: str = ""  # the array's name in the kernel, where `access` gives its FCL name
 
 
 def site_rows(trace: Trace, warp: int = 0) -> list[SiteRow]:
     rows = []
     for traced in trace.kernels:
-        memory = [(s.site.id, _memory_row(traced, s)) for s in summarize(traced, trace.sites, warp)]
+        memory = [(s.site.id, _memory_row(traced, s, trace.labels))
+                  for s in summarize(traced, trace.sites, warp)]
         branches = [(s.site.id, _branch_row(traced, s)) for s in simt_by_site(traced, trace.sites)
                     if s.site.kind == "branch"]
         rows += [row for _, row in sorted(memory + branches, key=lambda pair: pair[0])]
     return rows
 
 
-def _memory_row(traced: KernelTrace, s: SiteSummary) -> SiteRow:
+def _memory_row(traced: KernelTrace, s: SiteSummary, labels: dict[str, str]) -> SiteRow:
     site = s.site
     index, loops = formula(site.index_expr, traced.kernel) if site.index_expr is not None \
         else (site.index or "?", [])
@@ -51,11 +53,13 @@ def _memory_row(traced: KernelTrace, s: SiteSummary) -> SiteRow:
     else:
         cost = (f"{s.worst_conflict}-way bank conflict, {s.bank_conflicts} extra accesses"
                 if s.bank_conflicts else "no bank conflict")
+    named = labels.get(site.array or "")
     return SiteRow(
         traced.kernel.name, site.span.line if site.span else None,
-        f"{'reads' if site.kind == 'load' else 'writes'} {site.space} {site.array}",
+        f"{'reads' if site.kind == 'load' else 'writes'} {site.space} {named or site.array}",
         index, loops, str(s.lmad_group) if s.lmad_group else not_affine,
-        str(s.lmad_warp) if s.lmad_warp else not_affine, cost)
+        str(s.lmad_warp) if s.lmad_warp else not_affine, cost,
+        kernel_array=site.array or "" if named else "")
 
 
 def _branch_row(traced: KernelTrace, s: SiteSimt) -> SiteRow:
@@ -76,6 +80,10 @@ def _where(row: SiteRow) -> str:
     return f"{row.kernel}, line {row.line}" if row.line else row.kernel
 
 
+def _in_kernel(row: SiteRow) -> str:
+    return f" ({row.kernel_array} in the kernel)" if row.kernel_array else ""
+
+
 def sites_text(rows: list[SiteRow], warp: int = 0) -> str:
     lines = []
     for row in rows:
@@ -83,7 +91,7 @@ def sites_text(rows: list[SiteRow], warp: int = 0) -> str:
             lines += [f"{_where(row)}: {row.access} ({row.index})"]
             lines += [f"    {loop}" for loop in row.loops] + [f"    {row.cost}"]
             continue
-        lines += [f"{_where(row)}: {row.access}[{row.index}]"]
+        lines += [f"{_where(row)}: {row.access}[{row.index}]{_in_kernel(row)}"]
         lines += [f"    {loop}" for loop in row.loops]
         lines += [f"    work-group: {row.lmad_group}",
                   f"    warp {warp}:     {row.lmad_warp}",
@@ -96,7 +104,7 @@ def sites_html(rows: list[SiteRow], warp: int = 0) -> str:
             f"<th>warp {warp} (LMAD)</th><th>cost</th></tr>")
     body = "".join(
         "<tr>" + "".join(f"<td style='text-align:left'>{cell}</td>" for cell in (
-            html.escape(_where(row)), html.escape(row.access),
+            html.escape(_where(row)), html.escape(row.access + _in_kernel(row)),
             f"<code>{html.escape(row.index)}</code>"
             + "".join(f"<br><small>{html.escape(loop)}</small>" for loop in row.loops),
             f"<code>{html.escape(row.lmad_group)}</code>",

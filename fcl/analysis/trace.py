@@ -7,13 +7,13 @@ accesses, barriers and branches taken; a work-item that did more is marked trunc
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyopencl as cl
 
 from fcl.codegen.emit import Site, traced_source
-from fcl.codegen.kernel import Compiled, Kernel
+from fcl.codegen.kernel import Compiled, Kernel, array_labels
 from fcl.errors import FCLError
 from fcl.runtime.buffers import DeviceArray
 from fcl.runtime.device import build, open_device
@@ -49,6 +49,7 @@ class Trace:
     source: str                 # the instrumented OpenCL
     # A streaming run's (chunks, bytes moved to the device, bytes moved back), else None.
     streamed: tuple[int, int, int] | None = None
+    labels: dict[str, str] = field(default_factory=dict)  # array -> its FCL name (array_labels)
 
     def kernel(self, name: str) -> KernelTrace:
         for k in self.kernels:
@@ -137,4 +138,4 @@ def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
     streams = run._streams
     streamed = None if streams is None else \
         (streams.labels, streams.moved["to device"], streams.moved["to host"])
-    return Trace(sites, run.traced, source, streamed)
+    return Trace(sites, run.traced, source, streamed, array_labels(compiled))

@@ -162,6 +162,13 @@ class Compiled:
     layout: str = "auto"  # arrays of records' layout (fcl.memory.layouts)
 
 
+def array_labels(compiled: Compiled) -> dict[str, str]:
+    """The FCL name of each array of global memory that the program binds to a name
+    (ir.Alloc.label), by its name in the kernels."""
+    return {s.var.name: s.label for s in ir.walk(compiled.il + compiled.host)
+            if isinstance(s, ir.Alloc) and s.label}
+
+
 def nearest_span(line_table: list[tuple[int, Span]], cl_line: int | None) -> Span | None:
     """The FCL span of an OpenCL line, or of the nearest line above it that has one."""
     if cl_line is None:

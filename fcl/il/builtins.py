@@ -8,6 +8,7 @@ from fcl.il.lower import Lowerer
 from fcl.il.rows import concat_rows, reduce_rows, scan_rows
 from fcl.il.simplify import mk_bin, mk_un
 from fcl.il.values import (
+    Closure,
     Interleave,
     MapPush,
     Prim,
@@ -166,7 +167,12 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         return build
 
     def bind(m, f):
-        return program(lambda: lw.run(lw.apply(f, lw.run(m))))
+        def run():
+            value = lw.run(m)
+            if isinstance(f, Closure):  # `name <- m` in a do block
+                lw.name_arrays(value, f.param, f.body.span)
+            return lw.run(lw.apply(f, value))
+        return program(run)
 
     def seqfor(first, iterations, step):
         if isinstance(arg_type(t, 0), TPush):  # the thesis's form: first is the initial array

@@ -150,6 +150,9 @@ class Alloc(Stmt):
     # A field of an array of records (fcl.records): (the record array's name, the field's
     # position, the number of fields), for the layout step (fcl.memory.layouts).
     record: tuple[str, int, int] | None = field(default=None, kw_only=True)
+    # The FCL name the program binds the array to (`xs <- forcePull ...`; a record array's
+    # field k is `xs.k`), for the views: the kernels keep the generated name.
+    label: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(eq=False)
@@ -537,7 +540,9 @@ def _show(s: Stmt, indent: int) -> str:
     if isinstance(s, Assign):
         return f"{pad}{s.var.name} = {show_expr(s.value)};"
     if isinstance(s, Alloc):
-        return f"{pad}{s.var.name} = allocate<{s.level}>({elem_of(s.var)}, {show_expr(s.size)});"
+        named = f"  -- {s.label}" if s.label else ""
+        return (f"{pad}{s.var.name} = allocate<{s.level}>({elem_of(s.var)}, "
+                f"{show_expr(s.size)});{named}")
     if isinstance(s, Store) and s.combine is not None:
         return f"{pad}atomic_{s.combine}({s.array.name}[{show_expr(s.index)}], " \
                f"{show_expr(s.value)});"

@@ -18,7 +18,7 @@ from fcl.errors import FCLError, Span
 from fcl.il import ir, streams
 from fcl.il.ranges import INT_MAX
 from fcl.il.simplify import is_atomic, mk_bin, mk_un
-from fcl.il.traverse import mentioned
+from fcl.il.traverse import map_bodies, mentioned
 from fcl.il.values import (
     ZERO,
     Closure,
@@ -91,6 +91,7 @@ class Lowerer:
         # Positions `within` has checked, by identity: the position (kept alive) and the length.
         self.checked: dict[int, tuple[ir.Expr, ir.Expr]] = {}
         self.deferred: Deferred | None = None
+        self.labels: dict[str, str] = {}  # array -> the FCL name bound to it (ir.Alloc.label)
 
     # ---- statements and names
     def fresh(self, base: str, t: ir.ILType) -> ir.Var:
@@ -209,7 +210,25 @@ class Lowerer:
             with self.at(program.root.span):
                 self.emit(ir.Result(self.result(root, result_type, forcing=entry)))
         self.make_deferred()
-        return self.blocks[0]
+        return self.labelled(self.blocks[0])
+
+    def labelled(self, stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+        """The program with each array a `do` binds to a name labelled with it."""
+        if not self.labels:
+            return stmts
+        def label(s: ir.Stmt) -> ir.Stmt:
+            if isinstance(s, ir.Alloc) and s.var.name in self.labels:
+                s = replace(s, label=self.labels[s.var.name])
+            return map_bodies(s, lambda body: [label(t) for t in body])
+        return [label(s) for s in stmts]
+
+    def name_arrays(self, value, name: str, span: Span | None) -> None:
+        """A forced array bound to `name` in the user's code (not the prelude's) takes it."""
+        if not isinstance(value, Pull) or not value.arrays or name == "_" \
+                or span is None or span.source.name == PRELUDE_NAME:
+            return
+        for k, array in enumerate(value.arrays):
+            self.labels.setdefault(array.name, name if len(value.arrays) == 1 else f"{name}.{k}")
 
     def argument(self, position: int, t: Type):
         """The entry point's argument at `position`, set by the host: an array in global memory
@@ -444,7 +463,7 @@ class Lowerer:
             [ir.Store(buffer, index, item)
              for buffer, item in zip(buffers, records.leaves(elem, value))]))
         return Pull(size, lambda index: records.rebuild(
-            elem, [ir.Index(buffer, index) for buffer in buffers]))
+            elem, [ir.Index(buffer, index) for buffer in buffers]), tuple(buffers))
 
     def force_to(self, array, write: Callable) -> None:
         """Emit the loops that write every element of a push array through `write`."""

@@ -61,6 +61,7 @@ ZERO = {ir.INT: 0, ir.DOUBLE: 0.0, ir.BOOL: False}
 class Pull:
     length: ir.Expr
     fn: Callable  # fn(index expr) -> value
+    arrays: tuple[ir.Var, ...] = ()  # a forced array's memory: an array per field
 
 
 @dataclass(eq=False)

@@ -32,15 +32,18 @@ class Storage:
         return self.arrays[0], mk_bin("+", _plus(first, f * TILE),
                                       mk_bin("%", index, _int(TILE), ir.INT), ir.INT)
 
-    def allocations(self, span) -> list[ir.Stmt]:
+    def allocations(self, span, label: str | None) -> list[ir.Stmt]:
+        """The arrays' allocations, labelled with the record array's FCL name."""
         if self.layout == "soa":
-            return [ir.Alloc(v, self.size, "grid", span=span) for v in self.arrays]
+            return [ir.Alloc(v, self.size, "grid", span=span,
+                             label=label and f"{label}.{k}")
+                    for k, v in enumerate(self.arrays)]
         if self.layout == "aos":
             elements = mk_bin("*", self.size, _int(self.fields), ir.INT)
         else:
             tiles = mk_bin("/", _plus(self.size, TILE - 1), _int(TILE), ir.INT)
             elements = mk_bin("*", tiles, _int(TILE * self.fields), ir.INT)
-        return [ir.Alloc(self.arrays[0], elements, "grid", span=span)]
+        return [ir.Alloc(self.arrays[0], elements, "grid", span=span, label=label)]
 
 
 @dataclass(frozen=True)
@@ -161,10 +164,11 @@ def relayout(stmts: list[ir.Stmt], groups: dict[str, Group], choices: list[Choic
             if isinstance(s, ir.Alloc) and s.var.name in field_of:
                 group, f = field_of[s.var.name]
                 if f == 0:
+                    label = s.label and s.label.rpartition(".")[0]
                     if own[group].layout != "soa":
-                        out += own[group].allocations(s.span)
+                        out += own[group].allocations(s.span, label)
                     if group in copies:
-                        out += copies[group].allocations(s.span)
+                        out += copies[group].allocations(s.span, label and f"{label} (copy)")
                 if own[group].layout == "soa":
                     out.append(s)
                 continue

@@ -75,10 +75,11 @@ class _Panel:
 
 
 def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: int = 0,
-                   pitch: int | None = None, records: dict[str, RecordArray] | None = None
-                   ) -> Diagram:
+                   pitch: int | None = None, records: dict[str, RecordArray] | None = None,
+                   labels: dict[str, str] | None = None) -> Diagram:
     """Panels for every load and store of the traced kernel (of `array` only, if given); an
-    array of `records` shows which field each element holds."""
+    array of `records` shows which field each element holds, and one the program names (its
+    `labels`) is called by its FCL name."""
     check_warp(warp, trace.block_size)
     if pitch is not None and not 1 <= pitch <= MAX_PITCH:
         raise FCLError(f"the pitch must be between 1 and {MAX_PITCH}, not {pitch}")
@@ -89,7 +90,8 @@ def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: in
         what = f"array {array}" if array else "memory"
         raise FCLError(f"kernel {trace.kernel.name} does not access {what} in work-group "
                        f"{trace.group}; it accesses: {', '.join(arrays) or 'nothing'}")
-    panels = [_panel(trace, a, warp, pitch, (records or {}).get(a.site.array or ""))
+    panels = [_panel(trace, a, warp, pitch, (records or {}).get(a.site.array or ""),
+                     (labels or {}).get(a.site.array or ""))
               for a in chosen]
     heading = (f"{trace.kernel.name}: work-group {trace.group} of {trace.groups}, "
                f"{trace.block_size} work-items, warp {warp} outlined")
@@ -101,14 +103,16 @@ def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: in
 
 
 def _panel(trace: KernelTrace, accesses: SiteAccesses, warp: int, pitch: int | None,
-           record: RecordArray | None = None) -> _Panel:
+           record: RecordArray | None = None, named: str | None = None) -> _Panel:
     site = accesses.site
     verb = "reads" if site.kind == "load" else "combines atomically into" if site.atomic \
         else "writes"
     where = f"line {site.span.line}" if site.span else "generated code"
     index, loops = formula(site.index_expr, trace.kernel) if site.index_expr is not None \
         else (site.index, [])
-    title = f"{verb} {site.space} {site.array}[{index}] ({where})" + \
+    shown = f"{named}[{index}] ({site.array} in the kernel, {where})" if named \
+        else f"{site.array}[{index}] ({where})"
+    title = f"{verb} {site.space} {shown}" + \
         "".join(f", {loop}" for loop in loops)
     first = (accesses.warp_of() == warp) & (accesses.occurrence == 0)
     lanes_in_warp = int(first.sum())

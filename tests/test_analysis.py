@@ -757,3 +757,22 @@ def test_tracing_uses_the_work_group_size_the_program_was_compiled_for():
     assert trace_program(compiled).kernels[1].block_size == 128
     with pytest.raises(FCLError, match="compiled for work-groups of 128, not 256"):
         trace_program(compiled, block_size=256)
+
+
+def test_index_formulas_read_in_the_programs_names_without_the_checks_guards():
+    # An entry point's parameters name its arguments (img, h, w) and their lengths; the
+    # guards that keep a faulty index or divisor in range (the run-time checks report those)
+    # are left out of the formula.
+    import fcl
+    lib = fcl.load("""
+sig blur : int -> int -> [double] -> Program <grid> [double]
+fun blur h w img =
+  forcePull<grid> (generate (h * w) (fn i => addd (index img i) (index img ((i + 1) % (h * w)))))
+""")
+    text = lib.blur.costs(4, 64, np.arange(256.0)).costs_bundle()["text/plain"]
+    each = text.split("Each access:\n")[1]
+    assert re.search(r"reads global img\[(\w+)\] \(arg_\d+ in the kernel\)", each)
+    assert re.search(r"reads global img\[\((\w+) \+ 1\) % \(h \* w\)\] \(arg_\d+ in the kernel\)",
+                     each)
+    assert "runs the loop body while (" in each and " < h * w)" in each
+    assert "arglen" not in each and "? 0 :" not in each

@@ -34,16 +34,16 @@ def site_rows(trace: Trace, warp: int = 0) -> list[SiteRow]:
     for traced in trace.kernels:
         memory = [(s.site.id, _memory_row(traced, s, trace.labels))
                   for s in summarize(traced, trace.sites, warp)]
-        branches = [(s.site.id, _branch_row(traced, s)) for s in simt_by_site(traced, trace.sites)
-                    if s.site.kind == "branch"]
+        branches = [(s.site.id, _branch_row(traced, s, trace.labels))
+                    for s in simt_by_site(traced, trace.sites) if s.site.kind == "branch"]
         rows += [row for _, row in sorted(memory + branches, key=lambda pair: pair[0])]
     return rows
 
 
 def _memory_row(traced: KernelTrace, s: SiteSummary, labels: dict[str, str]) -> SiteRow:
     site = s.site
-    index, loops = formula(site.index_expr, traced.kernel) if site.index_expr is not None \
-        else (site.index or "?", [])
+    index, loops = formula(site.index_expr, traced.kernel, labels) \
+        if site.index_expr is not None else (site.index or "?", [])
     not_affine = f"not one LMAD ({s.accesses} accesses traced: see %%memory)"
     if site.space == "global":
         each, lines = s.sectors / max(1, s.requests), s.lines / max(1, s.requests)
@@ -62,10 +62,10 @@ def _memory_row(traced: KernelTrace, s: SiteSummary, labels: dict[str, str]) -> 
         kernel_array=site.array or "" if named else "")
 
 
-def _branch_row(traced: KernelTrace, s: SiteSimt) -> SiteRow:
+def _branch_row(traced: KernelTrace, s: SiteSimt, labels: dict[str, str]) -> SiteRow:
     site = s.site
-    condition, loops = formula(site.condition, traced.kernel) if site.condition is not None \
-        else ("?", [])
+    condition, loops = formula(site.condition, traced.kernel, labels) \
+        if site.condition is not None else ("?", [])
     cost = (f"SIMT efficiency {s.efficiency:.3g}: {s.active} of {s.lanes} lanes active in "
             f"{s.executions} warp execution{'s' * (s.executions != 1)}")
     steps = s.by_occurrence

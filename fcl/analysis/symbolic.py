@@ -34,24 +34,77 @@ def definitions(kernel: Kernel) -> dict[str, ir.Expr]:
     return found
 
 
-def loops(kernel: Kernel) -> dict[str, str]:
-    """What each loop counter of the kernel runs over, as text."""
+def loops(kernel: Kernel, names: dict[str, str] | None = None) -> dict[str, str]:
+    """What each loop counter of the kernel runs over, as text (the program's variables by
+    their FCL `names`)."""
     defs = definitions(kernel)
     ranges = {}
     for s in ir.walk(kernel.body):
         if isinstance(s, StridedFor) and not s.once:
-            start, step, bound = (show(_expand(e, defs, set())) for e in (s.start, s.step, s.bound))
+            start, step, bound = (show(_renamed(_expand(e, defs, set()), names or {}))
+                                  for e in (s.start, s.step, s.bound))
             ranges[s.var.name] = f"{s.var.name} = {start}, + {step} while < {bound}"
         elif isinstance(s, ir.SeqFor):
-            ranges[s.var.name] = f"{s.var.name} = 0 … {show(_expand(s.bound, defs, set()))} - 1"
+            bound = show(_renamed(_expand(s.bound, defs, set()), names or {}))
+            ranges[s.var.name] = f"{s.var.name} = 0 … {bound} - 1"
     return ranges
 
 
-def formula(e: ir.Expr, kernel: Kernel) -> tuple[str, list[str]]:
+def formula(e: ir.Expr, kernel: Kernel, names: dict[str, str] | None = None
+            ) -> tuple[str, list[str]]:
     """The index `e` in terms of the work-item, its work-group and loop counters, and what
-    the loop counters it mentions run over."""
-    text = show(_expand(e, definitions(kernel), set()))
-    return text, [r for name, r in loops(kernel).items() if _mentions(text, name)]
+    the loop counters it mentions run over; the program's variables by their FCL `names`
+    (fcl.codegen.kernel.array_labels), and without the guards that keep a faulty index or
+    divisor in range (the run-time checks report those)."""
+    text = show(_renamed(_unguarded(_expand(e, definitions(kernel), set())), names or {}))
+    return text, [r for name, r in loops(kernel, names).items() if _mentions(text, name)]
+
+
+def _unguarded(e: ir.Expr) -> ir.Expr:
+    """e without `x < 0 || x >= n ? 0 : x` (a checked index) and `d == 0 ? 1 : d` (a checked
+    divisor): x and d."""
+    if isinstance(e, ir.Select):
+        e = ir.Select(_unguarded(e.cond), _unguarded(e.then), _unguarded(e.else_), e.type)
+        kept = ir.expr_key(e.else_)
+        c = e.cond
+        if isinstance(e.then, ir.Const) and e.then.value == 0 and _out_of_range(c, kept):
+            return e.else_
+        if isinstance(e.then, ir.Const) and e.then.value == 1 and isinstance(c, ir.Bin) \
+                and c.op == "==" and ir.expr_key(c.left) == kept:
+            return e.else_
+        return e
+    if isinstance(e, ir.Bin):
+        return ir.Bin(e.op, _unguarded(e.left), _unguarded(e.right), e.type)
+    if isinstance(e, ir.Un):
+        return ir.Un(e.op, _unguarded(e.arg), e.type)
+    if isinstance(e, ir.Index):
+        return ir.Index(e.array, _unguarded(e.index))
+    return e
+
+
+def _out_of_range(c: ir.Expr, index: str) -> bool:
+    """Whether c is a range check of the index `index` (by key): `x < 0`, `x >= n`, or both."""
+    if isinstance(c, ir.Bin) and c.op == "||":
+        return _out_of_range(c.left, index) and _out_of_range(c.right, index)
+    return isinstance(c, ir.Bin) and c.op in ("<", ">=") and ir.expr_key(c.left) == index
+
+
+def _renamed(e: ir.Expr, names: dict[str, str]) -> ir.Expr:
+    if not names:
+        return e
+    if isinstance(e, ir.Var):
+        return ir.Var(names[e.name], e.type) if e.name in names else e
+    if isinstance(e, ir.Index):
+        array = ir.Var(names.get(e.array.name, e.array.name), e.array.type)
+        return ir.Index(array, _renamed(e.index, names))
+    if isinstance(e, ir.Bin):
+        return ir.Bin(e.op, _renamed(e.left, names), _renamed(e.right, names), e.type)
+    if isinstance(e, ir.Un):
+        return ir.Un(e.op, _renamed(e.arg, names), e.type)
+    if isinstance(e, ir.Select):
+        return ir.Select(_renamed(e.cond, names), _renamed(e.then, names),
+                         _renamed(e.else_, names), e.type)
+    return e
 
 
 def _mentions(text: str, name: str) -> bool:

@@ -163,10 +163,16 @@ class Compiled:
 
 
 def array_labels(compiled: Compiled) -> dict[str, str]:
-    """The FCL name of each array of global memory that the program binds to a name
-    (ir.Alloc.label), by its name in the kernels."""
-    return {s.var.name: s.label for s in ir.walk(compiled.il + compiled.host)
-            if isinstance(s, ir.Alloc) and s.label}
+    """The FCL name of each array (and entry point's argument) that the program binds to a
+    name (ir.Alloc.label, ir.Input.label), by its name in the kernels; an argument array's
+    length is `length xs`."""
+    found = {}
+    for s in ir.walk(compiled.il + compiled.host):
+        if isinstance(s, (ir.Alloc, ir.Input)) and s.label:
+            found[s.var.name] = s.label
+            if isinstance(s, ir.Input) and s.length is not None:
+                found[s.length.name] = f"length {s.label}"
+    return found
 
 
 def nearest_span(line_table: list[tuple[int, Span]], cl_line: int | None) -> Span | None:

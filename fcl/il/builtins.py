@@ -217,7 +217,7 @@ def _array_builtins(lw: Lowerer, t: Type, span):
             length = lw.fresh("csvlen", I)
             lw.emit(ir.Declare(length, ir.Const(0, I)))
             lw.emit(ir.Input(array, length, path))
-            return Pull(length, lambda index: ir.Index(array, index))
+            return Pull(length, lambda index: ir.Index(array, index), (array,))
         return program(run)
 
     def histogram(bins, op, neutral, indices, values):

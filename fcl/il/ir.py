@@ -257,6 +257,7 @@ class Input(Stmt):
     source: str | int
     # Of an argument that is an array of records: the field it is (fcl.records), -1 otherwise.
     leaf: int = field(default=-1, kw_only=True)
+    label: str | None = field(default=None, kw_only=True)  # the parameter's name (as Alloc's)
 
 
 def input_sets(s: Input) -> list[Var]:

@@ -197,7 +197,10 @@ class Lowerer:
             with self.at(program.root.span):
                 position = 0
                 while isinstance(result_type, TArrow):
-                    root = self.apply(root, self.argument(position, result_type.arg))
+                    argument = self.argument(position, result_type.arg)
+                    if isinstance(root, Closure):  # the entry point's parameter names it
+                        self.name_arrays(argument, root.param, root.body.span)
+                    root = self.apply(root, argument)
                     result_type, position = chase(result_type.res), position + 1
         if isinstance(root, Prog):
             root = self.run(root)
@@ -217,15 +220,19 @@ class Lowerer:
         if not self.labels:
             return stmts
         def label(s: ir.Stmt) -> ir.Stmt:
-            if isinstance(s, ir.Alloc) and s.var.name in self.labels:
+            if isinstance(s, (ir.Alloc, ir.Input)) and s.var.name in self.labels:
                 s = replace(s, label=self.labels[s.var.name])
             return map_bodies(s, lambda body: [label(t) for t in body])
         return [label(s) for s in stmts]
 
     def name_arrays(self, value, name: str, span: Span | None) -> None:
-        """A forced array bound to `name` in the user's code (not the prelude's) takes it."""
-        if not isinstance(value, Pull) or not value.arrays or name == "_" \
-                or span is None or span.source.name == PRELUDE_NAME:
+        """A forced array bound to `name` in the user's code (not the prelude's) takes it, as
+        does an entry point's scalar argument."""
+        if name == "_" or span is None or span.source.name == PRELUDE_NAME:
+            return
+        if isinstance(value, ir.Var):
+            self.labels.setdefault(value.name, name)
+        if not isinstance(value, Pull) or not value.arrays:
             return
         for k, array in enumerate(value.arrays):
             self.labels.setdefault(array.name, name if len(value.arrays) == 1 else f"{name}.{k}")
@@ -247,13 +254,14 @@ class Lowerer:
                 self.emit(ir.Input(array, length, position, leaf=leaf))
                 arrays.append((array, length))
             return Pull(arrays[0][1], lambda index: records.rebuild(
-                shape, [ir.Index(array, index) for array, _ in arrays]))
+                shape, [ir.Index(array, index) for array, _ in arrays]),
+                tuple(array for array, _ in arrays))
         if isinstance(t, TPull):
             array = self.fresh("arg", ir.ArrayType(il_type(t.elem)))
             length = self.fresh("arglen", ir.INT)
             self.emit(ir.Declare(length, ir.Const(0, ir.INT)))
             self.emit(ir.Input(array, length, position))
-            return Pull(length, lambda index: ir.Index(array, index))
+            return Pull(length, lambda index: ir.Index(array, index), (array,))
         kind = il_type(t)
         scalar = self.fresh("arg", kind)
         self.emit(ir.Declare(scalar, ir.Const(ZERO[kind], kind)))

@@ -90,8 +90,7 @@ def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: in
         what = f"array {array}" if array else "memory"
         raise FCLError(f"kernel {trace.kernel.name} does not access {what} in work-group "
                        f"{trace.group}; it accesses: {', '.join(arrays) or 'nothing'}")
-    panels = [_panel(trace, a, warp, pitch, (records or {}).get(a.site.array or ""),
-                     (labels or {}).get(a.site.array or ""))
+    panels = [_panel(trace, a, warp, pitch, (records or {}).get(a.site.array or ""), labels)
               for a in chosen]
     heading = (f"{trace.kernel.name}: work-group {trace.group} of {trace.groups}, "
                f"{trace.block_size} work-items, warp {warp} outlined")
@@ -103,13 +102,14 @@ def memory_diagram(trace: KernelTrace, sites, array: str | None = None, warp: in
 
 
 def _panel(trace: KernelTrace, accesses: SiteAccesses, warp: int, pitch: int | None,
-           record: RecordArray | None = None, named: str | None = None) -> _Panel:
+           record: RecordArray | None = None, labels: dict[str, str] | None = None) -> _Panel:
     site = accesses.site
     verb = "reads" if site.kind == "load" else "combines atomically into" if site.atomic \
         else "writes"
     where = f"line {site.span.line}" if site.span else "generated code"
-    index, loops = formula(site.index_expr, trace.kernel) if site.index_expr is not None \
-        else (site.index, [])
+    index, loops = formula(site.index_expr, trace.kernel, labels) \
+        if site.index_expr is not None else (site.index, [])
+    named = (labels or {}).get(site.array or "")
     shown = f"{named}[{index}] ({site.array} in the kernel, {where})" if named \
         else f"{site.array}[{index}] ({where})"
     title = f"{verb} {site.space} {shown}" + \

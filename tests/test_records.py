@@ -134,3 +134,42 @@ def test_a_tuple_is_pairs_nested_to_the_right():
                    "fun norms vs = forcePull<grid> (map norm vs)\n")
     x, y, z = np.arange(4.0), np.arange(4.0) + 1, np.arange(4.0) + 2
     assert np.allclose(lib.norms((x, y, z)), np.sqrt(x * x + y * y + z * z))
+
+
+LOOPS = """
+sig bounce : (double, double) -> (double, double)
+fun bounce p = let x = addd (fst p) (snd p) in
+               if gtd x 10.0 then (subd 20.0 x, negated (snd p)) else (x, snd p)
+
+val main = do<grid> {
+  ps <- power 20 (fn k => fn a => return<grid> (push<grid> (map bounce a)))
+                 (return<grid> (push<grid> (generate 8 (fn i => (i2d i, addd 0.5 (i2d i))))));
+  forceAndPrintDouble 8 (push<grid> (map fst ps));
+  forceAndPrintDouble 8 (push<grid> (map snd ps));
+  qs <- while (fn a => fst (index a 0) < 100)
+              (fn a => return<grid> (push<grid> (map (fn p => (fst p * 2, fst (snd p) + 1,
+                                                              fst p + snd (snd p))) a)))
+              (return<grid> (push<grid> (generate 4 (fn i => (i + 1, i, 0)))));
+  forceAndPrint 4 (push<grid> (map (fn p => fst p + fst (snd p) + snd (snd p)) qs));
+  r <- forceM<grid> (concat<block> 4 (map (fn chunk => do<block> {
+         s <- power 3 (fn k => fn a => return<block> (push<block> (map (fn p =>
+                (fst p + snd p, snd p * 2)) a)))
+                (return<block> (push<block> (map (fn x => (x, 1)) chunk)));
+         return<block> (push<block> (map (fn p => fst p * 100 + snd p) s)) })
+       (splitUp 4 (generate 16 (fn i => i)))));
+  forceAndPrint 4 (push<grid> r)
+}"""
+
+
+def test_while_and_power_loop_over_records_in_global_and_local_memory():
+    from tests.runs import run_cl, run_interp
+    # Particle 1 (x 1, v 1.5) reaches 11.5 at step 7 and bounces back: 8.5 - 13 * 1.5 = -11.
+    # The while doubles a until lane 0's reaches 128: b counts 7 steps, c sums 1 + ... + 64.
+    # Each block's power: (x, 1) -> (x + 1, 2) -> (x + 3, 4) -> (x + 7, 8).
+    expected = ["[10.00000,-11.00000,-32.00000,-53.00000,-74.00000,-95.00000,-116.00000,"
+                "-137.00000]",
+                "[0.50000,-1.50000,-2.50000,-3.50000,-4.50000,-5.50000,-6.50000,-7.50000]",
+                "[262,518,774,1030]", "[708,808,908,1008]"]
+    assert run_interp(LOOPS).splitlines() == expected
+    for target in ("gpu", "cpu"):
+        assert run_cl(LOOPS, target=target)[0].splitlines() == expected

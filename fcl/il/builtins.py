@@ -181,13 +181,13 @@ def _array_builtins(lw: Lowerer, t: Type, span):
 
     def power(count, step, init):
         return program(lambda: lw.loop(
-            level_of(result_type(t)), elem_type(t), init,
+            level_of(result_type(t)), elem_shape(t), init,
             lambda state, k: mk_bin("<", k, count, B),
             lambda state, k: lw.apply(lw.apply(step, k), state), span, count))
 
     def while_(cond, step, init):
         return program(lambda: lw.loop(
-            level_of(result_type(t)), elem_type(t), init,
+            level_of(result_type(t)), elem_shape(t), init,
             lambda state, k: lw.apply(cond, state),
             lambda state, k: lw.apply(step, state), span))
 

@@ -586,42 +586,45 @@ class Lowerer:
         else:
             self.emit(ir.If(mk_bin(">", iterations, ir.Const(0, ir.INT), ir.BOOL), peeled, []))
 
-    def loop(self, level: int, elem: str, init: Prog, keep_going: Callable, step: Callable,
+    def loop(self, level: int, elem, init: Prog, keep_going: Callable, step: Callable,
              span: Span | None, count: ir.Expr | None = None) -> Pull:
         """`while`, or `power` with its iteration `count`: double-buffered in the memory of
-        `level`; never growing. A loop whose every test is known at compile time and that stops
-        within UNROLL_LIMIT iterations is unrolled: each step then sees its array's length and
+        `level`; never growing. `elem` is the elements' IL type or record shape (an array per
+        field). A loop whose every test is known at compile time and that stops within
+        UNROLL_LIMIT iterations is unrolled: each step then sees its array's length and
         iteration number as constants."""
         first = self.run(init)
         capacity = self.declare("capacity", self.length(first))
-        array_t = ir.ArrayType(elem)
-        front, back = self.fresh("buf", array_t), self.fresh("buf", array_t)
-        self.emit(ir.Alloc(front, capacity, LEVELS[level]))
-        self.emit(ir.Alloc(back, capacity, LEVELS[level]))
-        self.force_to(first, lambda index, value: self.emit(ir.Store(front, index, value)))
+        types = [ir.ArrayType(field) for field in records.leaves(elem, elem)]
+        front = [self.fresh("buf", array_t) for array_t in types]
+        back = [self.fresh("buf", array_t) for array_t in types]
+        for buffer in front + back:
+            self.emit(ir.Alloc(buffer, capacity, LEVELS[level]))
+        self.force_to(first, self.storing(front, elem))
         if not (isinstance(count, ir.Const) and count.value > UNROLL_LIMIT):
             with self.capture() as unrolled:
-                final = self.unroll(front, back, capacity, keep_going, step, span)
+                final = self.unroll(front, back, elem, capacity, keep_going, step, span)
             if final is not None:
                 self.emit_all(unrolled)
                 return final
-        current, spare = self.fresh("cur", array_t), self.fresh("next", array_t)
-        self.emit(ir.Declare(current, front))
-        self.emit(ir.Declare(spare, back))
+        current = [self.fresh("cur", array_t) for array_t in types]
+        spare = [self.fresh("next", array_t) for array_t in types]
+        self.emit_all([ir.Declare(v, buffer) for v, buffer in zip(current + spare, front + back)])
         counter = self.fresh("iter", ir.INT)
         go = self.fresh("go", ir.BOOL)
 
         def iteration(length: ir.Expr):
-            state = Pull(length, lambda index: ir.Index(current, index))
+            state = self.reading(current, elem, length)
             with self.capture() as test:
                 if count is None:
                     self.emit(ir.Assign(go, keep_going(state, counter)))
             with self.capture() as body:
-                new_length = self.step_into(spare, capacity, state, counter, step, span)
-                swap = self.fresh("swap", array_t)
-                self.emit(ir.Declare(swap, current))
-                self.emit(ir.Assign(current, spare))
-                self.emit(ir.Assign(spare, swap))
+                new_length = self.step_into(spare, elem, capacity, state, counter, step, span)
+                for now, next_ in zip(current, spare):
+                    swap = self.fresh("swap", now.type)
+                    self.emit(ir.Declare(swap, now))
+                    self.emit(ir.Assign(now, next_))
+                    self.emit(ir.Assign(next_, swap))
             return state, test, body, new_length
 
         # Most loops keep their array's length: then it stays a constant, not a variable.
@@ -642,24 +645,36 @@ class Lowerer:
         self.emit(ir.While(test, go, body))
         return state
 
-    def step_into(self, target: ir.Var, capacity: ir.Expr, state: Pull, counter: ir.Expr,
-                  step: Callable, span: Span | None) -> ir.Expr:
+    def storing(self, buffers: list[ir.Var], elem) -> Callable:
+        """A `write` for force_to: each field of an element into its buffer."""
+        return lambda index, value: self.emit_all(
+            [ir.Store(buffer, index, item)
+             for buffer, item in zip(buffers, records.leaves(elem, value))])
+
+    @staticmethod
+    def reading(buffers: list[ir.Var], elem, length: ir.Expr) -> Pull:
+        """The array of `length` records whose fields lie in `buffers`."""
+        return Pull(length, lambda index: records.rebuild(
+            elem, [ir.Index(buffer, index) for buffer in buffers]), tuple(buffers))
+
+    def step_into(self, target: list[ir.Var], elem, capacity: ir.Expr, state: Pull,
+                  counter: ir.Expr, step: Callable, span: Span | None) -> ir.Expr:
         """Run one loop step on `state`, writing its result to `target`; its length."""
         pushed = self.run(step(state, counter))
         new_length = self.declare("newlen", self.length(pushed))
         with self.at(span):
             self.fail(mk_bin(">", new_length, capacity, ir.BOOL), checks.GROWN,
                       [new_length, capacity])
-        self.force_to(pushed, lambda index, value: self.emit(ir.Store(target, index, value)))
+        self.force_to(pushed, self.storing(target, elem))
         return new_length
 
-    def unroll(self, current: ir.Var, spare: ir.Var, capacity: ir.Expr, keep_going: Callable,
-               step: Callable, span: Span | None) -> Pull | None:
+    def unroll(self, current: list[ir.Var], spare: list[ir.Var], elem, capacity: ir.Expr,
+               keep_going: Callable, step: Callable, span: Span | None) -> Pull | None:
         """The loop's final state, its steps emitted one after another, if every test folds to a
         constant (with no statements left to run) and it stops within UNROLL_LIMIT steps."""
         length = capacity
         for k in range(UNROLL_LIMIT + 1):
-            state = Pull(length, lambda index, array=current: ir.Index(array, index))
+            state = self.reading(current, elem, length)
             with self.capture() as test:
                 go = keep_going(state, ir.Const(k, ir.INT))
             if not isinstance(go, ir.Const) or not all(isinstance(s, ir.Declare) for s in test):
@@ -668,7 +683,7 @@ class Lowerer:
                 return state
             if k == UNROLL_LIMIT:
                 return None
-            length = self.step_into(spare, capacity, state, ir.Const(k, ir.INT), step, span)
+            length = self.step_into(spare, elem, capacity, state, ir.Const(k, ir.INT), step, span)
             current, spare = spare, current
         return None
 

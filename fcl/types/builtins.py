@@ -95,12 +95,12 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
                           "step` (the thesis's form, `init : ['a]<thread>`) starts from the "
                           "elements of `init` instead"),
     "power": ("forall <l> 'a. int -> (int -> ['a] -> Program<l> ['a]<l>) -> Program<l> ['a]<l> "
-              "-> Program<l> ['a]", {"a": BT},
+              "-> Program<l> ['a]", {"a": RT},
               "apply an array program n times (the step gets the iteration number)"),
     "poweri": ("forall <l> 'a. int -> (int -> ['a] -> Program<l> ['a]<l>) -> Program<l> ['a]<l> "
-               "-> Program<l> ['a]", {"a": BT}, "the thesis's name for `power`"),
+               "-> Program<l> ['a]", {"a": RT}, "the thesis's name for `power`"),
     "while": ("forall <l> 'a. (['a] -> bool) -> (['a] -> Program<l> ['a]<l>) -> Program<l> ['a]<l> "
-              "-> Program<l> ['a]", {"a": BT}, "apply an array program while a condition holds"),
+              "-> Program<l> ['a]", {"a": RT}, "apply an array program while a condition holds"),
     "histogram": ("forall 'a. int -> ('a -> 'a -> 'a) -> 'a -> [int] -> ['a] -> Program<grid> ['a]",
                   {"a": BT}, "`histogram bins op neutral is xs`: bins elements, each the neutral "
                              "element combined with every xs[k] whose is[k] is that bin; op is "

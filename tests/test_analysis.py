@@ -776,3 +776,38 @@ fun blur h w img =
                      each)
     assert "runs the loop body while (" in each and " < h * w)" in each
     assert "arglen" not in each and "? 0 :" not in each
+
+
+def test_operations_on_doubles_and_the_roofline():
+    # x * x + 2 * x: 3 operations per work-item, 16 bytes from DRAM (a double read, one
+    # written); a loop of 10 steps of a * 0.5 + x: 20, each step counted as often as it ran.
+    import fcl
+    lib = fcl.load("""
+sig poly : [double] -> Program <grid> [double]
+fun poly xs = forcePull<grid> (map (fn x => addd (muld x x) (muld 2.0 x)) xs)
+
+sig sums : [double] -> Program <grid> [double]<grid>
+fun sums xs = concat<block> #BlockSize (map (fn chunk => concat<thread> 1 (map (fn x =>
+  do<thread> {
+    acc <- force<thread> (foldl (fn a => fn k => addd (muld a 0.5) x) 0.0 (iota 10)) ;
+    return<thread> (push<thread> (generate 1 (fn i => index acc 0))) }) chunk))
+  (splitUp #BlockSize xs))
+""")
+    poly = lib.poly.costs(np.arange(1024.0), gpu="h100")
+    [kernel] = poly.costs()
+    assert kernel.flops == 3
+    text = poly.costs_bundle()["text/plain"]
+    rows = {line[:40].strip(): line[40:].split() for line in text.splitlines()}
+    assert rows["double operations per work-item"] == ["3"]
+    assert rows["double operations per DRAM byte"] == ["0.188"]
+    assert ("kernel0_line3: 3 operations on doubles per work-item, 0.188 per byte from DRAM (its "
+            "arithmetic intensity); the H100 SXM5's ridge point is 5.07 (half its 34 TFLOPS of "
+            "doubles, an FMA counting two, over 3.35 TB/s): memory-bound: DRAM limits it, at "
+            "most 628 G operations per second at peak") in text
+    [loop] = lib.sums.costs(np.arange(1024.0)).costs()
+    assert loop.flops == 20
+    # A program of ints has no such rows.
+    ints = fcl.load("sig f : [int] -> Program <grid> [int]\n"
+                    "fun f xs = forcePull<grid> (map (fn x => x * 3) xs)")
+    assert "double operations" not in ints.f.costs(np.arange(64, dtype=np.int32)).costs_bundle()[
+        "text/plain"]

@@ -239,9 +239,27 @@ def test_local_memory_issue_and_barrier_terms():
         "issue": 21120 * 256 / (32 * 0.5) / clocks,  # half the lanes idle: twice the requests
         "barriers": 20 * 8 * BARRIER_CYCLES / 1.98e9,
         "atomics": 0.0,
+        "doubles": 0.0,
     })
     assert predicted.bound == "barriers"
     assert predicted.time_s == pytest.approx(3e-6 + 20 * 8 * BARRIER_CYCLES / 1.98e9)
+
+
+def test_operations_on_doubles_take_half_the_peak_over_the_sms_in_use():
+    # 1,024 operations on doubles per work-item, 256 work-items, 1,320 work-groups: on an H100
+    # (34 TFLOPS, an FMA counting two; FCL's operations are each an instruction) 17e12 per second.
+    work = KernelWork("compute", (1320,), 256, 0, 16, global_sectors=64, global_requests=16,
+                      local_passes=0, lane_accesses=256, simt_efficiency=1.0, barriers=0,
+                      flops=1024 * 256)
+    predicted = predict_kernel(load_gpu("h100"), work)
+    assert predicted.terms["doubles"] == pytest.approx(1320 * 1024 * 256 / 17e12)
+    assert predicted.bound == "doubles"
+    # A T4 runs doubles at 1/32 of its floats' rate: 0.253 TFLOPS over its 40 SMs.
+    t4 = predict_kernel(load_gpu("t4"), work)
+    assert t4.terms["doubles"] == pytest.approx(1320 * 1024 * 256 / (0.253e12 / 2))
+    # One work-group uses one SM of 132.
+    one = predict_kernel(load_gpu("h100"), replace(work, groups_per_launch=(1,)))
+    assert one.terms["doubles"] == pytest.approx(1024 * 256 / (17e12 / 132))
 
 
 def test_sectors_a_work_group_reads_again_come_from_the_caches():

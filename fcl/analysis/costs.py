@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fcl.analysis.access import (
+    SECTOR_BYTES,
     SiteSummary,
     distinct_sectors,
     simt_by_site,
@@ -62,6 +63,9 @@ class KernelCosts:
     busiest: float = field(default=1.0, kw_only=True)
     # The barriers that end a warp's exchange of values (a sub-group's, on a device with them).
     warp_barriers: int = field(default=0, kw_only=True)
+    # Arithmetic operations on doubles per work-item (the roofline's work; a lower bound where
+    # the trace was cut short).
+    flops: float = field(default=0.0, kw_only=True)
     # Occupancy and time on a GPU, when one is chosen (fcl.explain sets it) ...
     predicted: KernelPrediction | None = field(default=None, kw_only=True)
     # ... and the time measured on the device that ran it: median kernel time per run, in ms.
@@ -126,7 +130,7 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         sum(s.accesses for s in atomic if s.site.space == "global"),
         distinct_sectors(split_by_site(trace, sites)), trace.kernel.notes,
         list(trace.groups_per_launch), trace.truncated, summaries, busiest=_busiest(trace),
-        warp_barriers=warp_barriers)
+        warp_barriers=warp_barriers, flops=_flops(trace, sites) / items)
 
 
 def _busiest(trace: KernelTrace) -> float:
@@ -184,6 +188,14 @@ ATOMIC_ROWS = [
 ]
 
 
+# Shown when a kernel computes with doubles: the roofline's figures.
+FLOP_ROWS = [
+    ("double operations per work-item", lambda c: _number(c.flops)),
+    ("double operations per DRAM byte",
+     lambda c: "–" if intensity(c) is None else f"{intensity(c):.3g}"),
+]
+
+
 def _prediction(c: KernelCosts) -> KernelPrediction:
     assert c.predicted is not None  # the predicted rows are shown for predicted kernels
     return c.predicted
@@ -216,6 +228,7 @@ def _rows(costs: list[KernelCosts]) -> list:
     measured = [("measured on this device", _measured_row)] \
         if any(c.measured_ms is not None for c in costs) else []
     atomics = ATOMIC_ROWS if any(c.atomics for c in costs) else []
+    atomics += FLOP_ROWS if any(c.flops for c in costs) else []
     return ROWS + atomics + (_predicted_rows(predicted[0].gpu.name) if predicted else []) \
         + measured
 
@@ -266,7 +279,49 @@ def _notes(costs: list[KernelCosts], measured: Measured | None = None) -> list[s
     # How each kernel's warp code runs (fcl.codegen.warps): what its counts describe.
     notes += [f"{c.kernel}, {note}." for c in costs for note in c.warp_notes]
     notes += [_warp_barrier_note(c) for c in costs if c.warp_barriers]
+    notes += [_roofline_note(c) for c in costs if c.flops]
     return notes
+
+
+def _flops(trace: KernelTrace, sites) -> float:
+    """The traced work-group's operations on doubles: each branch's code as often as its
+    work-items took the branch, the kernel's other code once per work-item."""
+    total = 0.0
+    for site in sites:
+        if site.kernel != trace.kernel.name or not site.flops:
+            continue
+        runs = trace.block_size if site.kind == "ops" else int(np.count_nonzero(
+            trace.site == site.id))
+        total += site.flops * runs
+    return total
+
+
+def intensity(c: KernelCosts) -> float | None:
+    """Operations on doubles per byte the work-group moves from DRAM (None: it moves none)."""
+    dram = c.distinct_sectors * SECTOR_BYTES
+    return c.flops * c.block_size / dram if dram else None
+
+
+def _roofline_note(c: KernelCosts) -> str:
+    """Where a kernel sits under the GPU's roofline: its arithmetic intensity against the
+    ridge point, where the double units' peak meets the memory's bandwidth."""
+    p, ai = c.predicted, intensity(c)
+    said = f"{c.kernel}: {_number(c.flops)} operations on doubles per work-item"
+    if ai is None:
+        return said + ", and no DRAM traffic."
+    said += f", {ai:.3g} per byte from DRAM (its arithmetic intensity)"
+    if p is None:
+        return said + "."
+    ridge = p.gpu.fp64_flops / 2 / p.gpu.memory_bandwidth
+    bound = "compute-bound: the double units limit it" if ai > ridge else \
+        "memory-bound: DRAM limits it"
+    attainable = min(p.gpu.fp64_flops / 2, ai * p.gpu.memory_bandwidth)
+    peak, bandwidth = p.gpu.fp64_flops / 1e12, p.gpu.memory_bandwidth / 1e12
+    rate = f"{attainable / 1e12:.3g} T" if attainable >= 1e12 else f"{attainable / 1e9:.3g} G"
+    return (said + f"; the {p.gpu.name}'s ridge point is {ridge:.3g} (half its {peak:.3g} "
+            f"TFLOPS of doubles, an FMA counting two, over {bandwidth:.3g} TB/s): {bound}, at "
+            f"most {rate} operations per second at peak (the predicted time above also weighs "
+            f"how much of the GPU the launch keeps busy).")
 
 
 def _warp_barrier_note(c: KernelCosts) -> str:

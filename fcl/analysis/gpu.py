@@ -52,6 +52,7 @@ class GPU:
     max_warps_per_sm: int
     clock_hz: int
     shared_memory_banks: int
+    fp64_flops: float         # FLOP/s on doubles, an FMA counting two (the vendors' peak)
     launch_overhead_us: float  # assumed
     memory_latency_ns: float   # assumed
     sources: tuple[Citation, ...]

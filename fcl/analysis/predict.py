@@ -44,7 +44,7 @@ ATOMICS_PER_CLOCK = 32
 # Bytes the L1 cache of an SM delivers per clock: 128, as its shared-memory banks (32 × 4 B),
 # with which it shares its storage and data path on NVIDIA GPUs since Volta.
 L1_BYTES_PER_CLOCK = 128
-TERMS = ("DRAM", "L1", "local memory", "issue", "barriers", "atomics")
+TERMS = ("DRAM", "L1", "local memory", "issue", "barriers", "atomics", "doubles")
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,7 @@ class KernelWork:
     barriers: int             # per work-group
     global_atomics: float = 0  # atomic lane operations on global memory, per work-group
     dram_sectors: float | None = None  # sectors from DRAM: the distinct ones (None: all)
+    flops: float = 0.0        # operations on doubles per work-group
     warp_barriers: int = 0    # per work-group: those ending a warp's exchange ...
     subgroups: bool = False   # ... priced as sub-group barriers (else as the work-group's)
 
@@ -110,7 +111,8 @@ def kernel_work(costs, registers: int) -> KernelWork:
         costs.sectors,
         costs.load_requests + costs.store_requests, phases + costs.bank_conflicts + waiting,
         accesses * costs.block_size, costs.simt_efficiency, costs.barriers,
-        costs.global_atomics, costs.distinct_sectors, costs.warp_barriers)
+        costs.global_atomics, costs.distinct_sectors, costs.flops * costs.block_size,
+        costs.warp_barriers)
 
 
 def predict_kernel(gpu: GPU, work: KernelWork) -> KernelPrediction:
@@ -157,6 +159,9 @@ def _launch_terms(gpu: GPU, work: KernelWork, resident: Occupancy,
         "barriers": waves * (work.barriers * BARRIER_CYCLES - work.warp_barriers * (
             BARRIER_CYCLES - SUBGROUP_BARRIER_CYCLES) * work.subgroups) / gpu.clock_hz,
         "atomics": groups * work.global_atomics / (ATOMICS_PER_CLOCK * gpu.clock_hz),
+        # Each operation an instruction of its own (FCL contracts none into an FMA): half the
+        # peak, over the SMs the launch occupies.
+        "doubles": groups * work.flops / (gpu.fp64_flops / 2 * active_sms / gpu.sms),
     }
 
 

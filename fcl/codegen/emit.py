@@ -92,10 +92,20 @@ class Site:
     condition: ir.Expr | None = field(default=None, compare=False)  # ... and what decides it
     atomic: bool = False  # a store combining with the element atomically (a histogram's)
     level: str | None = None  # a barrier's: "block", or "warp" (the end of a warp's exchange)
+    # The double-precision operations of the code this branch runs (kind "ops": the kernel's
+    # code outside every branch, which each work-item runs once), for the roofline.
+    flops: int = 0
 
     @property
     def is_memory(self) -> bool:
         return self.kind in ("load", "store")
+
+
+def double_operations(e: ir.Expr) -> int:
+    """The arithmetic operations on doubles in e (comparisons and conversions not counted)."""
+    own = int(isinstance(e, (ir.Bin, ir.Un)) and e.type == ir.DOUBLE and e.op != "i2d")
+    return own + sum(double_operations(getattr(e, name)) for name in ir.field_names(e)
+                     if isinstance(getattr(e, name), ir.Expr))
 
 
 def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None,
@@ -296,12 +306,16 @@ class KernelPrinter(StmtVisitor):
         self.spaces: dict[str, str] = {}
         self.trace = trace
         self.sites: list[Site] = []
+        self.region: int | None = None         # the site whose code is being printed ...
+        self.flops: dict[int, int] = {}        # ... and each site's operations on doubles
         self.roots: dict[str, str] = {}        # array aliases -> the memory they point into
         self.per_item: dict[str, str] = {}     # per-work-item local slices -> their size
         self.ranges: Ranges = {}               # bounds on the kernel's int variables
         self.indices: set[str] = set()         # its int variables only used as indices
 
     def expr(self, e: ir.Expr, subscript: bool = False) -> str:
+        if self.trace and self.region is not None:
+            self.flops[self.region] = self.flops.get(self.region, 0) + double_operations(e)
         return c_expr(e, self._traced_load if self.trace else None, subscript, self.ranges)
 
     def _record(self, kind: str, array: ir.Var | None, index: ir.Expr | None,
@@ -329,6 +343,7 @@ class KernelPrinter(StmtVisitor):
         site = Site(len(self.sites), self.kernel_name, "branch", None, None, None, None, span,
                     branch=branch, condition=plain(condition))
         self.sites.append(site)
+        self.region = site.id  # until the branch's block ends (see `block`)
         self.line(f"fcl_record(fcl_log, &fcl_logged, fcl_tracing, fcl_trace_cap, {site.id}, 0);",
                   indent, None)
 
@@ -349,6 +364,9 @@ class KernelPrinter(StmtVisitor):
 
     def _kernel(self, k: Kernel) -> None:
         self.kernel_name, self.span, self.serial = k.name, k.span, k.serial
+        if self.trace:  # the kernel's code outside its branches: never logged, run once
+            self.region = len(self.sites)
+            self.sites.append(Site(self.region, k.name, "ops", None, None, None, None, k.span))
         # A failed check stops its work-group after the round it failed in. Without barriers,
         # its work-item simply returns: every other work-item of the group runs on its own.
         self.group_stop = bool(k.fails) and not k.serial and any(
@@ -423,8 +441,10 @@ class KernelPrinter(StmtVisitor):
         self.line("}", 0, None)
 
     def block(self, stmts: list[ir.Stmt], indent: int) -> None:
+        outer = self.region  # a branch recorded at the block's start counts its operations
         for s in stmts:
             self.stmt(s, indent)
+        self.region = outer
 
     def stmt(self, s: ir.Stmt, indent: int) -> None:
         if s.span is not None:
@@ -574,4 +594,5 @@ def traced_source(kernels: list[Kernel]) -> tuple[str, list[Site]]:
         printer.kernel(k)
         printer.line("", 0, None)
     text = TRACE_RECORDER + "\n" + "\n".join(printer.lines)
-    return _header(text, kernels) + text, printer.sites
+    return _header(text, kernels) + text, [replace(s, flops=printer.flops.get(s.id, 0))
+                                           for s in printer.sites]

@@ -216,8 +216,8 @@ class Explanation:
         if array is not None:
             # An array may be named as the kernels name it or as the program does.
             if array not in {s.array for s in trace.sites}:
-                array = next((name for name, label in trace.labels.items() if label == array),
-                             array)
+                array = next((name for name, label in trace.labels.items()
+                              if array in label.strip("()").split(" / ")), array)
             touching = [k for k in chosen if any(
                 s.array == array for s in trace.sites if s.kernel == k.kernel.name)]
             if not touching:

@@ -811,3 +811,17 @@ fun sums xs = concat<block> #BlockSize (map (fn chunk => concat<thread> 1 (map (
                     "fun f xs = forcePull<grid> (map (fn x => x * 3) xs)")
     assert "double operations" not in ints.f.costs(np.arange(64, dtype=np.int32)).costs_bundle()[
         "text/plain"]
+
+
+def test_memory_that_holds_several_arrays_in_turn_is_named_by_all():
+    # Each map writes where its input was (nothing reads the input after): one buffer holds
+    # xs, then ys, zs and ws, and the views say so.
+    trace = traced("""do<grid> {
+  xs <- forcePull<grid> (generate 1024 (fn i => i * 3));
+  ys <- forcePull<grid> (map (fn x => x + 1) xs);
+  zs <- forcePull<grid> (map (fn y => y * 2) ys);
+  forcePull<grid> (map (fn z => z - 5) zs)
+}""")
+    from fcl.analysis.sites import site_rows
+    accesses = {row.access for row in site_rows(trace.trace) if not row.branch}
+    assert accesses == {"writes global (xs / ys / zs)", "reads global (xs / ys / zs)"}

@@ -165,11 +165,12 @@ class Compiled:
 def array_labels(compiled: Compiled) -> dict[str, str]:
     """The FCL name of each array (and entry point's argument) that the program binds to a
     name (ir.Alloc.label, ir.Input.label), by its name in the kernels; an argument array's
-    length is `length xs`."""
+    length is `length xs`, and memory the planner gave several arrays `(xs / ys)`."""
     found = {}
     for s in ir.walk(compiled.il + compiled.host):
         if isinstance(s, (ir.Alloc, ir.Input)) and s.label:
-            found[s.var.name] = s.label
+            # Memory that holds several of the program's arrays in turn: `(xs / ys)`.
+            found[s.var.name] = f"({s.label})" if " / " in s.label else s.label
             if isinstance(s, ir.Input) and s.length is not None:
                 found[s.length.name] = f"length {s.label}"
     return found

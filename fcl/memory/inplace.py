@@ -23,6 +23,7 @@ old value first, and no other instance reads it:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TypeAlias
 
 from fcl.il import ir
@@ -53,6 +54,7 @@ def _block(stmts: list[ir.Stmt], changed: set[str], notes: Notes) -> list[ir.Stm
                  f"{out_alloc.var.name} there, and {inp.name} is not used after",
                  out_alloc.span)
             stmts.remove(out_alloc)
+            _absorb_label(stmts, inp.name, out_alloc.label)
             p -= 1
             stmts[p:] = _rename(stmts[p:], out_alloc.var.name, inp)
             if _copies_onto_itself(stmts[p]):  # `inp[e] = inp[e]`: a copy that is no longer one
@@ -174,6 +176,14 @@ def _copied(stmts: list[ir.Stmt], name: str) -> bool:
     return any(isinstance(s, (ir.Declare, ir.Assign)) and
                name in names(s.init if isinstance(s, ir.Declare) else s.value)
                for s in ir.walk(stmts))
+
+
+def _absorb_label(stmts: list[ir.Stmt], array: str, label: str | None) -> None:
+    """The allocation of `array` (in `stmts`) named also by `label`: it now holds that array
+    too, after its own (the views show `xs / ys`)."""
+    for at, s in enumerate(stmts):
+        if isinstance(s, ir.Alloc) and s.var.name == array and label:
+            stmts[at] = replace(s, label=f"{s.label} / {label}" if s.label else label)
 
 
 def _rename(stmts: list[ir.Stmt], old: str, new: ir.Var) -> list[ir.Stmt]:

@@ -825,3 +825,13 @@ def test_memory_that_holds_several_arrays_in_turn_is_named_by_all():
     from fcl.analysis.sites import site_rows
     accesses = {row.access for row in site_rows(trace.trace) if not row.branch}
     assert accesses == {"writes global (xs / ys / zs)", "reads global (xs / ys / zs)"}
+
+
+def test_the_kernels_parameters_say_which_arrays_of_the_program_they_are():
+    import fcl
+    lib = fcl.load("sig f : [int] -> Program <grid> [int]\n"
+                   "fun f xs = do<grid> { ys <- forcePull<grid> (map (fn x => x * 3) xs);\n"
+                   "                      forcePull<grid> (map (fn y => y + 1) ys) }")
+    heads = [line for line in lib.f.opencl.splitlines() if line.startswith("__kernel")]
+    assert heads and "restrict arg_1 /* xs */" in heads[0]
+    assert any("/* ys */" in head or "/* (ys" in head for head in heads[1:] + heads[:1])

@@ -306,6 +306,7 @@ class KernelPrinter(StmtVisitor):
         self.spaces: dict[str, str] = {}
         self.trace = trace
         self.sites: list[Site] = []
+        self.labels: dict[str, str] = {}       # array parameters -> the program's names
         self.region: int | None = None         # the site whose code is being printed ...
         self.flops: dict[int, int] = {}        # ... and each site's operations on doubles
         self.roots: dict[str, str] = {}        # array aliases -> the memory they point into
@@ -382,7 +383,8 @@ class KernelPrinter(StmtVisitor):
                 # A kernel never reads a buffer it writes (under any name): `restrict` lets the
                 # compiler reorder and vectorize accesses. Not for local memory, which work-items
                 # share through barriers.
-                params.append(f"__global {MEMORY_TYPES[p.type.elem]}* restrict {p.name}")
+                named = f" /* {self.labels[p.name]} */" if p.name in self.labels else ""
+                params.append(f"__global {MEMORY_TYPES[p.type.elem]}* restrict {p.name}{named}")
             else:
                 params.append(f"{C_TYPES[p.type]} {p.name}")
         params += [f"int {var.name}" for var, _ in k.constants]
@@ -563,9 +565,12 @@ class KernelPrinter(StmtVisitor):
                   f"in local memory */", indent, s.span)
 
 
-def opencl_source(kernels: list[Kernel]) -> tuple[str, list[tuple[int, Span]]]:
-    """The OpenCL C of all kernels, and (line number, FCL span) pairs for its lines."""
+def opencl_source(kernels: list[Kernel], labels: dict[str, str] | None = None
+                  ) -> tuple[str, list[tuple[int, Span]]]:
+    """The OpenCL C of all kernels, and (line number, FCL span) pairs for its lines; an array
+    parameter the program names (`labels`, fcl.codegen.kernel.array_labels) says so."""
     printer = KernelPrinter(0)
+    printer.labels = labels or {}
     for k in kernels:
         printer.kernel(k)
         printer.line("", 0, None)

@@ -166,8 +166,13 @@ def array_labels(compiled: Compiled) -> dict[str, str]:
     """The FCL name of each array (and entry point's argument) that the program binds to a
     name (ir.Alloc.label, ir.Input.label), by its name in the kernels; an argument array's
     length is `length xs`, and memory the planner gave several arrays `(xs / ys)`."""
+    return labels_of(compiled.il + compiled.host)
+
+
+def labels_of(stmts: list[ir.Stmt]) -> dict[str, str]:
+    """array_labels of the programs `stmts`."""
     found = {}
-    for s in ir.walk(compiled.il + compiled.host):
+    for s in ir.walk(stmts):
         if isinstance(s, (ir.Alloc, ir.Input)) and s.label:
             # Memory that holds several of the program's arrays in turn: `(xs / ys)`.
             found[s.var.name] = f"({s.label})" if " / " in s.label else s.label

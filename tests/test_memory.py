@@ -361,6 +361,10 @@ def test_needleman_wunsch_writes_each_diagonals_blocks_in_place(n, b, steps):
     assert len(updates) == (steps if steps < 17 else 1)
     assert "only the elements where (r_" in updates[0].why
     assert "each reads" in updates[0].why and "only at its own element" in updates[0].why
+    # The bytes the copies of unchanged elements would have moved, the masks evaluated: each
+    # block changes once, so (steps x (n + 1)^2 - n^2) ints read and written.
+    kept = steps * (n + 1) ** 2 - n * n
+    assert sum(d.saved for d in updates) == 2 * 4 * kept and plan.unknown_savings == 0
     # The matrix lives in one block: the steps no longer need a second one.
     matrix = [block for block in plan.blocks if block.length == (n + 1) ** 2]
     assert len(matrix) == 1
@@ -399,6 +403,7 @@ val main = do<grid> {
     own = racy.replace("index xs (i - 1)", "i")
     (first, *_) = decisions(plan_of(own), "update")
     assert first.done and "only the elements where ((i_4 & 1) == 1) change" in first.why
+    assert first.saved == 8 * 2 * 4  # the 8 even ints each step keeps, read and written
     assert same_everywhere(own) == "[0,7,2,15,4,23,6,31,8,39,10,47,12,55,14,63]\n"
 
 

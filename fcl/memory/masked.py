@@ -13,10 +13,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TypeGuard
 
+import numpy as np
+
 from fcl.il import ir
 from fcl.il.traverse import expr_reads, names, stmt_exprs
 from fcl.memory.copies import allocs, first_statement_using, mentions, paths, rebuild_stmt
-from fcl.memory.decisions import Notes, at_line, note
+from fcl.memory.decisions import Notes, at_line, copied_bytes, note
 
 BOOL = ir.BOOL
 
@@ -91,6 +93,73 @@ def mask(value: ir.Expr, inp: str, e: str) -> ir.Expr:
     return ir.Const(not kept, BOOL)
 
 
+def masked_bytes(kernel: ir.ParFor, prefix: list[ir.Stmt], store: ir.Store, inp: ir.Var,
+                 loop: ir.SeqFor | None = None) -> int | None:
+    """The bytes the copy of the unchanged elements would have read and written, over the
+    loop's iterations: the mask evaluated at every element (and iteration), where the sizes
+    are known when compiling; None where they are not, or the mask is not plain arithmetic."""
+    if not isinstance(kernel.bound, ir.Const):
+        return None
+    where = mask(store.value, inp.name, kernel.var.name)
+    rounds: list[int | None] = [None]
+    if loop is not None:
+        if not isinstance(loop.bound, ir.Const):
+            return None
+        rounds = list(range(int(loop.bound.value)))
+    elements = np.arange(int(kernel.bound.value), dtype=np.int64)
+    kept = 0
+    for k in rounds:
+        env: dict[str, np.ndarray | int] = {kernel.var.name: elements}
+        if loop is not None and k is not None:
+            env[loop.var.name] = k
+        for s in prefix:
+            if isinstance(s, ir.Declare):
+                value = _evaluate(s.init, env)
+                if value is not None:
+                    env[s.var.name] = value
+        changes = _evaluate(where, env)
+        if changes is None:
+            return None
+        kept += len(elements) - int(np.count_nonzero(np.broadcast_to(changes, elements.shape)))
+    return copied_bytes(kept, inp)
+
+
+_ARITHMETIC = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and,
+               "|": np.bitwise_or, "^": np.bitwise_xor, "min": np.minimum, "max": np.maximum,
+               "==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+               ">": np.greater, ">=": np.greater_equal}
+
+
+def _evaluate(e: ir.Expr, env: dict):
+    """An int or bool expression over arrays of element indices (None: not plain arithmetic,
+    or a division by zero, which the run-time checks report)."""
+    if isinstance(e, ir.Const):
+        return e.value
+    if isinstance(e, ir.Var):
+        return env.get(e.name)
+    if isinstance(e, ir.Un) and e.op in ("not", "neg"):
+        arg = _evaluate(e.arg, env)
+        return None if arg is None else (np.logical_not(arg) if e.op == "not" else -arg)
+    if isinstance(e, ir.Select):
+        parts = [_evaluate(x, env) for x in (e.cond, e.then, e.else_)]
+        return None if any(p is None for p in parts) else np.where(*parts)
+    if not isinstance(e, ir.Bin) or e.type == ir.DOUBLE:
+        return None
+    left, right = _evaluate(e.left, env), _evaluate(e.right, env)
+    if left is None or right is None:
+        return None
+    if e.op in _ARITHMETIC:
+        return _ARITHMETIC[e.op](left, right)
+    if e.op in ("/", "%"):
+        if np.any(np.asarray(right) == 0):
+            return None
+        quotient = np.trunc(np.asarray(left) / np.asarray(right)).astype(np.int64)  # C's
+        return quotient if e.op == "/" else left - quotient * right
+    if e.op in ("<<", ">>"):
+        return np.left_shift(left, right) if e.op == "<<" else np.right_shift(left, right)
+    return None
+
+
 def masked_kernel(kernel: ir.ParFor, prefix: list[ir.Stmt], store: ir.Store,
                   inp: ir.Var) -> ir.ParFor:
     """`if (P(e)) inp[e] = v`: the kernel storing into inp only where it changes an element."""
@@ -123,7 +192,7 @@ def update_masked(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] |
         note(notes, "update", False, out.name, inp.name, None, why, kernel.span)
         return None
     note(notes, "update", True, out.name, inp.name, None, _done(kernel, store, inp),
-         kernel.span)
+         kernel.span, masked_bytes(kernel, prefix, store, inp))
     rest = [rebuild_stmt(s, {out.name: inp, inp.name: out}) for s in stmts[p + 1:]]
     return stmts[:p] + [masked_kernel(kernel, prefix, store, inp)] + rest
 
@@ -172,7 +241,8 @@ def update_loop_masked(loop: ir.SeqFor | ir.While, before: list[ir.Stmt], step: 
         note(notes, "update", False, nxt.name, cur.name, None, why, kernel.span)
         return None
     note(notes, "update", True, nxt.name, cur.name, None,
-         _done(kernel, store, cur) + "; the buffers no longer swap", kernel.span)
+         _done(kernel, store, cur) + "; the buffers no longer swap", kernel.span,
+         masked_bytes(kernel, prefix, store, cur, loop) if isinstance(loop, ir.SeqFor) else None)
     return replace(loop, body=[*before, masked_kernel(kernel, prefix, store, cur)])
 
 

@@ -835,3 +835,17 @@ def test_the_kernels_parameters_say_which_arrays_of_the_program_they_are():
     heads = [line for line in lib.f.opencl.splitlines() if line.startswith("__kernel")]
     assert heads and "restrict arg_1 /* xs */" in heads[0]
     assert any("/* ys */" in head or "/* (ys" in head for head in heads[1:] + heads[:1])
+
+
+def test_each_operation_counts_as_often_as_its_own_code_runs():
+    # complex.fcl's escape loop: 12 steps of z * z (6 operations), |z|^2 (3) and z * z + c (2),
+    # then min(4, |z|^2) once (4): 136 per work-item. Code after a branch counts as often as
+    # the code around the branch runs, not as the branch does.
+    from pathlib import Path
+
+    from fcl.explain import explain
+    from runs import session_for
+    session = session_for((Path(__file__).parent / "programs" / "complex.fcl").read_text())
+    costs = explain(session, pipeline.main_root(session),
+                    pipeline.CompileOptions(keep_result=False)).costs()
+    assert costs[1].flops == 12 * 11 + 4

@@ -344,7 +344,7 @@ class KernelPrinter(StmtVisitor):
         site = Site(len(self.sites), self.kernel_name, "branch", None, None, None, None, span,
                     branch=branch, condition=plain(condition))
         self.sites.append(site)
-        self.region = site.id  # until the branch's block ends (see `block`)
+        self.region = site.id  # until the branch's block ends (see `branch_block`)
         self.line(f"fcl_record(fcl_log, &fcl_logged, fcl_tracing, fcl_trace_cap, {site.id}, 0);",
                   indent, None)
 
@@ -443,9 +443,15 @@ class KernelPrinter(StmtVisitor):
         self.line("}", 0, None)
 
     def block(self, stmts: list[ir.Stmt], indent: int) -> None:
-        outer = self.region  # a branch recorded at the block's start counts its operations
         for s in stmts:
             self.stmt(s, indent)
+
+    def branch_block(self, branch: str, condition: ir.Expr, span: Span | None,
+                     stmts: list[ir.Stmt], indent: int) -> None:
+        """A branch's code, logged as taken (when tracing), its operations counted to it."""
+        outer = self.region
+        self._record_branch(branch, condition, span, indent)
+        self.block(stmts, indent)
         self.region = outer
 
     def stmt(self, s: ir.Stmt, indent: int) -> None:
@@ -496,16 +502,15 @@ class KernelPrinter(StmtVisitor):
         else:
             self.line(f"for (int {v} = {self.expr(s.start)}; {v} < {self.expr(s.bound)}; "
                       f"{v} += {self.expr(s.step)}) {{", indent, s.span)
-        self._record_branch("then" if s.once else "loop",
-                            ir.Bin("<", s.var, s.bound, ir.BOOL), s.span, indent + 1)
-        self.block(s.body, indent + 1)
+        self.branch_block("then" if s.once else "loop", ir.Bin("<", s.var, s.bound, ir.BOOL),
+                          s.span, s.body, indent + 1)
         self.line("}", indent, None)
 
     def visit_SeqFor(self, s: ir.SeqFor, indent: int) -> None:
         v = s.var.name
         self.line(f"for (int {v} = 0; {v} < {self.expr(s.bound)}; {v}++) {{", indent, s.span)
-        self._record_branch("loop", ir.Bin("<", s.var, s.bound, ir.BOOL), s.span, indent + 1)
-        self.block(s.body, indent + 1)
+        self.branch_block("loop", ir.Bin("<", s.var, s.bound, ir.BOOL), s.span, s.body,
+                          indent + 1)
         self.line("}", indent, None)
 
     def visit_While(self, s: ir.While, indent: int) -> None:
@@ -519,18 +524,15 @@ class KernelPrinter(StmtVisitor):
             self.line(f"if (fcl_stop || !{self.expr(s.cond)}) break;", indent + 1, s.span)
         else:
             self.line(f"if (*{ABORT_FLAG} || !{self.expr(s.cond)}) break;", indent + 1, s.span)
-        self._record_branch("loop", s.cond, s.span, indent + 1)
-        self.block(s.body, indent + 1)
+        self.branch_block("loop", s.cond, s.span, s.body, indent + 1)
         self.line("}", indent, None)
 
     def visit_If(self, s: ir.If, indent: int) -> None:
         self.line(f"if ({self.expr(s.cond)}) {{", indent, s.span)
-        self._record_branch("then", s.cond, s.span, indent + 1)
-        self.block(s.then, indent + 1)
+        self.branch_block("then", s.cond, s.span, s.then, indent + 1)
         if s.else_:
             self.line("} else {", indent, None)
-            self._record_branch("else", s.cond, s.span, indent + 1)
-            self.block(s.else_, indent + 1)
+            self.branch_block("else", s.cond, s.span, s.else_, indent + 1)
         self.line("}", indent, None)
 
     def visit_Barrier(self, s: ir.Barrier, indent: int) -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fcl.analysis.costs import KernelCosts
+from fcl.analysis.costs import KernelCosts, intensity
 from fcl.errors import FCLError
 from fcl.explain import Explanation
 from fcl.highlight import theme_colour
@@ -58,6 +58,10 @@ def _least_occupancy(costs: list[KernelCosts]) -> float:
     return min((c.predicted.occupancy.occupancy for c in costs if c.predicted), default=0.0)
 
 
+def _densest(costs: list[KernelCosts]) -> float:
+    return max((x for c in costs if (x := intensity(c)) is not None), default=0.0)
+
+
 def _predicted_us(costs: list[KernelCosts]) -> float:
     times = [c.predicted.time_s if c.predicted else None for c in costs]
     # None: a kernel cannot run on that GPU (too much local memory, too large a work-group).
@@ -78,6 +82,8 @@ FIGURES = {
     "lines_per_store": Figure("128-byte lines per warp store (worst kernel)",
                               _largest("store_lines")),
     "dram_sectors": Figure("32-byte sectors from DRAM per work-group", _summed("distinct_sectors")),
+    "flops": Figure("operations on doubles per work-item", _summed("flops")),
+    "intensity": Figure("operations on doubles per DRAM byte (densest kernel)", _densest),
     "local_loads": Figure("local loads per work-item", _summed("local_loads")),
     "local_stores": Figure("local stores per work-item", _summed("local_stores")),
     "bank_conflicts": Figure("bank conflicts per work-group", _summed("bank_conflicts")),

@@ -233,7 +233,7 @@ def test_strict_under_nbgrader(execution):
     ("--budget kernel<=1", "%%expect: no budget named `kernel` (did you mean `kernels`?); the "
                            "budgets are: kernels, global_loads, global_stores, sectors_per_load, "
                            "sectors_per_store, lines_per_load, lines_per_store, dram_sectors, "
-                           "local_loads, "
+                           "flops, intensity, local_loads, "
                            "local_stores, bank_conflicts, barriers, simt, local_bytes, "
                            "occupancy, predicted_us"),
     ("--budget", "%%expect: `--budget` needs one or more budgets"),

@@ -342,10 +342,14 @@ def costs_text(costs: list[KernelCosts], measured: Measured | None = None) -> st
         return "The program launches no kernels."
     table = [["", *(_heading(c) for c in costs)], *([label, *(cell(c) for c in costs)]
                                                      for label, cell in _rows(costs))]
+    return "\n".join(aligned(table) + _notes(costs, measured))
+
+
+def aligned(table: list[list[str]]) -> list[str]:
+    """A table's rows as text: the first column to the left, the others to the right."""
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in table]
-    return "\n".join(lines + _notes(costs, measured))
+    return ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                      for i, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in table]
 
 
 def costs_html(costs: list[KernelCosts], measured: Measured | None = None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-from fcl.analysis.costs import KernelCosts
+from fcl.analysis.costs import KernelCosts, aligned
 from fcl.analysis.predict import time_text
 from fcl.memory.layouts import NAMES, UNKNOWN, Choice
 
@@ -59,10 +59,7 @@ def layout_section(choices: list[Choice], gpu: str,
             f"for a size the compiler cannot know. Each kernel on the {gpu} with them in each "
             f"layout (sectors per warp load/store request, predicted time):")
     rows = layout_table(variants)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    text = "\n".join("  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
-                                       for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
-                     for row in rows)
+    text = "\n".join("  " + line for line in aligned(rows))
     cells = "".join(
         "<tr>" + "".join(f"<{'th' if r == 0 or i == 0 else 'td'} style='text-align:"
                          f"{'left' if i == 0 else 'right'}'>{html.escape(cell)}</"

@@ -11,7 +11,7 @@ import re
 from fcl.codegen.kernel import Kernel, Special, StridedFor, WideInt
 from fcl.il import ir
 from fcl.il.simplify import linear, mk_bin, mk_un
-from fcl.il.traverse import single_definitions
+from fcl.il.traverse import map_children, single_definitions
 
 SPECIAL_NAMES = {"local_id": "item", "local_x": "item.x", "local_y": "item.y",
                  "group_id": "group", "local_size": "block_size", "num_groups": "groups",
@@ -63,8 +63,8 @@ def formula(e: ir.Expr, kernel: Kernel, names: dict[str, str] | None = None
 def _unguarded(e: ir.Expr) -> ir.Expr:
     """e without `x < 0 || x >= n ? 0 : x` (a checked index) and `d == 0 ? 1 : d` (a checked
     divisor): x and d."""
+    e = map_children(e, _unguarded)
     if isinstance(e, ir.Select):
-        e = ir.Select(_unguarded(e.cond), _unguarded(e.then), _unguarded(e.else_), e.type)
         kept = ir.expr_key(e.else_)
         c = e.cond
         if isinstance(e.then, ir.Const) and e.then.value == 0 and _out_of_range(c, kept):
@@ -72,13 +72,6 @@ def _unguarded(e: ir.Expr) -> ir.Expr:
         if isinstance(e.then, ir.Const) and e.then.value == 1 and isinstance(c, ir.Bin) \
                 and c.op == "==" and ir.expr_key(c.left) == kept:
             return e.else_
-        return e
-    if isinstance(e, ir.Bin):
-        return ir.Bin(e.op, _unguarded(e.left), _unguarded(e.right), e.type)
-    if isinstance(e, ir.Un):
-        return ir.Un(e.op, _unguarded(e.arg), e.type)
-    if isinstance(e, ir.Index):
-        return ir.Index(e.array, _unguarded(e.index))
     return e
 
 
@@ -94,16 +87,9 @@ def _renamed(e: ir.Expr, names: dict[str, str]) -> ir.Expr:
         return e
     if isinstance(e, ir.Var):
         return ir.Var(names[e.name], e.type) if e.name in names else e
-    if isinstance(e, ir.Index):
-        array = ir.Var(names.get(e.array.name, e.array.name), e.array.type)
-        return ir.Index(array, _renamed(e.index, names))
-    if isinstance(e, ir.Bin):
-        return ir.Bin(e.op, _renamed(e.left, names), _renamed(e.right, names), e.type)
-    if isinstance(e, ir.Un):
-        return ir.Un(e.op, _renamed(e.arg, names), e.type)
-    if isinstance(e, ir.Select):
-        return ir.Select(_renamed(e.cond, names), _renamed(e.then, names),
-                         _renamed(e.else_, names), e.type)
+    e = map_children(e, lambda inner: _renamed(inner, names))
+    if isinstance(e, ir.Index):  # map_children keeps an array read's array as it is
+        return ir.Index(ir.Var(names.get(e.array.name, e.array.name), e.array.type), e.index)
     return e
 
 

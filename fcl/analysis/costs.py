@@ -312,10 +312,10 @@ def _roofline_note(c: KernelCosts) -> str:
     said += f", {ai:.3g} per byte from DRAM (its arithmetic intensity)"
     if p is None:
         return said + "."
-    ridge = p.gpu.fp64_flops / 2 / p.gpu.memory_bandwidth
+    ridge = p.gpu.double_ops / p.gpu.memory_bandwidth
     bound = "compute-bound: the double units limit it" if ai > ridge else \
         "memory-bound: DRAM limits it"
-    attainable = min(p.gpu.fp64_flops / 2, ai * p.gpu.memory_bandwidth)
+    attainable = min(p.gpu.double_ops, ai * p.gpu.memory_bandwidth)
     peak, bandwidth = p.gpu.fp64_flops / 1e12, p.gpu.memory_bandwidth / 1e12
     rate = f"{attainable / 1e12:.3g} T" if attainable >= 1e12 else f"{attainable / 1e9:.3g} G"
     return (said + f"; the {p.gpu.name}'s ridge point is {ridge:.3g} (half its {peak:.3g} "

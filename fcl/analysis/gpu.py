@@ -57,6 +57,12 @@ class GPU:
     memory_latency_ns: float   # assumed
     sources: tuple[Citation, ...]
 
+    @property
+    def double_ops(self) -> float:
+        """Operations on doubles per second, each an instruction of its own (FCL contracts no
+        multiply and add into an FMA): half the peak FLOP/s, which counts an FMA as two."""
+        return self.fp64_flops / 2
+
 
 def gpu_names() -> list[str]:
     return sorted(path.stem for path in PROFILES.glob("*.toml"))

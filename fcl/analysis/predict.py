@@ -159,9 +159,8 @@ def _launch_terms(gpu: GPU, work: KernelWork, resident: Occupancy,
         "barriers": waves * (work.barriers * BARRIER_CYCLES - work.warp_barriers * (
             BARRIER_CYCLES - SUBGROUP_BARRIER_CYCLES) * work.subgroups) / gpu.clock_hz,
         "atomics": groups * work.global_atomics / (ATOMICS_PER_CLOCK * gpu.clock_hz),
-        # Each operation an instruction of its own (FCL contracts none into an FMA): half the
-        # peak, over the SMs the launch occupies.
-        "doubles": groups * work.flops / (gpu.fp64_flops / 2 * active_sms / gpu.sms),
+        # Over the SMs the launch occupies.
+        "doubles": groups * work.flops / (gpu.double_ops * active_sms / gpu.sms),
     }
 
 

@@ -14,7 +14,7 @@ it runs on one (`for_device`).
 from __future__ import annotations
 
 from fcl.codegen.emit import opencl_source
-from fcl.codegen.kernel import Compiled, labels_of
+from fcl.codegen.kernel import Compiled, array_labels
 from fcl.il import ir
 from fcl.steps import BACKEND_STEPS, KernelProgram, Observer, Settings, run_steps
 
@@ -37,11 +37,12 @@ def compile_il(il: list[ir.Stmt], block_size: int, target: str = "auto",
                                                            plan_memory, share_blocks, layout),
                            observe)
         assert isinstance(shaped, KernelProgram)
-        source, table = opencl_source(shaped.kernels, labels_of(il + shaped.host))
+        labels = array_labels(il + shaped.host)
+        source, table = opencl_source(shaped.kernels, labels)
     return Compiled(il, shaped.host, shaped.kernels, source, table, block_size,
                     target="cpu" if target == "cpu" else "gpu", portable=target == "auto",
                     home=home, plan_memory=plan_memory, share_blocks=share_blocks,
-                    layout=layout)
+                    layout=layout, labels=labels)
 
 
 def for_device(compiled: Compiled, cpu: bool) -> Compiled:

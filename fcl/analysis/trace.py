@@ -13,7 +13,7 @@ import numpy as np
 import pyopencl as cl
 
 from fcl.codegen.emit import Site, traced_source
-from fcl.codegen.kernel import Compiled, Kernel, array_labels
+from fcl.codegen.kernel import Compiled, Kernel
 from fcl.errors import FCLError
 from fcl.runtime.buffers import DeviceArray
 from fcl.runtime.device import build, open_device
@@ -138,4 +138,4 @@ def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,
     streams = run._streams
     streamed = None if streams is None else \
         (streams.labels, streams.moved["to device"], streams.moved["to host"])
-    return Trace(sites, run.traced, source, streamed, array_labels(compiled))
+    return Trace(sites, run.traced, source, streamed, compiled.labels)

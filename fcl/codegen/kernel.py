@@ -160,17 +160,13 @@ class Compiled:
     plan_memory: bool = True  # whether the memory steps ran (fcl.memory)
     share_blocks: bool = True  # ... and the one giving arrays shared blocks
     layout: str = "auto"  # arrays of records' layout (fcl.memory.layouts)
+    labels: dict[str, str] = field(default_factory=dict)  # array -> FCL name (array_labels)
 
 
-def array_labels(compiled: Compiled) -> dict[str, str]:
-    """The FCL name of each array (and entry point's argument) that the program binds to a
-    name (ir.Alloc.label, ir.Input.label), by its name in the kernels; an argument array's
-    length is `length xs`, and memory the planner gave several arrays `(xs / ys)`."""
-    return labels_of(compiled.il + compiled.host)
-
-
-def labels_of(stmts: list[ir.Stmt]) -> dict[str, str]:
-    """array_labels of the programs `stmts`."""
+def array_labels(stmts: list[ir.Stmt]) -> dict[str, str]:
+    """The FCL name of each array (and entry point's argument) that the program `stmts` binds
+    to a name (ir.Alloc.label, ir.Input.label), by its name in the kernels; an argument
+    array's length is `length xs`, and memory the planner gave several arrays `(xs / ys)`."""
     found = {}
     for s in ir.walk(stmts):
         if isinstance(s, (ir.Alloc, ir.Input)) and s.label:

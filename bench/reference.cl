@@ -235,9 +235,12 @@ __kernel void name(__global const T* A, __global const T* B, __global T* C, int 
     C[(get_group_id(1) * TILE_DIM + ty) * wB + get_group_id(0) * TILE_DIM + tx] = sum; \
 }
 
-// For CPUs: each work-item computes 4 rows x 16 columns of C in registers (4 vectors of 16),
-// from one vector load of B's row and 4 scalars of A per step; no local memory. wB a multiple
-// of 16, hA of 4; the launch (wB / 16, hA / 4) in groups of MATMUL_GX x MATMUL_GY.
+// For CPUs: each work-item computes 4 rows x 16 columns of C in registers, from vector loads
+// of B's row and 4 scalars of A per step; no local memory. wB a multiple of 16, hA of 4; the
+// launch (wB / 16, hA / 4) in groups of MATMUL_GX x MATMUL_GY. matmul_vec holds each row of 16
+// in one vector (a zmm register with AVX-512), matmul_vec8 in two vectors of 8: the faster on
+// the device is kept, and LLVM 14 aborts building the 16-wide one on some CPUs (bench/reference.py
+// then builds the source with NO_VEC16).
 #define MATMUL_VEC(name, T, T16) \
 __kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global const T* B, \
                                                __global T* C, int wA, int wB) { \
@@ -252,13 +255,37 @@ __kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global con
     vstore16(c2, c, C + (r + 2) * wB); vstore16(c3, c, C + (r + 3) * wB); \
 }
 
+#define MATMUL_VEC8(name, T, T8) \
+__kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global const T* B, \
+                                               __global T* C, int wA, int wB) { \
+    size_t c = 2 * get_global_id(0), r = 4 * get_global_id(1); \
+    __global const T* a = A + r * wA; \
+    T8 c0 = 0, c1 = 0, c2 = 0, c3 = 0, d0 = 0, d1 = 0, d2 = 0, d3 = 0; \
+    for (int k = 0; k < wA; k++) { \
+        T8 b = vload8(c, B + (size_t)k * wB), e = vload8(c + 1, B + (size_t)k * wB); \
+        T a0 = a[k], a1 = a[wA + k], a2 = a[2 * wA + k], a3 = a[3 * wA + k]; \
+        c0 += a0 * b; c1 += a1 * b; c2 += a2 * b; c3 += a3 * b; \
+        d0 += a0 * e; d1 += a1 * e; d2 += a2 * e; d3 += a3 * e; \
+    } \
+    vstore8(c0, c, C + r * wB); vstore8(d0, c + 1, C + r * wB); \
+    vstore8(c1, c, C + (r + 1) * wB); vstore8(d1, c + 1, C + (r + 1) * wB); \
+    vstore8(c2, c, C + (r + 2) * wB); vstore8(d2, c + 1, C + (r + 2) * wB); \
+    vstore8(c3, c, C + (r + 3) * wB); vstore8(d3, c + 1, C + (r + 3) * wB); \
+}
+
 MATMUL(matmul, int)
+MATMUL_VEC8(matmul_vec8, int, int8)
+#ifndef NO_VEC16
 MATMUL_VEC(matmul_vec, int, int16)
+#endif
 
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 MATMUL(matmul_double, double)
+MATMUL_VEC8(matmul_vec8_double, double, double8)
+#ifndef NO_VEC16
 MATMUL_VEC(matmul_vec_double, double, double16)
+#endif
 #endif
 
 // Histograms: `counts[bin[i]] += 1` for every i. histogram_zero clears the bins (each run starts

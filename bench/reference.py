@@ -3,6 +3,8 @@ each task's candidates chosen on the device."""
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from functools import partial
 
@@ -33,6 +35,45 @@ SMVM_LANES = 32      # work-items per row of smvm_vector (a warp), at most
 
 
 CHOICE_RUNS = 5      # timed runs of each candidate reference when choosing the faster
+
+
+WIDE_MATMULS = ("matmul_vec", "matmul_vec_double")  # reference.cl's 16-wide kernels
+
+# Run in a child process: builds the source and launches each 16-wide matmul once, on a tiny
+# problem in the work-group shape of the bench's runs.
+_LAUNCH_WIDE = """
+import os, sys, numpy as np, pyopencl as cl
+platform, name, wide, gx, gy, source, *options = sys.argv[1:]
+device = next(d for p in cl.get_platforms() if p.name == platform
+              for d in p.get_devices() if d.name == name)
+context = cl.Context([device])
+queue = cl.CommandQueue(context)
+# A define of its own: PoCL 3.0 gives a cached build back without its kernels (device.py).
+fresh = "-DFCL_FRESH_BUILD=%d" % int.from_bytes(os.urandom(4), "little")
+program = cl.Program(context, source).build(options=[*options, fresh])
+gx, gy = int(gx), int(gy)
+width, height = 16 * gx, 4 * gy
+for kernel in program.all_kernels():
+    if kernel.function_name in wide.split(','):
+        size = 8 * width * max(width, height)
+        a, b, c = (cl.Buffer(context, cl.mem_flags.READ_WRITE, size) for _ in range(3))
+        kernel(queue, (gx, gy), (gx, gy), a, b, c, np.int32(width), np.int32(width)).wait()
+os._exit(0)  # PoCL 3.0 aborts at exit while a program is alive: that is no answer
+"""
+
+
+def wide_matmul_runs(device: cl.Device, source: str, options: list[str],
+                     group: tuple[int, int]) -> bool:
+    """Whether a child process builds source for device and runs its 16-wide matmul kernels
+    without dying or failing. LLVM 14 (pip's PoCL) aborts the whole process making machine code for
+    them on some CPUs (`Do not know how to scalarize this operator's operand`, on an AMD
+    EPYC), which PoCL does at a kernel's first launch; the bench then builds reference.cl
+    without them."""
+    child = subprocess.run([sys.executable, "-c", _LAUNCH_WIDE, device.platform.name,
+                            device.name, ",".join(WIDE_MATMULS), str(group[0]),
+                            str(group[1]), source, *options],
+                           capture_output=True, text=True, check=False)
+    return child.returncode == 0
 
 
 def _pow2_dividing(count: int, limit: int) -> int:
@@ -71,6 +112,8 @@ class Reference:
         # (fcl.runtime.device.build), it gets the code unoptimized.
         options += ["-cl-opt-disable"] if is_oclgrind(device.device) else []
         source = (HERE / "reference.cl").read_text()
+        if not wide_matmul_runs(device.device, source, options, self.matmul_group):
+            options.append("-DNO_VEC16")
         program = program_with_kernels(device.context, source, options)
         self.kernels = {k.function_name: k for k in program.all_kernels()}
         self.buffers: dict[tuple, cl.Buffer] = {}
@@ -330,7 +373,7 @@ class Reference:
         return [event], (out, hA * wB)
 
     def matmul_vec(self, inputs, kernel: str):
-        hA, wA, wB = self.s.matmul
+        hA, wA, wB = self.s.matmul  # matmul_vec and matmul_vec8: 16 columns per work-item
         out = self.out(kernel, hA * wB, np.dtype(inputs["a"].dtype).itemsize)
         event = self.launch(kernel, (wB // 16, hA // 4), self.matmul_group, inputs["a"].buffer,
                             inputs["b"].buffer, out, np.int32(wA), np.int32(wB))
@@ -339,9 +382,10 @@ class Reference:
     def matmul(self, inputs, kernel: str = "matmul"):
         hA, _, wB = self.s.matmul
         candidates = {kernel: partial(self.matmul_sdk, inputs, kernel)}
-        vec = kernel.replace("matmul", "matmul_vec")
-        if wB % 16 == 0 and hA % 4 == 0 and vec in self.kernels:
-            candidates[vec] = partial(self.matmul_vec, inputs, vec)
+        for wide in ("matmul_vec", "matmul_vec8"):
+            vec = kernel.replace("matmul", wide)
+            if wB % 16 == 0 and hA % 4 == 0 and vec in self.kernels:
+                candidates[vec] = partial(self.matmul_vec, inputs, vec)
         return self.best(kernel, candidates, np.dtype(inputs["a"].dtype).type)
 
     def matmul_double(self, inputs):

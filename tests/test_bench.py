@@ -9,6 +9,7 @@ import pytest
 from bench.compile_speed import compile_speed, deep_compile_speed, deep_table
 from bench.measure import measure
 from bench.originals import ORIGINAL_REPO, chunked_scan
+from bench.reference import wide_matmul_runs
 from bench.report import table
 from bench.run import main, usable_device_ids
 from bench.sizes import TINY
@@ -42,6 +43,21 @@ def test_each_task_gets_the_time_the_cost_model_predicts_on_a_gpu():
     assert line.endswith(f" | {rows['T4']['predicted_ms'] * 1000:.1f} |")
     gpu_header = table([rows["T4"]], None, on_gpu=True).splitlines()[0]
     assert gpu_header.endswith("| predicted on T4 µs | predicted / measured |")
+
+
+def test_a_reference_kernel_that_kills_its_process_is_found_in_a_child():
+    """LLVM 14 aborts the process that launches reference.cl's 16-wide matmul on some CPUs; the
+    bench launches them in a child first. A kernel that writes through a null pointer dies as
+    such a build does (on a CPU device) or fails (elsewhere): either way, not to be used."""
+    device = open_device().device
+    here = (ROOT / "bench" / "reference.cl").read_text()
+    options = ["-DBLOCK_SIZE=16", "-DTILE_DIM=4", "-DMATMUL_GX=1", "-DMATMUL_GY=1",
+               "-DSCAN_PER_ITEM=2", "-DVEC_GROUP=1", "-DREDUCE_GROUP=1", "-DREDUCE_BIG=16",
+               "-DREDUCE_BIG_GROUP=1", "-DSMVM_LANES=1"]
+    assert wide_matmul_runs(device, here, options, (1, 1))
+    dying = ("__kernel void matmul_vec(__global int* a, __global int* b, __global int* c, "
+             "int wA, int wB) { ((__global volatile int*)0)[get_global_id(0)] = wA; }")
+    assert not wide_matmul_runs(device, dying, [], (1, 1))
 
 
 def test_matmul_compiles_to_opencl():

@@ -47,7 +47,7 @@ _IDENT = r"(?:[^\W\d_]|#)[\w#']*"  # a letter or `#`, then letters, digits, `_`,
 _LEVEL = rf"(?:1\s*\+\s*)*{_IDENT}"
 _LEVEL_LIST_REST = rf"\s*(?:{_LEVEL}\s*(?:,\s*{_LEVEL}\s*)*)?>"
 
-_TYPE_WORDS = {"int", "double", "bool", "char", "unit", "string", "Program", "Seq"}
+_TYPE_WORDS = {"int", "double", "float", "bool", "char", "unit", "string", "Program", "Seq"}
 _WORD_TOKENS = {
     **dict.fromkeys(BUILTINS, Name.Builtin),
     **{word: Keyword for word in (*KEYWORDS, *SOFT_KEYWORDS) if word not in LEVEL_WORDS},
@@ -92,6 +92,7 @@ class FCLLexer(RegexLexer):
             (r'"', String.Double, "string"),
             (r"-?0[xX][0-9a-fA-F]+", Number.Hex),
             (r"-?0[oO][0-7]+", Number.Oct),
+            (r"-?\d+(?:\.\d+(?:[eE][+-]?\d+)?|[eE][+-]?\d+)?f\b", Number.Float),  # a float
             (r"-?\d+(?:\.\d+(?:[eE][+-]?\d+)?|[eE][+-]?\d+)", Number.Float),
             (r"-?\d+", Number.Integer),
             (rf"(sig|fun|val)(\s+)({_IDENT})", bygroups(Keyword, Whitespace, Name.Function),

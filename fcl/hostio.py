@@ -55,8 +55,8 @@ def open_npy(path: str, dtype, span: Span | None) -> np.ndarray:
 
 
 def format_array(values: np.ndarray) -> str:
-    """`[a,b,c]` with no spaces: ints as %i, doubles as %.5f."""
-    fmt = "%.5f" if values.dtype == np.float64 else "%i"
+    """`[a,b,c]` with no spaces: ints as %i, doubles and floats as %.5f."""
+    fmt = "%.5f" if values.dtype in (np.float64, np.float32) else "%i"
     return "[" + ",".join(fmt % v for v in values.tolist()) + "]\n"
 
 

@@ -174,7 +174,7 @@ def _application_before(text: str) -> tuple[str | None, int]:
 TOKEN_TYPES = ["keyword", "type", "function", "variable", "parameter", "number", "string",
                "comment", "operator", "enumMember"]
 TOKEN_MODIFIERS = ["declaration", "defaultLibrary"]
-_TYPE_WORDS = {"int", "double", "bool", "char", "unit", "string", "Program", "Seq"}
+_TYPE_WORDS = {"int", "double", "float", "bool", "char", "unit", "string", "Program", "Seq"}
 _LEVELS = {"thread", "block", "grid"}
 _COMMENT = re.compile(r"--[^\n]*|\(\*.*?\*\)", re.S)
 
@@ -217,10 +217,10 @@ def semantic_tokens(source, decls: list[ast.Decl]) -> list[Token]:
     for tok in lexed:
         assert tok.start_pos is not None and tok.end_pos is not None  # the lexer sets both
         span = Span(source, tok.start_pos, tok.end_pos)
-        word = str(tok.value) if tok.type not in ("INT", "FLOAT", "STRING") else ""
+        word = str(tok.value) if tok.type not in ("INT", "FLOAT", "FLOAT32", "STRING") else ""
         if span.start in resolved:
             found.append(resolved[span.start])
-        elif tok.type in ("INT", "FLOAT"):
+        elif tok.type in ("INT", "FLOAT", "FLOAT32"):
             found.append(Token(span, "number"))
         elif tok.type == "STRING":
             found.append(Token(span, "string"))

@@ -385,8 +385,8 @@ def to_host(value, t: Type, interpreter: Interpreter):
         assert isinstance(t, (TPull, TPush))  # an array's type
         elem = chase(t.elem)
         if not isinstance(elem, (TCon, TPair)) or kind_of(elem) > RT:
-            raise FCLError("only arrays of int, double or bool, or of records of them, can be "
-                           f"shown, not `{show_types(t)[0]}`")
+            raise FCLError("only arrays of int, double, float or bool, or of records of them, can "
+                           f"be shown, not `{show_types(t)[0]}`")
         dtype = record_dtype(elem)
         if not isinstance(value, (Buffer, RecordBuffer)):
             value = interpreter.force(PushPull(value), interpreter.host, dtype, None)

@@ -19,7 +19,7 @@ from fcl.types.builtins import BUILTINS
 NAMES_TS = Path(__file__).resolve().parent / "src" / "names.ts"
 
 # The same grouping as the Pygments lexer (fcl/highlight.py), so both highlighters agree.
-TYPES = {"int", "double", "bool", "char", "unit", "string", "Program", "Seq"}
+TYPES = {"int", "double", "float", "bool", "char", "unit", "string", "Program", "Seq"}
 CONSTANTS = {"true", "false"}
 # `Z` is the compiler's internal level below `thread`: nobody writes it.
 LEVELS = LEVEL_WORDS - {"Z"}

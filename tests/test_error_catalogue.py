@@ -113,7 +113,7 @@ CASES = [
     Case("level", "val main = do<gird> { forceAndPrint 1 (push<grid> (iota 1)) }\n",
          re.escape("`gird` is not a level"), 1, 15, "gird"),
     Case("kind", "val p = push<block> (generate 3 (fn i => (i, iota i)))\n",
-         re.escape("`[int]` is not a record of base types (int, double, bool, or pairs of "
+         re.escape("`[int]` is not a record of base types (int, double, float, bool, or pairs of "
                    "them), but the elements of push arrays must be"), 1, 22,
          "generate 3 (fn i => (i, iota i))"),
     # Run-time checks: the same message, values and location on both back ends.

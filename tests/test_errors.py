@@ -113,6 +113,18 @@ def test_double_literal_too_large():
     assert_error(err, "this number is too large for a double", 1, 9, "1e999")
 
 
+def test_float_literal_too_large():
+    err = check_error("val x = 1e39f")
+    assert_error(err, "this number is too large for a float (32 bits)", 1, 9, "1e39f")
+
+
+def test_float_is_a_type_only_where_a_type_is_written():
+    """As in the original compiler, which does not reserve it: `float` stays a name elsewhere."""
+    session = Session.new()
+    session.add_file(Source("t.fcl", "fun float x = x + 1\nsig y : float\nval y = i2f (float 2)"))
+    assert {d.name for d in session.decls} >= {"float", "y"}
+
+
 # ---- parse errors -----------------------------------------------------------------------------
 
 def test_unexpected_token_says_what_was_expected():
@@ -265,6 +277,18 @@ def test_int_and_double_do_not_mix():
     assert "`i2d`" in err.hints[0] and "`addd`" in err.hints[0]
 
 
+def test_floats_mix_with_neither_ints_nor_doubles():
+    err = check_error("val x = addf 1 2.0f")
+    assert_error(err, "`addf` expects its 1st argument to have type `float`, but this has type "
+                      "`int`", 1, 14, "1")
+    assert err.hints == ["int and float never mix: convert with `i2f`, and use `addf`, `subf`, "
+                         "`mulf`, `divf` for float arithmetic"]
+    err = check_error("val x = addf 1.5 2.0f")
+    assert_error(err, "`addf` expects its 1st argument to have type `float`, but this has type "
+                      "`double`", 1, 14, "1.5")
+    assert "`d2f`" in err.hints[0] and "`1.5f`" in err.hints[0]
+
+
 def test_applying_a_non_function():
     err = check_error("val x = 3 4")
     assert_error(err, "this is not a function, so it cannot be applied to an argument: it has "
@@ -410,8 +434,8 @@ def test_level_would_have_to_contain_itself():
 
 def test_push_array_of_pairs_holding_an_array_is_not_a_record():
     err = check_error("val p = push<block> (generate 3 (fn i => (i, iota i)))")
-    assert_error(err, "`[int]` is not a record of base types (int, double, bool, or pairs of "
-                      "them), but the elements of push arrays must be", 1, 22,
+    assert_error(err, "`[int]` is not a record of base types (int, double, float, bool, or pairs "
+                      "of them), but the elements of push arrays must be", 1, 22,
                  "generate 3 (fn i => (i, iota i))")
 
 
@@ -423,8 +447,8 @@ def test_program_returning_a_function_names_program_results_as_the_reason():
 
 def test_if_returning_an_array_is_rejected():
     err = check_error("val x = if true then iota 3 else iota 4")
-    assert_error(err, "`if` can only choose between base values (int, double or bool) or records "
-                      "of them (pairs), but its branches have type `[int]`", 1, 9,
+    assert_error(err, "`if` can only choose between base values (int, double, float or bool) or "
+                      "records of them (pairs), but its branches have type `[int]`", 1, 9,
                  "if true then iota 3 else iota 4")
 
 

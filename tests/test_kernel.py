@@ -29,7 +29,8 @@ class FCLKernelTests(jupyter_kernel_test.KernelTests):
     # Warnings go to stderr (timings are ordinary output).
     code_stderr = "sig lonely : int\nval x = 1"
     completion_samples = [{"text": "forceAndPri",
-                           "matches": {"forceAndPrint", "forceAndPrintDouble"}}]
+                           "matches": {"forceAndPrint", "forceAndPrintDouble",
+                                       "forceAndPrintFloat"}}]
     complete_code_samples = ["val x = 1", "1 + 2", "%lsmagic"]
     incomplete_code_samples = ["val x =", "fun f x = (x +", "do<grid> {"]
     invalid_code_samples = ["val x = 1 )"]

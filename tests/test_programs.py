@@ -115,6 +115,33 @@ def clz(x: int) -> int:
     return 32 - (x & 0xFFFFFFFF).bit_length()
 
 
+def floats_expected() -> str:
+    """tests/programs/floats.fcl, computed with numpy's float32: each operation rounded to a
+    float."""
+    f = np.float32
+    operands = np.array(DOUBLES, f)
+    a, b = np.repeat(operands, 7), np.tile(operands, 7)
+
+    def bits(x) -> list[int]:
+        return [int(v) for v in np.asarray(x, f) * f(2**24)]
+    lanes = np.arange(7, dtype=np.int32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return lines(
+            doubles(a + b), doubles(a - b), doubles(a * b), doubles(a / np.where(b == 0, f(3), b)),
+            doubles(np.fmin(a, b)), doubles(np.fmax(a, b)),
+            *(ints(op(a, b)) for op in (np.equal, np.less, np.less_equal, np.greater,
+                                        np.greater_equal)),
+            doubles(-operands), doubles(np.abs(operands)),
+            ints(bits((lanes + 1).astype(f) / f(7))), ints(bits(np.sqrt((lanes + 1).astype(f)))),
+            ints(bits(lanes.astype(f) * f(0.1) + f(0.2))),
+            ints(bits([f(0.1) + f(0.2), f(0.1) * f(3), np.sqrt(f(2))])),
+            ints(np.arange(16777217, 16777221).astype(f).astype(np.int64)),
+            ints([-2**31, -2**31, -2**31, 0, 2**31 - 1, 0]),
+            ints(np.trunc(operands[:4] + f(-0.5))),
+            ints(bits((np.arange(1, 4) / 3.0).astype(f))),
+            doubles((np.arange(1, 4, dtype=f) / f(3)).astype(np.float64)))
+
+
 def div_expected(op) -> str:
     cross = ints(pairs(op, DIVIDENDS, DIVISORS))
     return lines(cross, cross, ints(op(x, 8) for x in DIVIDENDS),
@@ -457,6 +484,7 @@ EXPECTED = {
     "ged.fcl": lambda: ints(double_pairs(lambda a, b: a >= b)),
     "negated.fcl": lambda: doubles(-x for x in DOUBLES),
     "absd.fcl": lambda: doubles(abs(x) for x in DOUBLES),
+    "floats.fcl": floats_expected,
     "sqrt.fcl": lambda: lines(doubles(np.sqrt([i * i + i for i in range(10)])),
                               doubles([np.sqrt(2.0)])),
     # ---- array and program builtins

@@ -49,6 +49,9 @@ def test_arrays_in_and_out_match_numpy(lib, n):
     added = lib.addOne(xs)
     assert added.dtype == np.int32 and np.array_equal(added, xs + 1)
     assert np.array_equal(lib.saxpy(2.5, ds, es), 2.5 * ds + es)  # to the last bit
+    fs, gs = ds.astype(np.float32), es.astype(np.float32)
+    single = lib.saxpyf(0.1, fs, gs)  # 0.1 rounded to a float, each operation to a float
+    assert single.dtype == np.float32 and np.array_equal(single, np.float32(0.1) * fs + gs)
     flipped = lib.flip(bs)
     assert flipped.dtype == np.bool_ and np.array_equal(flipped, ~bs)
     assert np.array_equal(lib.clampAll(-10, 10, xs), np.clip(xs, -10, 10))
@@ -91,7 +94,7 @@ def _same(a, b) -> bool:
 
 
 def test_polymorphic_functions_take_their_types_from_the_arguments(lib):
-    for values in (ints(300), doubles(300), ints(300) > 0):
+    for values in (ints(300), doubles(300), doubles(300).astype(np.float32), ints(300) > 0):
         reversed_ = lib.revAny(values)
         assert reversed_.dtype == values.dtype and np.array_equal(reversed_, values[::-1])
     first, picked = lib.pick(False, 2.5, [1.0, 2.0])
@@ -99,14 +102,27 @@ def test_polymorphic_functions_take_their_types_from_the_arguments(lib):
     first, picked = lib.pick(True, 7, ints(3))
     assert first == 7 and isinstance(first, np.int32) and np.array_equal(picked, [7, 7, 7])
     # One compiled instance per combination of types, not per call.
-    assert set(lib.revAny._instances) == {("int",), ("double",), ("bool",)}
+    assert set(lib.revAny._instances) == {("int",), ("double",), ("float",), ("bool",)}
     with pytest.raises(TypeError, match=r"parameter `ys` is \['a\], and `x` made 'a int; got "
                                         "double"):
         lib.pick(True, 1, doubles(2))
-    with pytest.raises(TypeError, match=r"parameter `xs` is \['a\], 'a being int, double or "
-                                        r"bool \(int32, float64 or bool\); got int64"):
+    with pytest.raises(TypeError, match=r"parameter `xs` is \['a\], 'a being int, double, float "
+                                        r"or bool \(int32, float64, float32 or bool\); got int64"):
         lib.revAny(np.arange(3))
     assert lib.revAny.signature == "revAny : forall 'a. ['a] -> Program <grid> ['a]<grid>"
+
+
+def test_floats_take_float32_arrays_and_numbers_rounded_to_a_float(lib):
+    xs = np.array([1.5, -2.25, 3.0], np.float32)
+    assert np.array_equal(lib.saxpyf(2, xs, [0.1, 0.2, 0.3]),
+                          np.float32(2) * xs + np.array([0.1, 0.2, 0.3], np.float32))
+    with pytest.raises(TypeError, match=r"an array of float32; got an array of float64 \(convert "
+                                        r"it with \.astype\(np\.float32\)\)"):
+        lib.saxpyf(1.0, xs.astype(np.float64), xs)
+    with pytest.raises(ValueError, match=r"`a` is float; 1e\+39 is beyond the range of a float"):
+        lib.saxpyf(1e39, xs, xs)
+    with pytest.raises(ValueError, match="values beyond the range of a float"):
+        lib.saxpyf(1.0, xs, [1.0, 1e39, 2.0])
 
 
 def test_what_a_program_prints_goes_to_stdout(lib, capsys):
@@ -198,7 +214,7 @@ def test_python_sequences_and_scalars_that_fit_are_converted(lib):
 
 def test_names_that_cannot_be_called_say_why(lib):
     assert set(lib.entry_points) == {"addOne", "saxpy", "flip", "clampAll", "scalars",
-                                     "shifted", "at", "shout", "sumAll", "revAny", "pick"}
+                                     "shifted", "at", "shout", "sumAll", "revAny", "pick", "saxpyf"}
     with pytest.raises(AttributeError, match="its parameter `f` has type `'a -> 'a -> 'b`"):
         lib.step  # noqa: B018
     with pytest.raises(AttributeError, match="parameter `f` has type `int -> int`"):

@@ -28,7 +28,7 @@ SECTOR_BYTES = 32
 LINE_BYTES = 128
 BANKS = 32
 BANK_BYTES = 4
-ELEM_BYTES = {ir.INT: 4, ir.DOUBLE: 8, ir.BOOL: 1}
+ELEM_BYTES = {ir.INT: 4, ir.DOUBLE: 8, ir.FLOAT: 4, ir.BOOL: 1}
 # The lanes of a warp whose local accesses the banks serve together, by element size. The CUDA
 # C++ Programming Guide (compute capability 5.x, "Shared Memory"; 6.x to 9.0 refer to it): 32
 # banks, successive 32-bit words in successive banks, each bank 32 bits per clock, and no

@@ -29,9 +29,9 @@ from fcl.il.dispatch import StmtVisitor
 from fcl.il.ranges import INT_MAX, INT_MIN, Ranges, interval, memoized, remember
 from fcl.il.traverse import map_exprs, stmt_exprs, sub_exprs
 
-C_TYPES = {ir.INT: "int", ir.DOUBLE: "double", ir.BOOL: "int"}
+C_TYPES = {ir.INT: "int", ir.DOUBLE: "double", ir.FLOAT: "float", ir.BOOL: "int"}
 # Bools are stored in memory as one byte; kernel arguments cannot be bool at all.
-MEMORY_TYPES = {ir.INT: "int", ir.DOUBLE: "double", ir.BOOL: "uchar"}
+MEMORY_TYPES = {ir.INT: "int", ir.DOUBLE: "double", ir.FLOAT: "float", ir.BOOL: "uchar"}
 SPECIALS = {"local_id": "get_local_id(0)", "local_size": "get_local_size(0)",
             "local_x": "get_local_id(0)", "local_y": "get_local_id(1)",
             "group_id": "get_group_id(0)", "num_groups": "get_num_groups(0)",
@@ -44,8 +44,9 @@ ABORT_FLAG = "fcl_abort"
 TRACE_PARAMS = "__global int* fcl_trace, __global int* fcl_trace_count, int fcl_trace_group, " \
     "int fcl_trace_cap"
 # No fused multiply-adds: `a * b + c` rounds twice, as in the interpreter (and numpy), so both
-# back ends give the same doubles to the last bit.
-FP64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#pragma OPENCL FP_CONTRACT OFF\n\n"
+# back ends give the same doubles and floats to the last bit.
+NO_FMA = "#pragma OPENCL FP_CONTRACT OFF\n"
+FP64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + NO_FMA
 # A kernel's failure record: word 0 says whether any check failed; then, for each work-group,
 # whether it failed in an even or odd round (see KernelPrinter.group_stop), the failed check's
 # code and its values.
@@ -135,6 +136,7 @@ INT_FUNCTIONS = {
     "fcl_abs": "int fcl_abs(int a) { return a < 0 ? (int)(-(uint)a) : a; }",
     # convert_int_sat, with NaN to 0 as the standard says and PoCL 3.0 does not (INT_MIN).
     "fcl_d2i": "int fcl_d2i(double x) { return isnan(x) ? 0 : convert_int_sat(x); }",
+    "fcl_f2i": "int fcl_f2i(float x) { return isnan(x) ? 0 : convert_int_sat(x); }",
 }
 # Atomic minimum and maximum of doubles, which OpenCL 1.2 lacks: compare-and-swap on the bits
 # until the element holds the smaller (larger) of the two. A NaN is never stored, as fmin and
@@ -237,11 +239,12 @@ class _CExpr:
         if isinstance(e, ir.Const):
             if e.type == ir.BOOL:
                 return "1" if e.value else "0"
-            if e.type == ir.DOUBLE:
-                text = repr(float(e.value))
+            if e.type in ir.FLOATING:
+                text = repr(float(e.value)) if e.type == ir.DOUBLE else ir.float_text(e.value)
                 if text in ("inf", "-inf", "nan"):
                     return {"inf": "INFINITY", "-inf": "(-INFINITY)", "nan": "NAN"}[text]
-                return text if any(c in text for c in ".e") else text + ".0"
+                text = text if any(c in text for c in ".e") else text + ".0"
+                return text if e.type == ir.DOUBLE else text + "f"
             value = int(e.value)
             if value == INT_MIN:
                 return "(-2147483647 - 1)"
@@ -258,7 +261,7 @@ class _CExpr:
         if isinstance(e, ir.Bin):
             left, right = sub(e.left), sub(e.right)
             if e.op in ("min", "max"):
-                fn = ("f" + e.op) if e.type == ir.DOUBLE else e.op
+                fn = ("f" + e.op) if e.type in ir.FLOATING else e.op
                 return f"{fn}({left}, {right})"
             if e.op in ("/", "%") and e.type == ir.INT and self._may_trap(e):
                 return f"fcl_{'div' if e.op == '/' else 'mod'}({left}, {right})"
@@ -269,9 +272,11 @@ class _CExpr:
                 return f"fcl_abs({arg})"
             return {
                 "neg": f"(-{arg})", "not": f"(!{arg})",
-                "abs": f"fabs({arg})" if e.type == ir.DOUBLE else f"((int)abs({arg}))",
+                "abs": f"fabs({arg})" if e.type in ir.FLOATING else f"((int)abs({arg}))",
                 "sign": f"(({arg} > 0) - ({arg} < 0))", "clz": f"clz({arg})",
                 "i2d": f"((double){arg})", "d2i": f"fcl_d2i({arg})", "b2i": f"((int){arg})",
+                "i2f": f"((float){arg})", "f2i": f"fcl_f2i({arg})", "d2f": f"((float){arg})",
+                "f2d": f"((double){arg})",
                 "sqrt": f"sqrt({arg})",
             }[e.op]
         if isinstance(e, ir.Select):
@@ -588,7 +593,8 @@ def _header(text: str, kernels: list[Kernel]) -> str:
     functions = "".join(f"{code}\n" for name, code in {**INT_FUNCTIONS, **ATOMIC_FUNCTIONS}.items()
                         if f"{name}(" in text)
     doubles = FP64 if "double" in text + functions else ""  # fcl_d2i takes a double
-    return doubles + (functions + "\n" if functions else "") + \
+    floats = NO_FMA if not doubles and "float" in text else ""
+    return doubles + floats + (functions + "\n" if functions else "") + \
         (FAIL_REPORTER + "\n" if any(k.fails for k in kernels) else "")
 
 

@@ -25,7 +25,7 @@ from fcl.intmath import INT_MAX, INT_MIN
 from fcl.prelude import PRELUDE_NAME
 from fcl.types.types import TPull, TPush, Type, arg_type, result_type
 
-I, D, B = ir.INT, ir.DOUBLE, ir.BOOL  # noqa: E741  # the tables below read as types
+I, D, F, B = ir.INT, ir.DOUBLE, ir.FLOAT, ir.BOOL  # noqa: E741  # the tables below read as types
 BINARY = {
     # name: (operator, operand type, result type)
     "addi": ("+", I, I), "subi": ("-", I, I), "muli": ("*", I, I), "divi": ("/", I, I),
@@ -35,6 +35,9 @@ BINARY = {
     "eqi": ("==", I, B), "neqi": ("!=", I, B), "lti": ("<", I, B), "lei": ("<=", I, B),
     "gti": (">", I, B), "gei": (">=", I, B), "eqd": ("==", D, B), "ltd": ("<", D, B),
     "led": ("<=", D, B), "gtd": (">", D, B), "ged": (">=", D, B),
+    "addf": ("+", F, F), "subf": ("-", F, F), "mulf": ("*", F, F), "divf": ("/", F, F),
+    "minf": ("min", F, F), "maxf": ("max", F, F), "eqf": ("==", F, B), "ltf": ("<", F, B),
+    "lef": ("<=", F, B), "gtf": (">", F, B), "gef": (">=", F, B),
     "andi": ("&", I, I), "ori": ("|", I, I), "xor": ("^", I, I), "sll": ("<<", I, I),
     "srl": (">>", I, I),
 }
@@ -42,6 +45,8 @@ UNARY = {
     "negatei": ("neg", I), "negated": ("neg", D), "absi": ("abs", I), "absd": ("abs", D),
     "signi": ("sign", I), "i2d": ("i2d", D), "d2i": ("d2i", I), "b2i": ("b2i", I),
     "clz": ("clz", I), "not": ("not", B), "sqrt": ("sqrt", D),
+    "negatef": ("neg", F), "absf": ("abs", F), "sqrtf": ("sqrt", F), "i2f": ("i2f", F),
+    "f2i": ("f2i", I), "d2f": ("d2f", F), "f2d": ("f2d", D),
 }
 ALIASES = {"length": "lengthPull", "map": "mapPull", "poweri": "power"}
 
@@ -283,6 +288,7 @@ def _array_builtins(lw: Lowerer, t: Type, span):
         "readIntCSV": (1, read_csv),
         "forceAndPrint": (2, print_array),
         "forceAndPrintDouble": (2, print_array),
+        "forceAndPrintFloat": (2, print_array),
         "benchmark": (2, benchmark),
         **streams.builtins(lw, t),
     }

@@ -18,17 +18,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import numpy as np
+
 from fcl.errors import Span
 
 # ---- types ---------------------------------------------------------------------------------------
-INT, DOUBLE, BOOL = "int", "double", "bool"
-ITEM_BYTES = {INT: 4, DOUBLE: 8, BOOL: 1}  # an element's bytes in device memory
+INT, DOUBLE, FLOAT, BOOL = "int", "double", "float", "bool"
+FLOATING = (DOUBLE, FLOAT)
+ITEM_BYTES = {INT: 4, DOUBLE: 8, FLOAT: 4, BOOL: 1}  # an element's bytes in device memory
 LEVELS = ("thread", "block", "grid")
 
 
 @dataclass(frozen=True)
 class ArrayType:
-    elem: str  # INT, DOUBLE or BOOL
+    elem: str  # INT, DOUBLE, FLOAT or BOOL
 
 
 ILType = str | ArrayType
@@ -68,10 +71,12 @@ class Index(Expr):
 
 
 # Binary operators: + - * / % (C semantics on int), == != < <= > >=, & | ^ << >>,
-# && || on bools, min max. Unary: neg, not, abs, sign, clz, i2d, d2i, b2i, sqrt.
+# && || on bools, min max. Unary: neg, not, abs, sign, clz, b2i, sqrt, and the conversions
+# between int (i), double (d) and float (f).
 BINARY_OPS = {"+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "&", "|", "^", "<<", ">>",
               "&&", "||", "min", "max"}
-UNARY_OPS = {"neg", "not", "abs", "sign", "clz", "i2d", "d2i", "b2i", "sqrt"}
+CONVERSIONS = {"i2d", "d2i", "i2f", "f2i", "d2f", "f2d"}
+UNARY_OPS = {"neg", "not", "abs", "sign", "clz", "b2i", "sqrt", *CONVERSIONS}
 COMPARISONS = {"==", "!=", "<", "<=", ">", ">="}
 
 
@@ -482,12 +487,19 @@ def keyed(key: str) -> Expr | None:
     return (_scope.get() or _outside).by_key.get(key)
 
 
+def float_text(value: float) -> str:
+    """The shortest decimal text that reads back as the float (32-bit) `value`."""
+    return str(np.float32(value))
+
+
 # ---- printing ----------------------------------------------------------------------------------
 
 def show_expr(e: Expr) -> str:
     if isinstance(e, Const):
         if e.type == BOOL:
             return "true" if e.value else "false"
+        if e.type == FLOAT:
+            return f"{float_text(e.value)}f"
         return repr(float(e.value)) if e.type == DOUBLE else str(int(e.value))
     if isinstance(e, Var):
         return e.name

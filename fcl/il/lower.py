@@ -283,8 +283,8 @@ class Lowerer:
             assert isinstance(t, TPull)
             elem = chase(t.elem)
             if not isinstance(elem, (TCon, TPair)) or kind_of(elem) > RT:
-                raise FCLError("only arrays of int, double or bool, or of records of them, can "
-                               f"be shown; this array holds `{t.elem}`")
+                raise FCLError("only arrays of int, double, float or bool, or of records of them, "
+                               f"can be shown; this array holds `{t.elem}`")
             shape = record_shape(elem)
             # An array already in memory is shown where it is: each field an array's elements.
             probe = records.leaves(shape, value.fn(ir.Var("probe", ir.INT)))

@@ -64,6 +64,12 @@ def _mk_bin(op: str, left: ir.Expr, right: ir.Expr, t: str) -> ir.Expr:
             value = {"+": a + b, "-": a - b, "*": a * b, "min": float(np.fmin(a, b)),
                      "max": float(np.fmax(a, b))}[op]
             return ir.Const(float(value), ir.DOUBLE)
+        elif t == ir.FLOAT and op in ("+", "-", "*", "min", "max"):
+            x, y = np.float32(a), np.float32(b)  # each operation rounded to a float
+            with np.errstate(over="ignore"):
+                value = {"+": x + y, "-": x - y, "*": x * y, "min": np.fmin(x, y),
+                         "max": np.fmax(x, y)}[op]
+            return ir.Const(float(value), ir.FLOAT)
     if t == ir.INT:
         if op in ("+", "-", "|", "^", "<<", ">>") and _is_const(right, 0):
             return left
@@ -174,6 +180,12 @@ def mk_un(op: str, arg: ir.Expr, t: str) -> ir.Expr:
             return ir.Const(not a, ir.BOOL)
         if op == "i2d":
             return ir.Const(float(a), ir.DOUBLE)
+        if op in ("i2f", "d2f"):  # rounded to the nearest float, as the device does
+            return ir.Const(float(np.float32(a)), ir.FLOAT)
+        if op == "f2d":
+            return ir.Const(float(a), ir.DOUBLE)
+        if op == "f2i":
+            return ir.Const(int(d2i(a)), ir.INT)
         if op == "b2i":
             return ir.Const(int(bool(a)), ir.INT)
         if op == "d2i":
@@ -185,7 +197,7 @@ def mk_un(op: str, arg: ir.Expr, t: str) -> ir.Expr:
         if op == "clz":
             return ir.Const(32 - (int(a) % 2**32).bit_length(), ir.INT)
         if op == "sqrt" and a >= 0:
-            return ir.Const(math.sqrt(a), ir.DOUBLE)
+            return ir.Const(math.sqrt(a) if t == ir.DOUBLE else float(np.sqrt(np.float32(a))), t)
     return ir.Un(op, arg, t)
 
 

@@ -20,7 +20,7 @@ from fcl.types.types import TArrow, TCon, TPair, TProgram, TPull, TPush, Type, c
 
 def il_type(t: Type) -> str:
     t = chase(t)
-    if isinstance(t, TCon) and t.name in (ir.INT, ir.DOUBLE, ir.BOOL):
+    if isinstance(t, TCon) and t.name in (ir.INT, ir.DOUBLE, ir.FLOAT, ir.BOOL):
         return t.name
     raise FCLError(f"internal: no IL type for {t}")
 
@@ -54,7 +54,7 @@ def elem_shape(t: Type):
     return record_shape(_element(t))
 
 
-ZERO = {ir.INT: 0, ir.DOUBLE: 0.0, ir.BOOL: False}
+ZERO = {ir.INT: 0, ir.DOUBLE: 0.0, ir.FLOAT: 0.0, ir.BOOL: False}
 
 
 @dataclass(eq=False)

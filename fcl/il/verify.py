@@ -16,19 +16,22 @@ from typing import NoReturn
 from fcl.errors import FCLError, Span
 from fcl.il import ir
 from fcl.il.dispatch import StmtVisitor
-from fcl.il.ir import BOOL, DOUBLE, INT
+from fcl.il.ir import BOOL, DOUBLE, FLOAT, INT
 from fcl.il.ranges import Ranges, interval
 from fcl.il.traverse import assigned, map_bodies
 
-SCALARS = (INT, DOUBLE, BOOL)
-ARITHMETIC = frozenset(("+", "-", "*", "/", "min", "max"))  # on ints or doubles
+SCALARS = (INT, DOUBLE, FLOAT, BOOL)
+NUMBERS = (INT, DOUBLE, FLOAT)
+ARITHMETIC = frozenset(("+", "-", "*", "/", "min", "max"))  # on ints, doubles or floats
 INT_ONLY = frozenset(("%", "&", "|", "^", "<<", ">>"))
 LOGICAL = frozenset(("&&", "||"))
 # Unary operator: {operand type: result type}, as fcl.il.builtins.UNARY and its FCL types say.
 UNARY: dict[str, dict[ir.ILType, str]] = {
-    "neg": {INT: INT, DOUBLE: DOUBLE}, "abs": {INT: INT, DOUBLE: DOUBLE}, "not": {BOOL: BOOL},
-    "sign": {INT: INT}, "clz": {INT: INT}, "i2d": {INT: DOUBLE}, "d2i": {DOUBLE: INT},
-    "b2i": {BOOL: INT}, "sqrt": {DOUBLE: DOUBLE}}
+    "neg": {INT: INT, DOUBLE: DOUBLE, FLOAT: FLOAT},
+    "abs": {INT: INT, DOUBLE: DOUBLE, FLOAT: FLOAT}, "not": {BOOL: BOOL}, "sign": {INT: INT},
+    "clz": {INT: INT}, "i2d": {INT: DOUBLE},
+    "d2i": {DOUBLE: INT}, "i2f": {INT: FLOAT}, "f2i": {FLOAT: INT}, "d2f": {DOUBLE: FLOAT},
+    "f2d": {FLOAT: DOUBLE}, "b2i": {BOOL: INT}, "sqrt": {DOUBLE: DOUBLE, FLOAT: FLOAT}}
 HINT = "this is a bug in FCL's compiler, not in your program: please report it"
 
 
@@ -37,9 +40,9 @@ def binary_type(op: str, left: ir.ILType, right: ir.ILType) -> ir.ILType | None:
     operator's operands have one type: the builtins convert explicitly)."""
     if left != right:
         return None
-    if (op in ARITHMETIC and left in (INT, DOUBLE)) or (op in INT_ONLY and left == INT):
+    if (op in ARITHMETIC and left in NUMBERS) or (op in INT_ONLY and left == INT):
         return left
-    if (op in ir.COMPARISONS and left in (INT, DOUBLE)) or (op in LOGICAL and left == BOOL):
+    if (op in ir.COMPARISONS and left in NUMBERS) or (op in LOGICAL and left == BOOL):
         return BOOL
     return None
 

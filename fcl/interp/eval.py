@@ -44,7 +44,7 @@ from fcl.mono import MonoProgram
 from fcl.prelude import PRELUDE_NAME
 from fcl.syntax import ast
 
-LIT_DTYPES = {"int": np.int32, "double": np.float64, "bool": np.bool_}
+LIT_DTYPES = {"int": np.int32, "double": np.float64, "float": np.float32, "bool": np.bool_}
 
 
 @dataclass

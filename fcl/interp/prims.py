@@ -68,6 +68,11 @@ SCALAR = {
     "lei": (np.less_equal, False), "gti": (np.greater, False), "gei": (np.greater_equal, False),
     "eqd": (np.equal, False), "ltd": (np.less, False), "led": (np.less_equal, False),
     "gtd": (np.greater, False), "ged": (np.greater_equal, False),
+    # float32 operands give float32 results, rounded as OpenCL's correctly rounded float.
+    "addf": (np.add, False), "subf": (np.subtract, False), "mulf": (np.multiply, False),
+    "divf": (np.divide, False), "minf": (np.fmin, False), "maxf": (np.fmax, False),
+    "eqf": (np.equal, False), "ltf": (np.less, False), "lef": (np.less_equal, False),
+    "gtf": (np.greater, False), "gef": (np.greater_equal, False),
     "andi": (np.bitwise_and, False), "ori": (np.bitwise_or, False), "xor": (np.bitwise_xor, False),
     # OpenCL uses only the low five bits of a 32-bit shift count.
     "sll": (lambda a, b: np.left_shift(a, b & 31), False),
@@ -78,6 +83,8 @@ UNARY = {
     "signi": _signi,
     "i2d": _cast(np.float64), "b2i": _cast(np.int32), "clz": clz, "not": np.logical_not,
     "sqrt": np.sqrt, "d2i": d2i,
+    "negatef": np.negative, "absf": np.abs, "sqrtf": np.sqrt, "i2f": _cast(np.float32),
+    "f2i": d2i, "d2f": _cast(np.float32), "f2d": _cast(np.float64),
 }
 ALIASES = {"length": "lengthPull", "map": "mapPull", "poweri": "power"}
 # Their failures point at the builtin's name, not the whole application, as on OpenCL: in
@@ -342,6 +349,7 @@ ARRAY = {
     "readIntCSV": (1, _read_int_csv),
     "forceAndPrint": (2, _print(np.int32)),
     "forceAndPrintDouble": (2, _print(np.float64)),
+    "forceAndPrintFloat": (2, _print(np.float32)),
     "benchmark": (2, _benchmark),
     **streams.BUILTINS,
 }

@@ -17,7 +17,7 @@ from fcl.interp.lanes import Ctx, Vec, deepest, elementwise, expand, lift, lift_
 from fcl.mono import GRID
 from fcl.types.types import TCon, TPair, Type, chase
 
-DTYPES = {"int": np.int32, "double": np.float64, "bool": np.bool_}
+DTYPES = {"int": np.int32, "double": np.float64, "float": np.float32, "bool": np.bool_}
 
 
 def dtype_of(t: Type):

@@ -34,7 +34,7 @@ KINDS = {
 
 Notes = list[Decision] | None
 
-ELEMENT_BYTES = {ir.INT: 4, ir.DOUBLE: 8, ir.BOOL: 4}
+ELEMENT_BYTES = {ir.INT: 4, ir.DOUBLE: 8, ir.FLOAT: 4, ir.BOOL: 4}
 
 
 def copied_bytes(elements: int, array: ir.Var) -> int:

@@ -143,7 +143,7 @@ def _evaluate(e: ir.Expr, env: dict):
     if isinstance(e, ir.Select):
         parts = [_evaluate(x, env) for x in (e.cond, e.then, e.else_)]
         return None if any(p is None for p in parts) else np.where(*parts)
-    if not isinstance(e, ir.Bin) or e.type == ir.DOUBLE:
+    if not isinstance(e, ir.Bin) or e.type in ir.FLOATING:
         return None
     left, right = _evaluate(e.left, env), _evaluate(e.right, env)
     if left is None or right is None:

@@ -16,7 +16,7 @@ from fcl import records
 from fcl.il.ranges import INT_MAX
 
 DTYPES: dict[str, np.dtype] = {"int": np.dtype(np.int32), "double": np.dtype(np.float64),
-                               "bool": np.dtype(np.bool_)}
+                               "float": np.dtype(np.float32), "bool": np.dtype(np.bool_)}
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,8 @@ def _kind_of(where: str, param: Parameter, value) -> str:
         if dtype == known:
             return kind
     what = f"{type(value).__name__}" if dtype is None else f"{dtype}"
-    raise TypeError(f"{where}, {param.kind} being int, double or bool (int32, float64 or bool); "
-                    f"got {what}")
+    raise TypeError(f"{where}, {param.kind} being int, double, float or bool (int32, float64, "
+                    f"float32 or bool); got {what}")
 
 
 def _argument(where: str, param: Parameter, kind: str, value):
@@ -188,6 +188,8 @@ def _from_sequence(where: str, value, dtype: np.dtype) -> np.ndarray:
     found = np.asarray(value)
     if found.size == 0:
         return np.zeros(found.shape, dtype)
+    if dtype == np.float32:
+        return _floats(where, found)
     fits = {np.dtype(np.bool_): "b", np.dtype(np.int32): "bi", np.dtype(np.float64): "bif"}
     if found.dtype.kind not in fits[dtype] or (dtype == np.int32 and found.dtype.kind == "b"):
         raise TypeError(f"{where}; got a sequence of {found.dtype}")
@@ -198,6 +200,17 @@ def _from_sequence(where: str, value, dtype: np.dtype) -> np.ndarray:
         what = "that are not exactly doubles" if dtype == np.float64 else \
             f"outside {dtype}'s range"
         raise ValueError(f"{where}; the sequence holds values {what}")
+    return array
+
+
+def _floats(where: str, found: np.ndarray) -> np.ndarray:
+    """A sequence of numbers as floats, each rounded to the nearest (as C's `float x = 0.1`)."""
+    if found.dtype.kind not in "if":
+        raise TypeError(f"{where}; got a sequence of {found.dtype}")
+    with np.errstate(over="ignore"):
+        array = found.astype(np.float32)
+    if np.any(np.isinf(array) & ~np.isinf(found)):
+        raise ValueError(f"{where}; the sequence holds values beyond the range of a float")
     return array
 
 
@@ -226,6 +239,12 @@ def _scalar(where: str, kind: str, value):
         return np.int32(value)
     if not (is_int or isinstance(value, (float, np.floating))):
         raise TypeError(f"{where}; got {type(value).__name__}")
+    if kind == "float":  # rounded to the nearest float, as C's `float x = 0.1`
+        with np.errstate(over="ignore"):
+            single = np.float32(value)
+        if np.isinf(single) and not np.isinf(value):
+            raise ValueError(f"{where}; {value} is beyond the range of a float")
+        return single
     if is_int:  # an int converts when it is exactly a double (as sequences do)
         try:
             converted = np.float64(int(value))

@@ -374,6 +374,8 @@ def build(device: Device, source: str, line_table: list | None = None) -> dict[s
                 # Oclgrind interprets LLVM IR but not all of what LLVM's optimizer makes of it
                 # (closed forms of loops use odd-width integers): it gets the code unoptimized.
                 options = ["-cl-opt-disable"] if is_oclgrind(device.device) else []
+                if "float" in source:  # float / and sqrt rounded as numpy's (and C's on a CPU)
+                    options.append("-cl-fp32-correctly-rounded-divide-sqrt")
                 build_in_helper(device.device, source, options)
                 program = program_with_kernels(device.context, source, options)
             _programs[key] = {k.function_name: k for k in program.all_kernels()}
@@ -463,4 +465,5 @@ def build_error(log: str, line_table: list) -> FCLError:
                     f"(OpenCL line {cl_line})", nearest_span(line_table, cl_line), hints)
 
 
-DTYPES: dict[str, type[np.generic]] = {"int": np.int32, "double": np.float64, "bool": np.uint8}
+DTYPES: dict[str, type[np.generic]] = {"int": np.int32, "double": np.float64, "float": np.float32,
+                                       "bool": np.uint8}

@@ -12,7 +12,7 @@ from fcl.codegen.kernel import Special
 from fcl.il import ir
 from fcl.intmath import c_div, c_mod, clz, d2i
 
-NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.BOOL: np.bool_}
+NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.FLOAT: np.float32, ir.BOOL: np.bool_}
 BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "==": np.equal, "!=": np.not_equal,
     "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
@@ -51,8 +51,8 @@ class HostValues:
                 return np.bool_(self.eval(e.left) or self.eval(e.right))
             a, b = self.eval(e.left), self.eval(e.right)
             if e.op in ("/", "%"):
-                if e.type == ir.DOUBLE:
-                    return np.float64(a / b if e.op == "/" else np.fmod(a, b))
+                if e.type in ir.FLOATING:
+                    return NP_TYPES[e.type](a / b if e.op == "/" else np.fmod(a, b))
                 if b == 0:
                     return np.int32(0)  # undefined in C; kernels do not trap either
                 return np.int32(c_div(a, b) if e.op == "/" else c_mod(a, b))
@@ -66,6 +66,8 @@ class HostValues:
                     "sign": lambda: np.int32(np.sign(a)),
                     "clz": lambda: clz(np.int32(a)), "i2d": lambda: np.float64(a),
                     "d2i": lambda: d2i(a), "b2i": lambda: np.int32(a),
+                    "i2f": lambda: np.float32(a), "f2i": lambda: d2i(a),
+                    "d2f": lambda: np.float32(a), "f2d": lambda: np.float64(a),
                     "sqrt": lambda: np.sqrt(a)}
                 return unary[e.op]()
         if isinstance(e, ir.Select):
@@ -90,7 +92,9 @@ class HostValues:
                 lanes: dict[str, Callable[[Any], Any]] = {
                     "neg": np.negative, "not": np.logical_not, "abs": np.abs,
                     "sign": np.sign, "clz": clz, "i2d": lambda x: np.asarray(x, np.float64),
-                    "d2i": d2i,
+                    "d2i": d2i, "i2f": lambda x: np.asarray(x, np.float32), "f2i": d2i,
+                    "d2f": lambda x: np.asarray(x, np.float32),
+                    "f2d": lambda x: np.asarray(x, np.float64),
                     "b2i": lambda x: np.asarray(x, np.int32), "sqrt": np.sqrt}
                 return lanes[e.op](a)
         if isinstance(e, ir.Select):

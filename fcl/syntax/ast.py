@@ -55,7 +55,7 @@ class Expr:
 @dataclass(eq=False)
 class Lit(Expr):
     value: int | float | bool | str
-    kind: str  # "int", "double", "bool" or "string"
+    kind: str  # "int", "double", "float", "bool" or "string"
 
 
 @dataclass(eq=False)

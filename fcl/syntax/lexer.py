@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 from lark import Token
 
 from fcl.errors import FCLError, Source, Span
@@ -23,7 +24,7 @@ KEYWORDS = {
 # as in the original compiler.
 SOFT_KEYWORDS = {
     "forall": "FORALL", "Program": "PROGRAM", "Seq": "SEQ", "unit": "UNIT_T", "string": "STRING_T",
-    "thread": "THREAD", "block": "BLOCK", "grid": "GRID",
+    "thread": "THREAD", "block": "BLOCK", "grid": "GRID", "float": "FLOAT_T",
 }
 NAME_TOKENS = {"NAME", *SOFT_KEYWORDS.values()}
 
@@ -171,6 +172,10 @@ class Lexer:
                     self._take_digits(10)
                     is_float = True
             value = int(text[digits_start:self.pos]) if not is_float else None
+            if text.startswith("f", self.pos) and not (
+                    self.pos + 1 < len(text) and _is_ident_char(text[self.pos + 1])):
+                self._float32(text, start)  # `1.5f`, `2f`: a float (32 bits)
+                return
         if self.pos < len(text) and _is_ident_char(text[self.pos]):
             end = self.pos
             while end < len(text) and _is_ident_char(text[end]):
@@ -191,6 +196,14 @@ class Lexer:
             raise self.error("this integer does not fit in 32 bits (FCL's `int` is a 32-bit int)",
                              start, self.pos)
         self.emit("INT", value, start)
+
+    def _float32(self, text: str, start: int) -> None:
+        with np.errstate(over="ignore"):
+            number = np.float32(float(text[start:self.pos]))
+        if np.isinf(number):
+            raise self.error("this number is too large for a float (32 bits)", start, self.pos + 1)
+        self.pos += 1
+        self.emit("FLOAT32", float(number), start)
 
     def _digits_at(self, pos: int, base: int) -> bool:
         return pos < len(self.text) and _digit_value(self.text[pos]) < base

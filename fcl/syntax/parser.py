@@ -17,6 +17,7 @@ from lark.exceptions import UnexpectedToken
 from lark.lexer import Lexer as LarkLexer
 
 from fcl.errors import FCLError, Source, Span
+from fcl.il.ir import float_text
 from fcl.syntax import ast
 from fcl.syntax.lexer import KEYWORDS, NAME_TOKENS, tokenize
 
@@ -116,8 +117,9 @@ def _run(source: Source, tokens: list[Token], start: str):
 
 # ---- syntax error messages --------------------------------------------------------------------
 
-_EXPR_START = {"NAME", "INT", "FLOAT", "STRING", "LPAR", "TRUE", "FALSE", "FN", "IF", "LET", "DO"}
-_TYPE_START = {"INT_T", "DOUBLE_T", "BOOL_T", "TYVAR", "LSQB", "PROGRAM", "SEQ"}
+_EXPR_START = {"NAME", "INT", "FLOAT", "FLOAT32", "STRING", "LPAR", "TRUE", "FALSE", "FN", "IF",
+               "LET", "DO"}
+_TYPE_START = {"INT_T", "DOUBLE_T", "FLOAT_T", "BOOL_T", "TYVAR", "LSQB", "PROGRAM", "SEQ"}
 _SHOW = {
     "EQUALS": "`=`", "DARROW": "`=>`", "ARROW": "`->`", "LARROW": "`<-`", "COLON": "`:`",
     "COMMA": "`,`", "SEMI": "`;`", "DOT": "`.`", "RPAR": "`)`", "RSQB": "`]`", "RBRACE": "`}`",
@@ -134,6 +136,8 @@ def _describe_token(tok: Token) -> str:
         return "end of input"
     if tok.type in ("INT", "FLOAT"):
         return f"number `{tok.value}`"
+    if tok.type == "FLOAT32":
+        return f"number `{float_text(tok.value)}f`"
     if tok.type == "STRING":
         return "string literal"
     return f"`{tok.value}`"
@@ -430,6 +434,9 @@ class _Builder:
     def double_t(self, meta, items):
         return self._type(meta, "double")
 
+    def float_t(self, meta, items):
+        return self._type(meta, "float")
+
     def bool_t(self, meta, items):
         return self._type(meta, "bool")
 
@@ -529,6 +536,9 @@ class _Builder:
 
     def float(self, meta, items):
         return ast.Lit(self._span(meta), items[0].value, "double")
+
+    def float32(self, meta, items):
+        return ast.Lit(self._span(meta), items[0].value, "float")
 
     def string(self, meta, items):
         return ast.Lit(self._span(meta), items[0].value, "string")

@@ -11,6 +11,7 @@ from fcl.types.types import BT, GT, RT
 I2I, D2D, II2I, DD2D, II2B, DD2B = ("int -> int", "double -> double", "int -> int -> int",
                                     "double -> double -> double", "int -> int -> bool",
                                     "double -> double -> bool")
+F2F, FF2F, FF2B = "float -> float", "float -> float -> float", "float -> float -> bool"
 
 # name: (scheme, kinds of its type variables, doc)
 BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
@@ -27,6 +28,25 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
     "clz": (I2I, {}, "number of leading zero bits of a 32-bit int"),
     "not": ("bool -> bool", {}, "boolean negation"),
     "sqrt": (D2D, {}, "square root of a double"),
+    # float: 32 bits, IEEE single precision, rounded as numpy's float32 on every back end.
+    "negatef": (F2F, {}, "float negation"),
+    "absf": (F2F, {}, "absolute value of a float"),
+    "sqrtf": (F2F, {}, "square root of a float, correctly rounded"),
+    "i2f": ("int -> float", {}, "convert an int to the nearest float"),
+    "f2i": ("float -> int", {}, "convert a float to an int as `d2i` converts a double"),
+    "d2f": ("double -> float", {}, "convert a double to the nearest float"),
+    "f2d": ("float -> double", {}, "convert a float to a double (exactly)"),
+    "addf": (FF2F, {}, "float addition"),
+    "subf": (FF2F, {}, "float subtraction"),
+    "mulf": (FF2F, {}, "float multiplication"),
+    "divf": (FF2F, {}, "float division, correctly rounded"),
+    "minf": (FF2F, {}, "smaller of two floats"),
+    "maxf": (FF2F, {}, "larger of two floats"),
+    "eqf": (FF2B, {}, "float equality"),
+    "ltf": (FF2B, {}, "float less-than"),
+    "lef": (FF2B, {}, "float less-or-equal"),
+    "gtf": (FF2B, {}, "float greater-than"),
+    "gef": (FF2B, {}, "float greater-or-equal"),
     "addi": (II2I, {}, "int addition (`+`)"),
     "subi": (II2I, {}, "int subtraction (`-`)"),
     "muli": (II2I, {}, "int multiplication (`*`)"),
@@ -118,7 +138,7 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
                  "`streamIn xs`: the elements of xs as a sequence, made a chunk at a time"),
     "streamFile": ("forall 'a. string -> Seq 'a", {"a": BT},
                    "`streamFile path`: the elements of a .npy file, read from disk a chunk at a "
-                   "time (its dtype must be the element type: int32, float64 or bool)"),
+                   "time (its dtype must be the element type: int32, float64, float32 or bool)"),
     "mapSeq": ("forall 'a 'b. ('a -> 'b) -> Seq 'a -> Seq 'b", {"a": GT, "b": GT},
                "apply a function to every element of a sequence"),
     "mapSeqM": ("forall 'a 'b. ('a -> Program<thread> 'b) -> Seq 'a -> Seq 'b",
@@ -149,6 +169,8 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
                       "force a grid array and print its first n elements"),
     "forceAndPrintDouble": ("int -> [double]<grid> -> Program<grid> [double]", {},
                             "force a grid array of doubles and print its first n elements"),
+    "forceAndPrintFloat": ("int -> [float]<grid> -> Program<grid> [float]", {},
+                           "force a grid array of floats and print its first n elements"),
     "benchmark": ("forall 'a. int -> Program<grid> 'a -> Program<grid> unit", {"a": GT},
                   "run a program n times after a warm-up and report the time per run"),
 }
@@ -161,5 +183,6 @@ PUSH_FORMS = {
 }
 
 # Builtins that only make sense on the host (grid level, outside any kernel).
-HOST_BUILTINS = {"readIntCSV", "forceAndPrint", "forceAndPrintDouble", "benchmark", "streamIn",
+HOST_BUILTINS = {"readIntCSV", "forceAndPrint", "forceAndPrintDouble", "forceAndPrintFloat",
+                 "benchmark", "streamIn",
                  "streamFile", "foldSeq", "collect"}

@@ -21,6 +21,7 @@ from fcl.types.types import (
     BOOL,
     BT,
     DOUBLE,
+    FLOAT,
     GT,
     INT,
     RT,
@@ -287,9 +288,9 @@ class Checker:
     def type_from_syntax(self, t: ast.TypeSyntax, tvars: dict[str, TVar], lvars: dict[str, LVar],
                          implicit: bool) -> Type:
         def conv(t: ast.TypeSyntax) -> Type:
-            if t.con in ("int", "double", "bool", "string", "unit"):
-                return {"int": INT, "double": DOUBLE, "bool": BOOL, "string": STRING,
-                        "unit": UNIT}[t.con]
+            if t.con in ("int", "double", "float", "bool", "string", "unit"):
+                return {"int": INT, "double": DOUBLE, "float": FLOAT, "bool": BOOL,
+                        "string": STRING, "unit": UNIT}[t.con]
             if t.con == "var":
                 name = t.var
                 assert name is not None  # the parser names every type variable
@@ -365,7 +366,8 @@ class Checker:
 
     def _infer(self, scope: Scope, e: ast.Expr) -> Type:
         if isinstance(e, ast.Lit):
-            return {"int": INT, "double": DOUBLE, "bool": BOOL, "string": STRING}[e.kind]
+            return {"int": INT, "double": DOUBLE, "float": FLOAT, "bool": BOOL,
+                    "string": STRING}[e.kind]
         if isinstance(e, ast.UnitLit):
             return UNIT
         if isinstance(e, ast.Var):
@@ -401,8 +403,8 @@ class Checker:
             try:
                 restrict_kind(t_then, RT, "the branches of `if`")
             except KindError:
-                raise FCLError(f"`if` can only choose between base values (int, double or bool) "
-                               "or records of them (pairs), but its branches have type "
+                raise FCLError("`if` can only choose between base values (int, double, float or "
+                               "bool) or records of them (pairs), but its branches have type "
                                f"`{show_types(t_then)[0]}`", e.span,
                                ["choose between the scalars inside instead, e.g. in the index "
                                 "function of a `generate`"]) from None
@@ -683,8 +685,8 @@ def _plural(n: int, word: str) -> str:
 
 
 def _kind_name(kind: int) -> str:
-    return {BT: "a base type (int, double or bool)",
-            RT: "a record of base types (int, double, bool, or pairs of them)",
+    return {BT: "a base type (int, double, float or bool)",
+            RT: "a record of base types (int, double, float, bool, or pairs of them)",
             GT: "a ground type (a non-function type)", TYP: "a type"}[kind]
 
 
@@ -709,6 +711,12 @@ def _hints_for(err: UnifyError) -> list[str]:
         if {left_type.name, right_type.name} == {"int", "double"}:
             return ["int and double never mix: convert with `i2d`, and use `addd`, `subd`, "
                     "`muld`, `divd` for double arithmetic"]
+        if {left_type.name, right_type.name} == {"int", "float"}:
+            return ["int and float never mix: convert with `i2f`, and use `addf`, `subf`, "
+                    "`mulf`, `divf` for float arithmetic"]
+        if {left_type.name, right_type.name} == {"double", "float"}:
+            return ["double and float never mix: convert with `d2f` or `f2d`; a literal is a "
+                    "float with an `f` after it (`1.5f`)"]
     return []
 
 

@@ -12,9 +12,6 @@ from dataclasses import dataclass, field
 # Kinds, narrowest first: base types; records (base types and pairs of records: what push
 # arrays and memory hold); ground types (no functions); any type.
 BT, RT, GT, TYP = 0, 1, 2, 3
-KIND_NAMES = {BT: "a base type (int, double or bool)",
-              RT: "a record of base types (int, double, bool, or pairs of them)",
-              GT: "a ground type (not a function)", TYP: "any type"}
 
 
 # ---- levels ------------------------------------------------------------------------------------
@@ -99,7 +96,7 @@ class Type:
 
 @dataclass(eq=False)
 class TCon(Type):
-    name: str  # int, double, bool, string, unit
+    name: str  # int, double, float, bool, string, unit
 
 
 @dataclass(eq=False)
@@ -147,7 +144,8 @@ class TVar(Type):
     ref: Type | None = None
 
 
-INT, DOUBLE, BOOL, STRING, UNIT = (TCon(n) for n in ("int", "double", "bool", "string", "unit"))
+INT, DOUBLE, FLOAT, BOOL, STRING, UNIT = (TCon(n) for n in ("int", "double", "float", "bool",
+                                                              "string", "unit"))
 
 
 def chase(t: Type) -> Type:
@@ -239,7 +237,7 @@ def kind_of(t: Type) -> int:
     if isinstance(t, TVar):
         return t.kind
     if isinstance(t, TCon):
-        return BT if t.name in ("int", "double", "bool") else GT
+        return BT if t.name in ("int", "double", "float", "bool") else GT
     if isinstance(t, TArrow):
         return TYP
     if isinstance(t, TPair):

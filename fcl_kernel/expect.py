@@ -58,8 +58,9 @@ def _least_occupancy(costs: list[KernelCosts]) -> float:
     return min((c.predicted.occupancy.occupancy for c in costs if c.predicted), default=0.0)
 
 
-def _densest(costs: list[KernelCosts]) -> float:
-    return max((x for c in costs if (x := intensity(c)) is not None), default=0.0)
+def _densest(count: str) -> Callable[[list[KernelCosts]], float]:
+    return lambda costs: max((x for c in costs if (x := intensity(c, count)) is not None),
+                             default=0.0)
 
 
 def _predicted_us(costs: list[KernelCosts]) -> float:
@@ -83,7 +84,11 @@ FIGURES = {
                               _largest("store_lines")),
     "dram_sectors": Figure("32-byte sectors from DRAM per work-group", _summed("distinct_sectors")),
     "flops": Figure("operations on doubles per work-item", _summed("flops")),
-    "intensity": Figure("operations on doubles per DRAM byte (densest kernel)", _densest),
+    "intensity": Figure("operations on doubles per DRAM byte (densest kernel)",
+                        _densest("flops")),
+    "float_flops": Figure("operations on floats per work-item", _summed("float_flops")),
+    "float_intensity": Figure("operations on floats per DRAM byte (densest kernel)",
+                              _densest("float_flops")),
     "local_loads": Figure("local loads per work-item", _summed("local_loads")),
     "local_stores": Figure("local stores per work-item", _summed("local_stores")),
     "bank_conflicts": Figure("bank conflicts per work-group", _summed("bank_conflicts")),

@@ -389,7 +389,8 @@ class Magics:
         work-item, over the kernels), sectors_per_load, sectors_per_store, lines_per_load,
         lines_per_store (per warp request, the worst kernel), dram_sectors (the sectors a
         work-group's requests touch, each once), flops (operations on doubles per work-item),
-        intensity (those per DRAM byte, the densest kernel), bank_conflicts, barriers (per
+        intensity (those per DRAM byte, the densest kernel), float_flops and float_intensity
+        (the same for floats), bank_conflicts, barriers (per
         work-group, over the kernels), simt (the worst kernel's SIMT efficiency, 0..1),
         local_bytes (the largest kernel's), occupancy (the worst kernel's, 0..1) and
         predicted_us (the program's predicted time, µs); e.g. `%%expect np.arange(8) * 2

@@ -813,6 +813,33 @@ fun sums xs = concat<block> #BlockSize (map (fn chunk => concat<thread> 1 (map (
         "text/plain"]
 
 
+def test_operations_on_floats_and_their_roofline():
+    # The polynomial on floats: 3 operations per work-item, 8 bytes from DRAM (a float read,
+    # one written), twice the doubles' intensity; the H100's floats (67 TFLOPS) put the ridge
+    # at 10. Conversions are not operations.
+    import fcl
+    lib = fcl.load("""
+sig poly : [float] -> Program <grid> [float]
+fun poly xs = forcePull<grid> (map (fn x => addf (mulf x x) (mulf 2.0f x)) xs)
+
+sig widened : [float] -> Program <grid> [double]
+fun widened xs = forcePull<grid> (map (fn x => addd (f2d x) 1.0) xs)
+""")
+    poly = lib.poly.costs(np.arange(1024, dtype=np.float32), gpu="h100")
+    [kernel] = poly.costs()
+    assert (kernel.float_flops, kernel.flops) == (3, 0)
+    text = poly.costs_bundle()["text/plain"]
+    rows = {line[:40].strip(): line[40:].split() for line in text.splitlines()}
+    assert rows["float operations per work-item"] == ["3"]
+    assert rows["float operations per DRAM byte"] == ["0.375"]
+    assert "double operations per work-item" not in rows
+    assert ("kernel0_line3: 3 operations on floats per work-item, 0.375 per byte from DRAM (its "
+            "arithmetic intensity); the H100 SXM5's ridge point is 10 (half its 67 TFLOPS of "
+            "floats, an FMA counting two, over 3.35 TB/s): memory-bound: DRAM limits it") in text
+    [mixed] = lib.widened.costs(np.arange(1024, dtype=np.float32)).costs()
+    assert (mixed.float_flops, mixed.flops) == (0, 1)
+
+
 def test_memory_that_holds_several_arrays_in_turn_is_named_by_all():
     # Each map writes where its input was (nothing reads the input after): one buffer holds
     # xs, then ys, zs and ws, and the views say so.

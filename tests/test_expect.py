@@ -124,6 +124,24 @@ def test_a_forced_intermediate_is_a_second_kernel(kc):
     assert verdict == "✗ the value is wrong and misses its budget"
 
 
+def test_budgets_of_operations_on_floats(kc):
+    # x * x + 0.5: 2 operations on floats per work-item over the 4 bytes it writes (the
+    # conversion not counted); none on doubles. numpy's float32 gives the same bits.
+    code = ("%%expect (np.arange(1024, dtype=np.float32) ** 2 + np.float32(0.5)) --budget "
+            "float_flops==2 float_intensity>=0.25 flops==0\n"
+            "do<grid> { forcePull<grid> (generate 1024 (fn i => let x = i2f i in "
+            "addf (mulf x x) 0.5f)) }")
+    reply, lines, verdict = checks(kc, code)
+    assert reply["status"] == "ok"
+    assert lines == [
+        "✓ all 1024 elements match numpy",
+        "✓ operations on floats per work-item: 2 (budget = 2)",
+        "✓ operations on floats per DRAM byte (densest kernel): 0.5 (budget ≥ 0.25)",
+        "✓ operations on doubles per work-item: 0 (budget = 0)",
+    ]
+    assert verdict == "✓ the value matches numpy, within its 3 budgets"
+
+
 def test_local_memory_budgets_of_the_tiled_transpose(kc):
     assert execute(kc, TILED_DEFS)[0]["status"] == "ok"
     # The fill kernel stores 1 int per work-item (4096 ints, 16 groups of 256). The transpose
@@ -233,7 +251,7 @@ def test_strict_under_nbgrader(execution):
     ("--budget kernel<=1", "%%expect: no budget named `kernel` (did you mean `kernels`?); the "
                            "budgets are: kernels, global_loads, global_stores, sectors_per_load, "
                            "sectors_per_store, lines_per_load, lines_per_store, dram_sectors, "
-                           "flops, intensity, local_loads, "
+                           "flops, intensity, float_flops, float_intensity, local_loads, "
                            "local_stores, bank_conflicts, barriers, simt, local_bytes, "
                            "occupancy, predicted_us"),
     ("--budget", "%%expect: `--budget` needs one or more budgets"),

@@ -240,6 +240,7 @@ def test_local_memory_issue_and_barrier_terms():
         "barriers": 20 * 8 * BARRIER_CYCLES / 1.98e9,
         "atomics": 0.0,
         "doubles": 0.0,
+        "floats": 0.0,
     })
     assert predicted.bound == "barriers"
     assert predicted.time_s == pytest.approx(3e-6 + 20 * 8 * BARRIER_CYCLES / 1.98e9)
@@ -260,6 +261,21 @@ def test_operations_on_doubles_take_half_the_peak_over_the_sms_in_use():
     # One work-group uses one SM of 132.
     one = predict_kernel(load_gpu("h100"), replace(work, groups_per_launch=(1,)))
     assert one.terms["doubles"] == pytest.approx(1024 * 256 / (17e12 / 132))
+
+
+def test_operations_on_floats_take_half_the_fp32_peak():
+    # The same work on floats: an H100's 67 TFLOPS of floats, half of them per operation; a T4
+    # runs floats at 32 times its doubles' rate (8.1 TFLOPS against 0.253).
+    work = KernelWork("compute", (1320,), 256, 0, 16, global_sectors=64, global_requests=16,
+                      local_passes=0, lane_accesses=256, simt_efficiency=1.0, barriers=0,
+                      float_flops=1024 * 256)
+    predicted = predict_kernel(load_gpu("h100"), work)
+    assert predicted.terms["floats"] == pytest.approx(1320 * 1024 * 256 / 33.5e12)
+    assert predicted.terms["doubles"] == 0.0 and predicted.bound == "floats"
+    t4 = predict_kernel(load_gpu("t4"), work)
+    assert t4.terms["floats"] == pytest.approx(1320 * 1024 * 256 / 4.05e12)
+    doubles = predict_kernel(load_gpu("t4"), replace(work, float_flops=0.0, flops=1024 * 256))
+    assert doubles.time_s > 30 * t4.time_s
 
 
 def test_sectors_a_work_group_reads_again_come_from_the_caches():

@@ -66,6 +66,7 @@ class KernelCosts:
     # Arithmetic operations on doubles per work-item (the roofline's work; a lower bound where
     # the trace was cut short).
     flops: float = field(default=0.0, kw_only=True)
+    float_flops: float = field(default=0.0, kw_only=True)  # ... and on floats
     # Occupancy and time on a GPU, when one is chosen (fcl.explain sets it) ...
     predicted: KernelPrediction | None = field(default=None, kw_only=True)
     # ... and the time measured on the device that ran it: median kernel time per run, in ms.
@@ -130,7 +131,8 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         sum(s.accesses for s in atomic if s.site.space == "global"),
         distinct_sectors(split_by_site(trace, sites)), trace.kernel.notes,
         list(trace.groups_per_launch), trace.truncated, summaries, busiest=_busiest(trace),
-        warp_barriers=warp_barriers, flops=_flops(trace, sites) / items)
+        warp_barriers=warp_barriers, flops=_flops(trace, sites, "flops") / items,
+        float_flops=_flops(trace, sites, "float_flops") / items)
 
 
 def _busiest(trace: KernelTrace) -> float:
@@ -188,11 +190,17 @@ ATOMIC_ROWS = [
 ]
 
 
-# Shown when a kernel computes with doubles: the roofline's figures.
+# Shown when a kernel computes with doubles (floats): the roofline's figures.
 FLOP_ROWS = [
     ("double operations per work-item", lambda c: _number(c.flops)),
     ("double operations per DRAM byte",
      lambda c: "–" if intensity(c) is None else f"{intensity(c):.3g}"),
+]
+FLOAT_ROWS = [
+    ("float operations per work-item", lambda c: _number(c.float_flops)),
+    ("float operations per DRAM byte",
+     lambda c: "–" if intensity(c, "float_flops") is None
+     else f"{intensity(c, 'float_flops'):.3g}"),
 ]
 
 
@@ -229,6 +237,7 @@ def _rows(costs: list[KernelCosts]) -> list:
         if any(c.measured_ms is not None for c in costs) else []
     atomics = ATOMIC_ROWS if any(c.atomics for c in costs) else []
     atomics += FLOP_ROWS if any(c.flops for c in costs) else []
+    atomics += FLOAT_ROWS if any(c.float_flops for c in costs) else []
     return ROWS + atomics + (_predicted_rows(predicted[0].gpu.name) if predicted else []) \
         + measured
 
@@ -279,49 +288,66 @@ def _notes(costs: list[KernelCosts], measured: Measured | None = None) -> list[s
     # How each kernel's warp code runs (fcl.codegen.warps): what its counts describe.
     notes += [f"{c.kernel}, {note}." for c in costs for note in c.warp_notes]
     notes += [_warp_barrier_note(c) for c in costs if c.warp_barriers]
-    notes += [_roofline_note(c) for c in costs if c.flops]
+    notes += [_roofline_note(c, DOUBLES) for c in costs if c.flops]
+    notes += [_roofline_note(c, FLOATS) for c in costs if c.float_flops]
     return notes
 
 
-def _flops(trace: KernelTrace, sites) -> float:
-    """The traced work-group's operations on doubles: each branch's code as often as its
-    work-items took the branch, the kernel's other code once per work-item."""
+def _flops(trace: KernelTrace, sites, count: str) -> float:
+    """The traced work-group's operations on doubles (count "flops") or floats ("float_flops"):
+    each branch's code as often as its work-items took the branch, the kernel's other code once
+    per work-item."""
     total = 0.0
     for site in sites:
-        if site.kernel != trace.kernel.name or not site.flops:
+        if site.kernel != trace.kernel.name or not getattr(site, count):
             continue
         runs = trace.block_size if site.kind == "ops" else int(np.count_nonzero(
             trace.site == site.id))
-        total += site.flops * runs
+        total += getattr(site, count) * runs
     return total
 
 
-def intensity(c: KernelCosts) -> float | None:
-    """Operations on doubles per byte the work-group moves from DRAM (None: it moves none)."""
+def intensity(c: KernelCosts, count: str = "flops") -> float | None:
+    """Operations on doubles (count "float_flops": on floats) per byte the work-group moves from
+    DRAM (None: it moves none)."""
     dram = c.distinct_sectors * SECTOR_BYTES
-    return c.flops * c.block_size / dram if dram else None
+    return getattr(c, count) * c.block_size / dram if dram else None
 
 
-def _roofline_note(c: KernelCosts) -> str:
-    """Where a kernel sits under the GPU's roofline: its arithmetic intensity against the
-    ridge point, where the double units' peak meets the memory's bandwidth."""
-    p, ai = c.predicted, intensity(c)
-    said = f"{c.kernel}: {_number(c.flops)} operations on doubles per work-item"
+@dataclass(frozen=True)
+class Precision:
+    """The doubles or the floats, for the roofline note."""
+    name: str        # "doubles", "floats"
+    count: str       # the KernelCosts field of its operations per work-item
+    peak: str        # the GPU's peak FLOP/s field
+    rate: str        # ... and its operations per second
+
+
+DOUBLES = Precision("doubles", "flops", "fp64_flops", "double_ops")
+FLOATS = Precision("floats", "float_flops", "fp32_flops", "float_ops")
+
+
+def _roofline_note(c: KernelCosts, kind: Precision) -> str:
+    """Where a kernel sits under the GPU's roofline of doubles (floats): its arithmetic
+    intensity against the ridge point, where the units' peak meets the memory's bandwidth."""
+    p, ai = c.predicted, intensity(c, kind.count)
+    said = f"{c.kernel}: {_number(getattr(c, kind.count))} operations on {kind.name} per work-item"
     if ai is None:
         return said + ", and no DRAM traffic."
     said += f", {ai:.3g} per byte from DRAM (its arithmetic intensity)"
     if p is None:
         return said + "."
-    ridge = p.gpu.double_ops / p.gpu.memory_bandwidth
-    bound = "compute-bound: the double units limit it" if ai > ridge else \
+    ops = getattr(p.gpu, kind.rate)
+    ridge = ops / p.gpu.memory_bandwidth
+    bound = f"compute-bound: the units for {kind.name} limit it" if ai > ridge else \
         "memory-bound: DRAM limits it"
-    attainable = min(p.gpu.double_ops, ai * p.gpu.memory_bandwidth)
-    peak, bandwidth = p.gpu.fp64_flops / 1e12, p.gpu.memory_bandwidth / 1e12
+    attainable = min(ops, ai * p.gpu.memory_bandwidth)
+    peak, bandwidth = getattr(p.gpu, kind.peak) / 1e12, p.gpu.memory_bandwidth / 1e12
     rate = f"{attainable / 1e12:.3g} T" if attainable >= 1e12 else f"{attainable / 1e9:.3g} G"
     return (said + f"; the {p.gpu.name}'s ridge point is {ridge:.3g} (half its {peak:.3g} "
-            f"TFLOPS of doubles, an FMA counting two, over {bandwidth:.3g} TB/s): {bound}, at "
-            f"most {rate} operations per second at peak (the predicted time above also weighs "
-            f"how much of the GPU the launch keeps busy).")
+            f"TFLOPS of {kind.name}, an FMA counting two, over {bandwidth:.3g} TB/s): {bound}, "
+            f"at most {rate} operations per second at peak (the predicted time above also "
+            f"weighs how much of the GPU the launch keeps busy).")
 
 
 def _warp_barrier_note(c: KernelCosts) -> str:

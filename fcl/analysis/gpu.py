@@ -53,6 +53,7 @@ class GPU:
     clock_hz: int
     shared_memory_banks: int
     fp64_flops: float         # FLOP/s on doubles, an FMA counting two (the vendors' peak)
+    fp32_flops: float         # FLOP/s on floats, the same way
     launch_overhead_us: float  # assumed
     memory_latency_ns: float   # assumed
     sources: tuple[Citation, ...]
@@ -62,6 +63,11 @@ class GPU:
         """Operations on doubles per second, each an instruction of its own (FCL contracts no
         multiply and add into an FMA): half the peak FLOP/s, which counts an FMA as two."""
         return self.fp64_flops / 2
+
+    @property
+    def float_ops(self) -> float:
+        """Operations on floats per second, as `double_ops` counts those on doubles."""
+        return self.fp32_flops / 2
 
 
 def gpu_names() -> list[str]:

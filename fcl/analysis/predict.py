@@ -9,6 +9,8 @@ Per launch of g work-groups, each term is the time one resource of the GPU needs
     issue    g × lane accesses per group / (32 × SIMT efficiency) / (active SMs × clock)
     barriers waves × barriers per group × BARRIER_CYCLES / clock
     atomics  g × global atomic lane operations per group / (ATOMICS_PER_CLOCK × clock)
+    doubles  g × operations on doubles per group / (half the FP64 peak × active SMs / SMs)
+    floats   g × operations on floats per group / (half the FP32 peak × active SMs / SMs)
 
 and the launch takes the longest of them (the resources work at once), plus the launch overhead.
 Achievable bandwidth is Little's law: to keep bandwidth × latency bytes on their way, the
@@ -44,7 +46,7 @@ ATOMICS_PER_CLOCK = 32
 # Bytes the L1 cache of an SM delivers per clock: 128, as its shared-memory banks (32 × 4 B),
 # with which it shares its storage and data path on NVIDIA GPUs since Volta.
 L1_BYTES_PER_CLOCK = 128
-TERMS = ("DRAM", "L1", "local memory", "issue", "barriers", "atomics", "doubles")
+TERMS = ("DRAM", "L1", "local memory", "issue", "barriers", "atomics", "doubles", "floats")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class KernelWork:
     flops: float = 0.0        # operations on doubles per work-group
     warp_barriers: int = 0    # per work-group: those ending a warp's exchange ...
     subgroups: bool = False   # ... priced as sub-group barriers (else as the work-group's)
+    float_flops: float = 0.0  # operations on floats per work-group
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ def kernel_work(costs, registers: int) -> KernelWork:
         costs.load_requests + costs.store_requests, phases + costs.bank_conflicts + waiting,
         accesses * costs.block_size, costs.simt_efficiency, costs.barriers,
         costs.global_atomics, costs.distinct_sectors, costs.flops * costs.block_size,
-        costs.warp_barriers)
+        costs.warp_barriers, float_flops=costs.float_flops * costs.block_size)
 
 
 def predict_kernel(gpu: GPU, work: KernelWork) -> KernelPrediction:
@@ -161,6 +164,7 @@ def _launch_terms(gpu: GPU, work: KernelWork, resident: Occupancy,
         "atomics": groups * work.global_atomics / (ATOMICS_PER_CLOCK * gpu.clock_hz),
         # Over the SMs the launch occupies.
         "doubles": groups * work.flops / (gpu.double_ops * active_sms / gpu.sms),
+        "floats": groups * work.float_flops / (gpu.float_ops * active_sms / gpu.sms),
     }
 
 

@@ -93,19 +93,21 @@ class Site:
     condition: ir.Expr | None = field(default=None, compare=False)  # ... and what decides it
     atomic: bool = False  # a store combining with the element atomically (a histogram's)
     level: str | None = None  # a barrier's: "block", or "warp" (the end of a warp's exchange)
-    # The double-precision operations of the code this branch runs (kind "ops": the kernel's
-    # code outside every branch, which each work-item runs once), for the roofline.
+    # The operations on doubles and on floats of the code this branch runs (kind "ops": the
+    # kernel's code outside every branch, which each work-item runs once), for the roofline.
     flops: int = 0
+    float_flops: int = 0
 
     @property
     def is_memory(self) -> bool:
         return self.kind in ("load", "store")
 
 
-def double_operations(e: ir.Expr) -> int:
-    """The arithmetic operations on doubles in e (comparisons and conversions not counted)."""
-    own = int(isinstance(e, (ir.Bin, ir.Un)) and e.type == ir.DOUBLE and e.op != "i2d")
-    return own + sum(double_operations(getattr(e, name)) for name in ir.field_names(e)
+def operations(e: ir.Expr, elem: str) -> int:
+    """The arithmetic operations on elem (doubles or floats) in e (comparisons and conversions
+    not counted)."""
+    own = int(isinstance(e, (ir.Bin, ir.Un)) and e.type == elem and e.op not in ir.CONVERSIONS)
+    return own + sum(operations(getattr(e, name), elem) for name in ir.field_names(e)
                      if isinstance(getattr(e, name), ir.Expr))
 
 
@@ -314,6 +316,7 @@ class KernelPrinter(StmtVisitor):
         self.labels: dict[str, str] = {}       # array parameters -> the program's names
         self.region: int | None = None         # the site whose code is being printed ...
         self.flops: dict[int, int] = {}        # ... and each site's operations on doubles
+        self.float_flops: dict[int, int] = {}  # ... and on floats
         self.roots: dict[str, str] = {}        # array aliases -> the memory they point into
         self.per_item: dict[str, str] = {}     # per-work-item local slices -> their size
         self.ranges: Ranges = {}               # bounds on the kernel's int variables
@@ -321,7 +324,9 @@ class KernelPrinter(StmtVisitor):
 
     def expr(self, e: ir.Expr, subscript: bool = False) -> str:
         if self.trace and self.region is not None:
-            self.flops[self.region] = self.flops.get(self.region, 0) + double_operations(e)
+            self.flops[self.region] = self.flops.get(self.region, 0) + operations(e, ir.DOUBLE)
+            self.float_flops[self.region] = self.float_flops.get(self.region, 0) + \
+                operations(e, ir.FLOAT)
         return c_expr(e, self._traced_load if self.trace else None, subscript, self.ranges)
 
     def _record(self, kind: str, array: ir.Var | None, index: ir.Expr | None,
@@ -607,5 +612,6 @@ def traced_source(kernels: list[Kernel]) -> tuple[str, list[Site]]:
         printer.kernel(k)
         printer.line("", 0, None)
     text = TRACE_RECORDER + "\n" + "\n".join(printer.lines)
-    return _header(text, kernels) + text, [replace(s, flops=printer.flops.get(s.id, 0))
-                                           for s in printer.sites]
+    return _header(text, kernels) + text, [
+        replace(s, flops=printer.flops.get(s.id, 0), float_flops=printer.float_flops.get(s.id, 0))
+        for s in printer.sites]

@@ -26,12 +26,15 @@ from fcl.codegen.shape import interface, number_checks, slots
 from fcl.codegen.tiles import tiles
 from fcl.codegen.verify import verify_kernels
 from fcl.codegen.widen import widen
+from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.passes import bound, propagate, prune, sweep
 from fcl.il.traverse import map_bodies
 from fcl.il.unnest import unnest
-from fcl.il.verify import verify
+from fcl.il.verify import HINT, verify
 from fcl.memory.blocks import share_blocks
+from fcl.memory.check import plan_problems
+from fcl.memory.plan import memory_plan
 from fcl.memory.relayout import lay_out
 from fcl.memory.shortcircuit import short_circuit_all
 
@@ -198,13 +201,23 @@ def run_steps(program: Program, steps: Sequence[Step | Fixpoint], settings: Sett
 
 
 def verifier() -> Observer:
-    """An observer that verifies the program after every step."""
+    """An observer that verifies the program after every step, and the memory plan after the
+    memory steps (fcl.memory.check) against the program before them."""
     done: list[str] = []
+    unplanned: list[list[ir.Stmt]] = []
 
     def check(name: str, program: Program) -> None:
         done.append(name)
         if isinstance(program, list):
             verify(name, program)
+            if name == "layouts":
+                unplanned[:] = [program]
+            elif name == "blocks" and unplanned and program is not unplanned[0]:
+                problems = plan_problems(unplanned[0], memory_plan(unplanned[0]))
+                if problems:
+                    raise FCLError(f"internal: the memory plan after blocks is not valid: "
+                                   f"{problems[0]}",
+                                   hints=[HINT])
             return
         # Kernels before `interface` and `checks` are verified as those steps will make them.
         for later, complete in (("interface", interface), ("checks", number_checks)):

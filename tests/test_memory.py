@@ -2,6 +2,7 @@
 each decision explained, and every program printing the same with planning on and off."""
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from bench.planning import lud_reference, nw_reference
 from fcl import pipeline
 from fcl.il import ir
 from fcl.lmad.core import LMAD
+from fcl.memory.check import lifetimes, plan_problems
 from fcl.memory.plan import memory_plan
 from fclgen import memory_programs
 from runs import run_cl, run_interp, session_for
@@ -414,3 +416,90 @@ def test_blocked_updates_are_clean_under_oclgrind(name, capfd):
                          17 * 17) if name == "nw" else \
         bench_program("lud.fcl", "factored", {"n": 16, "b": 4}, "forceAndPrintDouble", 256)
     assert oclgrind_findings(text, f"{name}.fcl", capfd) == ""
+
+
+# ---- the plan checked apart from the planner (fcl.memory.check) -----------------------------
+
+def plan_and_il(text: str):
+    session = session_for(text)
+    il = pipeline.lower(session, pipeline.main_root(session))
+    return il, memory_plan(il)
+
+
+def moved(plan, array: str, block: str, place=None):
+    """The plan with `array` moved into `block` (at `place`), as a faulty planner might."""
+    found = next(p for b in plan.blocks for p in b.arrays if p.array == array)
+    blocks = []
+    for b in plan.blocks:
+        arrays = tuple(p for p in b.arrays if p.array != array)
+        if b.name == block:
+            arrays += (replace(found, place=place if place is not None else found.place),)
+        blocks.append(replace(b, arrays=arrays))
+    return replace(plan, blocks=blocks)
+
+
+def test_the_plans_of_the_suite_and_the_bench_have_no_overlap(program_texts):
+    from bench.planning import programs
+    from bench.sizes import HERE
+    texts = list(program_texts) + [
+        (p.name, "".join(f"val {k} = {v}\n" for k, v in p.sizes.items())
+         + (HERE / p.fcl).read_text() + f"\nval main = {p.entry}\n")
+        for p in programs(tiny=True)]
+    for name, text in texts:
+        il, plan = plan_and_il(text)
+        assert plan_problems(il, plan) == [], name
+
+
+def test_arrays_live_at_once_in_one_block_are_found():
+    # In CHAIN, c takes a's block (a is dead once b is made). Had the planner put b there too,
+    # b (made from a) would overwrite a while it is read, and c would overwrite b.
+    il, plan = plan_and_il(CHAIN)
+    lives = lifetimes(il)
+    (shared,) = [b for b in plan.blocks if len(b.arrays) > 1]
+    a, c = shared.arrays[0].array, shared.arrays[1].array
+    assert lives[a].last < lives[c].first and plan_problems(il, plan) == []
+    (alone,) = [blk for blk in plan.blocks if blk is not shared]
+    b = alone.arrays[0].array
+    problems = plan_problems(il, moved(plan, b, shared.name))
+    assert problems == [
+        f"block {shared.name}: {a} at 0 + {{(64:1)}} (line 2) and {b} at 0 + {{(64:1)}} (line 3) "
+        "are live at once in memory that may overlap, and neither is built inside the other",
+        f"block {shared.name}: {c} at 0 + {{(48:1)}} (line 4) and {b} at 0 + {{(64:1)}} (line 3) "
+        "are live at once in memory that may overlap, and neither is built inside the other"]
+
+
+def test_parts_placed_over_each_other_are_found():
+    # The two parts of CONCAT lie side by side in c: a at 0, b at 1000. Placed at 600, b would
+    # overwrite a's last 400 elements before c is read.
+    il, plan = plan_and_il(CONCAT)
+    (block,) = [b for b in plan.blocks if len(b.arrays) == 3]
+    b = next(p.array for p in block.arrays if str(p.place) == "1000 + {(500:1)}")
+    assert plan_problems(il, plan) == []
+    (problem,) = plan_problems(il, moved(plan, b, block.name, LMAD(600, ((500, 1),))))
+    assert f"{b} at 600 + {{(500:1)}} (line 3) are live at once" in problem
+
+
+def test_an_array_read_in_a_loop_lives_to_the_loop_end():
+    # xs is written before the loop and read at the start of every step; ys is made later in
+    # each step. By position ys comes after xs's last read, but the next step reads xs again:
+    # xs lives to the loop's end, and may not share ys's memory.
+    il, plan = plan_and_il("""\
+val main = do<grid> {
+  xs <- forcePull<grid> (generate 64 (fn i => i)) ;
+  r <- while<grid> (fn acc => index acc 0 < 1000)
+         (fn acc => do<grid> {
+            ys <- forcePull<grid> (map (fn x => x + index xs 3) acc) ;
+            return<grid> (push<grid> (map (fn y => 2 * y) ys)) })
+         (return<grid> (push<grid> (generate 64 (fn i => 1)))) ;
+  forceAndPrint 4 (push<grid> r)
+}
+""")
+    lives = lifetimes(il)
+    (loop,) = [s for s in il if isinstance(s, ir.While)]
+    made = {s.var.name for s in ir.walk(loop.body) if isinstance(s, ir.Alloc)}
+    xs = min((name for name in lives if name not in made), key=lambda name: lives[name].first)
+    assert made and all(lives[xs].last >= lives[name].last for name in made)
+    assert plan_problems(il, plan) == []
+    ys = sorted(made)[0]
+    home = next(b.name for b in plan.blocks if any(p.array == xs for p in b.arrays))
+    assert plan_problems(il, moved(plan, ys, home))

@@ -343,3 +343,29 @@ def test_wide_int_of_a_double():
     kernel = group_kernel([ir.Declare(x, ir.Const(1.0, DOUBLE)),
                            ir.Declare(v("y"), WideInt(x, x, truncate=True))])
     assert "an index computed in size_t (`x`) has type double" in kernel_rejected(kernel)
+
+
+def test_a_faulty_memory_plan_is_an_internal_error(monkeypatch):
+    """After the memory steps the verifier checks the plan apart from the planner
+    (fcl.memory.check). A planner that put b in a's block, where b overwrites a as it reads it,
+    is caught there."""
+    from fcl import steps
+    from fcl.memory.plan import memory_plan
+    text = ("val main = do<grid> {\n"
+            "  a <- forcePull<grid> (generate 64 (fn i => i * 3)) ;\n"
+            "  b <- forcePull<grid> (generate 64 (fn i => index a (63 - i))) ;\n"
+            "  forceAndPrint 4 (push<grid> b)\n}\n")
+
+    def faulty(il):
+        plan = memory_plan(il)
+        a_block, b_block = plan.blocks
+        return replace(plan, blocks=[replace(a_block, arrays=a_block.arrays + b_block.arrays)])
+    monkeypatch.setattr(steps, "memory_plan", faulty)
+    session = Session.new()
+    session.add_file(Source("t.fcl", text))
+    with pytest.raises(FCLError) as info:
+        compile_program(session, main_root(session), CompileOptions(verify_il=True))
+    assert info.value.message.startswith(
+        "internal: the memory plan after blocks is not valid: block arr_1: arr_1 at 0 + "
+        "{(64:1)} (line 2) and arr_3 at 0 + {(64:1)} (line 3) are live at once")
+    assert "a bug in FCL's compiler" in info.value.hints[0]

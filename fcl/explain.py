@@ -22,6 +22,7 @@ from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
 from fcl.codegen.kernel import Compiled, Kernel
 from fcl.errors import FCLError
+from fcl.memory.check import plan_problems
 from fcl.memory.layouts import LAYOUTS, NAMES, choose_layouts
 from fcl.memory.plan import COPIES, MemoryPlan, memory_plan, unknown_savings
 from fcl.memory.relayout import record_arrays
@@ -203,8 +204,13 @@ class Explanation:
         off = "" if self.compiled.plan_memory else \
             "memory planning is off (short_circuit=off): the program runs unplanned; " \
             "planned, it would be:\n"
-        return {"text/plain": off + plan.text(),
-                "text/html": f"<div style='{SCROLL}'>{escape(off)}{plan_svg(plan)}</div>"}
+        problems = plan_problems(self.compiled.il, plan)
+        checked = ("checked apart from the planner: no two arrays written and live at once "
+                   "share memory") if not problems else \
+            "checked apart from the planner (a bug in FCL's compiler):\n" + "\n".join(problems)
+        return {"text/plain": off + plan.text() + "\n" + checked,
+                "text/html": f"<div style='{SCROLL}'>{escape(off)}{plan_svg(plan)}"
+                             f"<p>{escape(checked)}</p></div>"}
 
     # ---- memory diagrams
     def memory(self, kernel: str | None = None, array: str | None = None, group: int = 0,

@@ -237,6 +237,8 @@ def test_the_cli_shows_the_plan_and_turns_planning_off(tmp_path):
     assert "  arr_3      at 1000 + {(500:1)} (line 3)" in lines
     assert any(line.startswith("  short-circuit arr_1 into arr_5 at 0 + {(1000:1)} (line 2): "
                                "done: ") for line in lines)
+    assert lines[-1] == ("checked apart from the planner: no two arrays written and live at "
+                         "once share memory")
     off = subprocess.run([sys.executable, "-m", "fcl", "compile", "--no-short-circuit",
                           str(src)], capture_output=True, text=True, timeout=300)
     on = subprocess.run([sys.executable, "-m", "fcl", "compile", str(src)],

@@ -33,15 +33,19 @@ ITERATOR_READ_AGAIN = ("argument {} is an iterator, which can be read once, and 
                        "again: pass an array or a memmap")
 SEQ_LENGTHS = "zipWithSeq was given sequences of {} and {} elements: they must be as long"
 HISTOGRAM_LENGTHS = "histogram was given {} bin indices and {} values: one index per value"
-# The operators a histogram combines with, and what a device does atomically. addd is not one:
-# the sum of doubles depends on the order of the additions, which atomics do not fix, and both
-# back ends must print the same.
+# The operators a histogram combines with, and what a device does atomically. addd and addf are
+# not: a sum of doubles or floats depends on the order of the additions, which atomics do not fix,
+# and both back ends must print the same.
 HISTOGRAM_OPS = {"addi": "add", "mini": "min", "min": "min", "maxi": "max", "max": "max",
-                 "mind": "min", "maxd": "max"}
-HISTOGRAM_OP_ERROR = ("histogram combines bins with addi, mini, maxi, mind or maxd, not {}")
+                 "mind": "min", "maxd": "max", "minf": "min", "maxf": "max"}
+HISTOGRAM_OP_ERROR = ("histogram combines bins with addi, mini, maxi, mind, maxd, minf or maxf, "
+                      "not {}")
 HISTOGRAM_ADDD_HINT = ("a sum of doubles depends on the order of its additions, which a "
                        "device's atomics do not fix; add ints (e.g. scaled with d2i), or "
                        "use mind or maxd")
+HISTOGRAM_ADDF_HINT = ("a sum of floats depends on the order of its additions, which a "
+                       "device's atomics do not fix; add ints (e.g. scaled with f2i), or "
+                       "use minf or maxf")
 
 
 def histogram_combine(operator: str | None, span: Span | None) -> str:
@@ -50,7 +54,8 @@ def histogram_combine(operator: str | None, span: Span | None) -> str:
     if operator not in HISTOGRAM_OPS:
         shown = f"`{operator}`" if operator is not None else "a function of the program's"
         raise FCLError(HISTOGRAM_OP_ERROR.format(shown), span,
-                       [HISTOGRAM_ADDD_HINT] if operator == "addd" else [])
+                       {"addd": [HISTOGRAM_ADDD_HINT], "addf": [HISTOGRAM_ADDF_HINT]}.get(
+                           operator or "", []))
     return HISTOGRAM_OPS[operator]
 
 

@@ -61,6 +61,22 @@ def test_double_minimum_and_maximum_are_exact_in_any_order():
         assert shown == "[" + ",".join(f"{x:.5f}" for x in expected) + "]\n"
 
 
+def test_float_minimum_and_maximum_in_local_and_global_memory():
+    # Few bins combine in local memory first, many in global memory: the float compare-and-swap
+    # of each, against numpy's float32 (the quotients rounded to floats).
+    i = np.arange(3000)
+    values = ((i * 37) % 1001).astype(np.float32) / np.float32(7)
+    for bins, where in ((5, "_float_local(&sub_"), (2000, "_float(&")):
+        for op, neutral, combine, start in (("minf", "1.0e9f", np.fmin, 1.0e9),
+                                            ("maxf", "-1.0e9f", np.fmax, -1.0e9)):
+            text = program(bins, op, neutral, f"(i * 13) % {bins}",
+                           "divf (i2f ((i * 37) % 1001)) 7.0f", 3000).replace(
+                "forceAndPrint ", "forceAndPrintFloat ")
+            assert f"fcl_atomic_{op[:3]}{where}" in opencl_of(text)
+            expected = numpy_histogram(bins, combine, start, (i * 13) % bins, values, np.float32)
+            assert same_everywhere(text) == "[" + ",".join(f"{x:.5f}" for x in expected) + "]\n"
+
+
 def test_a_bin_never_hit_keeps_the_neutral_element_and_no_bins_is_empty():
     assert ints(same_everywhere(program(6, "addi", "7", "2 * (i % 3)", "1", 30))) \
         == [17, 7, 17, 7, 17, 7]
@@ -75,13 +91,15 @@ def test_bins_that_are_the_values_own_positions_are_no_copy_to_plan_away():
 
 @pytest.mark.parametrize("op, why, hint", [
     ("addd", "not `addd`", "a sum of doubles depends on the order of its additions"),
+    ("addf", "not `addf`", "a sum of floats depends on the order of its additions"),
     ("(fn a => fn b => a + b)", "not a function of the program's", None),
     ("subi", "not `subi`", None),
 ])
 def test_an_operator_without_a_device_atomic_is_refused_alike(op, why, hint):
-    doubles = op == "addd"
-    text = program(4, op, "0.0" if doubles else "0", "i % 4",
-                   "i2d i" if doubles else "i", 16, doubles=doubles)
+    doubles, floats = op == "addd", op == "addf"
+    text = program(4, op, "0.0" if doubles else "0.0f" if floats else "0", "i % 4",
+                   "i2d i" if doubles else "i2f i" if floats else "i", 16, doubles=doubles)
+    text = text.replace("forceAndPrint ", "forceAndPrintFloat ") if floats else text
     errors = []
     for run in (run_interp, lambda t: run_cl(t)[0]):
         with pytest.raises(Exception) as caught:
@@ -89,7 +107,8 @@ def test_an_operator_without_a_device_atomic_is_refused_alike(op, why, hint):
         errors.append(caught.value)
     interp, opencl = errors
     assert interp.render() == opencl.render()
-    assert "histogram combines bins with addi, mini, maxi, mind or maxd" in interp.message
+    assert "histogram combines bins with addi, mini, maxi, mind, maxd, minf or maxf" in \
+        interp.message
     assert why in interp.message
     assert (hint is None and not interp.hints) or any(hint in h for h in interp.hints)
     assert interp.span.line == 2
@@ -132,7 +151,10 @@ val main = do<grid> {
   forceAndPrint 10 (push<grid> h) ;
   lo <- histogram 4 mind 1.0e9 (generate 100 (fn i => i % 4))
           (generate 100 (fn i => divd (i2d ((i * 37) % 101)) 3.0)) ;
-  forceAndPrintDouble 4 (push<grid> lo)
+  forceAndPrintDouble 4 (push<grid> lo) ;
+  hi <- histogram 4 maxf -1.0e9f (generate 100 (fn i => i % 4))
+          (generate 100 (fn i => divf (i2f ((i * 37) % 101)) 3.0f)) ;
+  forceAndPrintFloat 4 (push<grid> hi)
 }
 """
     assert oclgrind_findings(text, "histogram.fcl", capfd) == ""

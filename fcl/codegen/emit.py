@@ -140,24 +140,31 @@ INT_FUNCTIONS = {
     "fcl_d2i": "int fcl_d2i(double x) { return isnan(x) ? 0 : convert_int_sat(x); }",
     "fcl_f2i": "int fcl_f2i(float x) { return isnan(x) ? 0 : convert_int_sat(x); }",
 }
-# Atomic minimum and maximum of doubles, which OpenCL 1.2 lacks: compare-and-swap on the bits
-# until the element holds the smaller (larger) of the two. A NaN is never stored, as fmin and
-# fmax keep the other operand.
-_DOUBLE_ATOMIC = """\
-void fcl_atomic_{name}_double{suffix}(volatile {space} double* p, double v) {{
-    union {{ double d; ulong u; }} seen, next;
-    seen.u = atom_add((volatile {space} ulong*)p, 0UL);  /* an atomic read */
+# Atomic minimum and maximum of doubles and floats, which OpenCL 1.2 lacks: compare-and-swap on
+# the bits until the element holds the smaller (larger) of the two. A NaN is never stored, as
+# fmin and fmax keep the other operand. Doubles need 64-bit atomics (an extension), floats the
+# 32-bit ones of OpenCL 1.1.
+_FLOAT_ATOMIC = """\
+void fcl_atomic_{name}_{elem}{suffix}(volatile {space} {elem}* p, {elem} v) {{
+    union {{ {elem} d; {bits} u; }} seen, next;
+    seen.u = {add}((volatile {space} {bits}*)p, 0);  /* an atomic read */
     next.d = v;
     while ({better}) {{
-        ulong found = atom_cmpxchg((volatile {space} ulong*)p, seen.u, next.u);
+        {bits} found = {cmpxchg}((volatile {space} {bits}*)p, seen.u, next.u);
         if (found == seen.u) break;
         seen.u = found;
     }}
 }}"""
+_ATOMIC_KINDS = {  # element: (its bits, atomic add, atomic compare-and-swap, what it needs)
+    "double": ("ulong", "atom_add", "atom_cmpxchg",
+               "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n"),
+    "float": ("uint", "atomic_add", "atomic_cmpxchg", ""),
+}
 ATOMIC_FUNCTIONS = {
-    f"fcl_atomic_{name}_double{suffix}":
-        "#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable\n"
-        + _DOUBLE_ATOMIC.format(name=name, better=better, suffix=suffix, space=space)
+    f"fcl_atomic_{name}_{elem}{suffix}":
+        needs + _FLOAT_ATOMIC.format(name=name, elem=elem, bits=bits, add=add, cmpxchg=cmpxchg,
+                                     better=better, suffix=suffix, space=space)
+    for elem, (bits, add, cmpxchg, needs) in _ATOMIC_KINDS.items()
     for name, better in (("min", "v < seen.d || (isnan(seen.d) && !isnan(v))"),
                          ("max", "v > seen.d || (isnan(seen.d) && !isnan(v))"))
     for suffix, space in (("", "__global"), ("_local", "__local"))}
@@ -490,10 +497,10 @@ class KernelPrinter(StmtVisitor):
         value = self.expr(s.value)
         if ir.elem_of(s.array) == ir.BOOL:
             value = f"(uchar){value}"
-        if s.combine is not None:  # OpenCL 1.1's atomics on ints, ours on doubles
+        if s.combine is not None:  # OpenCL 1.1's atomics on ints, ours on doubles and floats
             local = "_local" if self.spaces.get(s.array.name) == "__local" else ""
-            double = ir.elem_of(s.array) == ir.DOUBLE
-            function = f"fcl_atomic_{s.combine}_double{local}" if double \
+            elem = ir.elem_of(s.array)
+            function = f"fcl_atomic_{s.combine}_{elem}{local}" if elem in ir.FLOATING \
                 else f"atomic_{s.combine}"
             self.line(f"{function}(&{s.array.name}[{self.expr(s.index, True)}], {value});",
                       indent, s.span)

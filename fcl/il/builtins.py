@@ -102,7 +102,8 @@ def _checked_division(lw: Lowerer, op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:
 LOCAL_BINS = 1024
 VALUES_PER_ITEM = 8  # a work-group's chunk: this many values per work-item
 IDENTITY = {(I, "add"): 0, (I, "min"): INT_MAX, (I, "max"): INT_MIN,
-            (D, "min"): float("inf"), (D, "max"): float("-inf")}
+            (D, "min"): float("inf"), (D, "max"): float("-inf"),
+            (F, "min"): float("inf"), (F, "max"): float("-inf")}
 
 
 def _sub_histograms(lw: Lowerer, hist: ir.Var, elem: str, count: ir.Expr, n: ir.Expr,

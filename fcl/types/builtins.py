@@ -124,7 +124,7 @@ BUILTINS: dict[str, tuple[str, dict[str, int], str]] = {
     "histogram": ("forall 'a. int -> ('a -> 'a -> 'a) -> 'a -> [int] -> ['a] -> Program<grid> ['a]",
                   {"a": BT}, "`histogram bins op neutral is xs`: bins elements, each the neutral "
                              "element combined with every xs[k] whose is[k] is that bin; op is "
-                             "addi, mini, maxi, mind or maxd (atomics on a device)"),
+                             "addi, mini, maxi, mind, maxd, minf or maxf (atomics on a device)"),
     "reduceRows": ("forall 'a. ('a -> 'a -> 'a) -> 'a -> [['a]] -> Program<grid> ['a]", {"a": BT},
                    "`reduceRows f z rows`: each row of an irregular array folded from z with "
                    "the associative f, balanced by elements, whatever the rows' lengths"),

@@ -124,6 +124,9 @@ def test_type_variables():
                              (Number.Oct, "0O7")]),
     ("1.5 -2.5e3 2e2 1.0E-3", [(Number.Float, "1.5"), (Number.Float, "-2.5e3"),
                                (Number.Float, "2e2"), (Number.Float, "1.0E-3")]),
+    # Floats (32 bits): the `f` is part of the number.
+    ("1.5f 2f -1e-3f addf", [(Number.Float, "1.5f"), (Number.Float, "2f"),
+                             (Number.Float, "-1e-3f"), (Name.Builtin, "addf")]),
 ])
 def test_numbers(code, expected):
     assert tokens(code) == expected

@@ -405,3 +405,14 @@ def test_semantic_tokens_colour_keywords_names_numbers_and_comments(client):
     assert tokens[(3, "two")] == ("variable", {"declaration"})
     assert tokens[(4, "map")] == ("function", {"defaultLibrary"})
     assert tokens[(4, "twice")] == ("function", set())
+
+
+def test_float_types_and_literals_are_tokens_of_their_kind():
+    from fcl.errors import Source
+    from fcl.lsp_names import semantic_tokens
+    from fcl.session import Session
+    source = Source("t.fcl", "sig x : float\nval x = addf 1.5f 2f")
+    decls, _ = Session.new().add_cell(source)
+    kinds = {source.text[t.span.start:t.span.end]: t.kind for t in semantic_tokens(source, decls)}
+    assert (kinds["float"], kinds["addf"], kinds["1.5f"], kinds["2f"]) == \
+        ("type", "function", "number", "number")

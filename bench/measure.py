@@ -159,7 +159,8 @@ def measure(s: Sizes, runs: int, device: Device, only: set[str] | None = None,
                      "reference_times_ms": ref_times, "fcl_times_ms": fcl_times,
                      "reference_kernel": reference.chosen.get(task.reference.__name__,
                                                               reference.last_chosen),
-                     "reference_candidates_ms": dict(reference.last_candidates)})
+                     "reference_candidates_ms": dict(reference.last_candidates),
+                     "reference_left_out": list(reference.left_out)})
         if gpu is not None:
             rows[-1]["predicted_ms"] = predicted_ms(portable, gpu, inputs, s.block, device_choice)
             rows[-1]["predicted_gpu"] = gpu.name

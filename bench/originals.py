@@ -222,7 +222,8 @@ def measure_originals(repo: Path, s: Sizes, repetitions: int, device: Device,
                              "ranking": ["FCL faster", "reference faster"][ranking.faster]
                              if ranking.faster is not None else "within the spreads",
                              "fcl_times_ms": times, "reference_times_ms": ref_times,
-                             "reference_kernel": reference.chosen.get(enqueue.__name__)})
+                             "reference_kernel": reference.chosen.get(enqueue.__name__),
+                             "reference_left_out": list(reference.left_out)})
         finally:
             for array in inputs.values():
                 array.buffer.release()

@@ -239,8 +239,8 @@ __kernel void name(__global const T* A, __global const T* B, __global T* C, int 
 // of B's row and 4 scalars of A per step; no local memory. wB a multiple of 16, hA of 4; the
 // launch (wB / 16, hA / 4) in groups of MATMUL_GX x MATMUL_GY. matmul_vec holds each row of 16
 // in one vector (a zmm register with AVX-512), matmul_vec8 in two vectors of 8: the faster on
-// the device is kept, and LLVM 14 aborts building the 16-wide one on some CPUs (bench/reference.py
-// then builds the source with NO_VEC16).
+// the device is kept, of those that run right there (bench/reference.py checks each in a child
+// process: LLVM 14 aborts making code for some of them on some CPUs).
 #define MATMUL_VEC(name, T, T16) \
 __kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global const T* B, \
                                                __global T* C, int wA, int wB) { \
@@ -275,17 +275,13 @@ __kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global con
 
 MATMUL(matmul, int)
 MATMUL_VEC8(matmul_vec8, int, int8)
-#ifndef NO_VEC16
 MATMUL_VEC(matmul_vec, int, int16)
-#endif
 
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 MATMUL(matmul_double, double)
 MATMUL_VEC8(matmul_vec8_double, double, double8)
-#ifndef NO_VEC16
 MATMUL_VEC(matmul_vec_double, double, double16)
-#endif
 #endif
 
 // Histograms: `counts[bin[i]] += 1` for every i. histogram_zero clears the bins (each run starts

@@ -37,13 +37,12 @@ SMVM_LANES = 32      # work-items per row of smvm_vector (a warp), at most
 CHOICE_RUNS = 5      # timed runs of each candidate reference when choosing the faster
 
 
-WIDE_MATMULS = ("matmul_vec", "matmul_vec_double")  # reference.cl's 16-wide kernels
-
-# Run in a child process: builds the source and launches each 16-wide matmul once, on a tiny
-# problem in the work-group shape of the bench's runs.
-_LAUNCH_WIDE = """
+# Run in a child process: builds the source, runs one vector matmul of reference.cl on a small
+# problem in the work-group shape of the bench's runs, and exits 0 only if it computed numpy's
+# product.
+_CHECK_MATMUL = """
 import os, sys, numpy as np, pyopencl as cl
-platform, name, wide, gx, gy, source, *options = sys.argv[1:]
+platform, name, kernel, gx, gy, source, *options = sys.argv[1:]
 device = next(d for p in cl.get_platforms() if p.name == platform
               for d in p.get_devices() if d.name == name)
 context = cl.Context([device])
@@ -53,25 +52,30 @@ fresh = "-DFCL_FRESH_BUILD=%d" % int.from_bytes(os.urandom(4), "little")
 program = cl.Program(context, source).build(options=[*options, fresh])
 gx, gy = int(gx), int(gy)
 width, height = 16 * gx, 4 * gy
-for kernel in program.all_kernels():
-    if kernel.function_name in wide.split(','):
-        size = 8 * width * max(width, height)
-        a, b, c = (cl.Buffer(context, cl.mem_flags.READ_WRITE, size) for _ in range(3))
-        kernel(queue, (gx, gy), (gx, gy), a, b, c, np.int32(width), np.int32(width)).wait()
-os._exit(0)  # PoCL 3.0 aborts at exit while a program is alive: that is no answer
+rng = np.random.default_rng(0)
+dtype = np.float64 if "double" in kernel else np.int32
+a = rng.integers(-8, 8, (height, width)).astype(dtype)
+b = rng.integers(-8, 8, (width, width)).astype(dtype)
+flags = cl.mem_flags
+buffers = [cl.Buffer(context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=m) for m in (a, b)]
+c = np.empty((height, width), dtype)
+out = cl.Buffer(context, flags.WRITE_ONLY, c.nbytes)
+cl.Kernel(program, kernel)(queue, (gx, gy), (gx, gy), *buffers, out, np.int32(width),
+                           np.int32(width)).wait()
+cl.enqueue_copy(queue, c, out)
+os._exit(0 if np.array_equal(c, a @ b) else 3)  # os._exit: PoCL 3.0 aborts at a normal exit
 """
 
 
-def wide_matmul_runs(device: cl.Device, source: str, options: list[str],
-                     group: tuple[int, int]) -> bool:
-    """Whether a child process builds source for device and runs its 16-wide matmul kernels
-    without dying or failing. LLVM 14 (pip's PoCL) aborts the whole process making machine code for
-    them on some CPUs (`Do not know how to scalarize this operator's operand`, on an AMD
-    EPYC), which PoCL does at a kernel's first launch; the bench then builds reference.cl
-    without them."""
-    child = subprocess.run([sys.executable, "-c", _LAUNCH_WIDE, device.platform.name,
-                            device.name, ",".join(WIDE_MATMULS), str(group[0]),
-                            str(group[1]), source, *options],
+def vector_matmul_works(device: cl.Device, kernel: str, source: str, options: list[str],
+                        group: tuple[int, int]) -> bool:
+    """Whether a child process runs reference.cl's vector matmul `kernel` on device and gets
+    numpy's product. On an AMD EPYC, pip's PoCL (LLVM 14) aborts the whole process making
+    machine code for `matmul_vec` (int16: "Do not know how to scalarize this operator's
+    operand"), which PoCL does at a kernel's first launch; it computes `matmul_vec_double`
+    (double16) wrong, and crashes running `matmul_vec8_double`. Such a kernel is no candidate."""
+    child = subprocess.run([sys.executable, "-c", _CHECK_MATMUL, device.platform.name,
+                            device.name, kernel, str(group[0]), str(group[1]), source, *options],
                            capture_output=True, text=True, check=False)
     return child.returncode == 0
 
@@ -112,12 +116,13 @@ class Reference:
         # (fcl.runtime.device.build), it gets the code unoptimized.
         options += ["-cl-opt-disable"] if is_oclgrind(device.device) else []
         source = (HERE / "reference.cl").read_text()
-        if not wide_matmul_runs(device.device, source, options, self.matmul_group):
-            options.append("-DNO_VEC16")
+        self.source, self.options = source, options
         program = program_with_kernels(device.context, source, options)
         self.kernels = {k.function_name: k for k in program.all_kernels()}
         self.buffers: dict[tuple, cl.Buffer] = {}
         self.chosen: dict[str, str] = {}  # task: the candidate its runs use
+        self.checked: dict[str, bool] = {}  # vector matmuls: whether each runs right here
+        self.left_out: list[str] = []  # ... those that do not
         self.last_chosen: str | None = None  # the candidate of the last run
         # task: each candidate's median time while choosing (tasks with several), in ms
         self.candidate_ms: dict[str, dict[str, float]] = {}
@@ -365,6 +370,15 @@ class Reference:
             candidates["histogram_local"] = partial(self.histogram_local, inputs, bins)
         return self.best(f"histogram {bins}", candidates)
 
+    def works(self, kernel: str) -> bool:
+        """Whether a vector matmul runs right on this device (checked once, in a child)."""
+        if kernel not in self.checked:
+            self.checked[kernel] = vector_matmul_works(
+                self.device.device, kernel, self.source, self.options, self.matmul_group)
+            if not self.checked[kernel]:
+                self.left_out.append(kernel)
+        return self.checked[kernel]
+
     def matmul_sdk(self, inputs, kernel: str):
         (hA, wA, wB), tile = self.s.matmul, self.s.tile
         out = self.out(kernel, hA * wB, np.dtype(inputs["a"].dtype).itemsize)
@@ -384,7 +398,7 @@ class Reference:
         candidates = {kernel: partial(self.matmul_sdk, inputs, kernel)}
         for wide in ("matmul_vec", "matmul_vec8"):
             vec = kernel.replace("matmul", wide)
-            if wB % 16 == 0 and hA % 4 == 0 and vec in self.kernels:
+            if wB % 16 == 0 and hA % 4 == 0 and vec in self.kernels and self.works(vec):
                 candidates[vec] = partial(self.matmul_vec, inputs, vec)
         return self.best(kernel, candidates, np.dtype(inputs["a"].dtype).type)
 

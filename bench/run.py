@@ -196,6 +196,11 @@ def measure_device(args, sizes: Sizes, names: set[str], wanted: Callable[[str], 
                 for r in original_rows or [] if r.get("reference_kernel")]
     if kernels:  # the faster of each task's candidates in reference.cl, on this device
         report += f"\n\nReference kernels: {'; '.join(kernels)}."
+    left_out = sorted({name for r in [*rows, *(original_rows or [])]
+                       for name in r.get("reference_left_out", [])})
+    if left_out:  # candidates that crash or compute wrongly on this device (reference.py)
+        report += (f" Left out, as they do not run right on this device: "
+                   f"{', '.join(left_out)}.")
     date = datetime.date.today().isoformat()
     print(f"{device.name}, {date}\n\n{report}")
     missed = [entry["what"] for entry in (kernel or {}).values() if not entry["met"]]

@@ -9,7 +9,7 @@ import pytest
 from bench.compile_speed import compile_speed, deep_compile_speed, deep_table
 from bench.measure import measure
 from bench.originals import ORIGINAL_REPO, chunked_scan
-from bench.reference import wide_matmul_runs
+from bench.reference import vector_matmul_works
 from bench.report import table
 from bench.run import main, usable_device_ids
 from bench.sizes import TINY
@@ -45,19 +45,31 @@ def test_each_task_gets_the_time_the_cost_model_predicts_on_a_gpu():
     assert gpu_header.endswith("| predicted on T4 µs | predicted / measured |")
 
 
-def test_a_reference_kernel_that_kills_its_process_is_found_in_a_child():
-    """LLVM 14 aborts the process that launches reference.cl's 16-wide matmul on some CPUs; the
-    bench launches them in a child first. A kernel that writes through a null pointer dies as
-    such a build does (on a CPU device) or fails (elsewhere): either way, not to be used."""
-    device = open_device().device
-    here = (ROOT / "bench" / "reference.cl").read_text()
-    options = ["-DBLOCK_SIZE=16", "-DTILE_DIM=4", "-DMATMUL_GX=1", "-DMATMUL_GY=1",
-               "-DSCAN_PER_ITEM=2", "-DVEC_GROUP=1", "-DREDUCE_GROUP=1", "-DREDUCE_BIG=16",
-               "-DREDUCE_BIG_GROUP=1", "-DSMVM_LANES=1"]
-    assert wide_matmul_runs(device, here, options, (1, 1))
-    dying = ("__kernel void matmul_vec(__global int* a, __global int* b, __global int* c, "
-             "int wA, int wB) { ((__global volatile int*)0)[get_global_id(0)] = wA; }")
-    assert not wide_matmul_runs(device, dying, [], (1, 1))
+# A vector matmul's contract (reference.cl): work-item (x, y) computes rows 4y..4y+3 and
+# columns 16x..16x+15 of C = A B; here as plain loops, then with one fault or another.
+SCALAR_MATMUL = """
+__kernel void matmul_vec(__global const int* A, __global const int* B, __global int* C,
+                         int wA, int wB) {
+    int x = get_global_id(0), y = get_global_id(1);
+    for (int r = 4 * y; r < 4 * y + 4; r++)
+        for (int c = 16 * x; c < 16 * x + 16; c++) {
+            int sum = 0;
+            for (int k = 0; k < wA; k++) sum += A[r * wA + k] * B[k * wB + c];
+            C[r * wB + c] = SUM;
+        }
+}"""
+
+
+@pytest.mark.parametrize("fault, works", [
+    ("sum", True),
+    ("sum + 1", False),  # computes the wrong product
+    ("((__global volatile int*)0)[x] = sum", False),  # kills its process (on a CPU device)
+])
+def test_a_vector_matmul_is_a_candidate_only_where_it_runs_right(fault, works):
+    """LLVM 14 aborts the process that launches some of reference.cl's vector matmuls on some
+    CPUs, and computes another wrong: the bench runs each in a child process first."""
+    source = SCALAR_MATMUL.replace("SUM", fault)
+    assert vector_matmul_works(open_device().device, "matmul_vec", source, [], (1, 2)) == works
 
 
 def test_matmul_compiles_to_opencl():

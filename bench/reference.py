@@ -122,7 +122,6 @@ class Reference:
         self.buffers: dict[tuple, cl.Buffer] = {}
         self.chosen: dict[str, str] = {}  # task: the candidate its runs use
         self.checked: dict[str, bool] = {}  # vector matmuls: whether each runs right here
-        self.left_out: list[str] = []  # ... those that do not
         self.last_chosen: str | None = None  # the candidate of the last run
         # task: each candidate's median time while choosing (tasks with several), in ms
         self.candidate_ms: dict[str, dict[str, float]] = {}
@@ -375,9 +374,12 @@ class Reference:
         if kernel not in self.checked:
             self.checked[kernel] = vector_matmul_works(
                 self.device.device, kernel, self.source, self.options, self.matmul_group)
-            if not self.checked[kernel]:
-                self.left_out.append(kernel)
         return self.checked[kernel]
+
+    @property
+    def left_out(self) -> list[str]:
+        """The vector matmuls checked that do not run right on this device."""
+        return [kernel for kernel, works in self.checked.items() if not works]
 
     def matmul_sdk(self, inputs, kernel: str):
         (hA, wA, wB), tile = self.s.matmul, self.s.tile

@@ -28,7 +28,6 @@ SECTOR_BYTES = 32
 LINE_BYTES = 128
 BANKS = 32
 BANK_BYTES = 4
-ELEM_BYTES = {ir.INT: 4, ir.DOUBLE: 8, ir.FLOAT: 4, ir.BOOL: 1}
 # The lanes of a warp whose local accesses the banks serve together, by element size. The CUDA
 # C++ Programming Guide (compute capability 5.x, "Shared Memory"; 6.x to 9.0 refer to it): 32
 # banks, successive 32-bit words in successive banks, each bank 32 bits per clock, and no
@@ -52,7 +51,7 @@ class SiteAccesses:
     @property
     def elem_bytes(self) -> int:
         assert self.site.elem is not None  # an access's site, not a barrier's
-        return ELEM_BYTES[self.site.elem]
+        return ir.ITEM_BYTES[self.site.elem]
 
     def warp_of(self) -> np.ndarray:
         return self.lane // WARP_SIZE

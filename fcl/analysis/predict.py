@@ -26,9 +26,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from fcl.analysis.access import ELEM_BYTES, PHASE_LANES, WARP_SIZE
+from fcl.analysis.access import PHASE_LANES, WARP_SIZE
 from fcl.analysis.gpu import GPU
 from fcl.analysis.occupancy import Occupancy, occupancy
+from fcl.il import ir
 
 # Cycles a work-group waits at a barrier: the slowest warp's last local-memory access (about 30
 # cycles on recent NVIDIA GPUs) and the barrier itself. An assumption, as the profiles' are.
@@ -104,7 +105,7 @@ def kernel_work(costs, registers: int) -> KernelWork:
     """The model's input from one kernel's counts, a fcl.analysis.costs.KernelCosts (which
     shows this module's predictions, so is not imported here)."""
     local_sites = [s for s in costs.sites if s.site.space == "local"]
-    phases = sum(s.requests * (WARP_SIZE // PHASE_LANES[ELEM_BYTES[s.site.elem]])
+    phases = sum(s.requests * (WARP_SIZE // PHASE_LANES[ir.ITEM_BYTES[s.site.elem]])
                  for s in local_sites)
     accesses = costs.global_loads + costs.global_stores + costs.local_loads + costs.local_stores
     waiting = sum(s.same_address for s in local_sites)  # local atomics taking turns

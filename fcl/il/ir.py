@@ -26,6 +26,8 @@ from fcl.errors import Span
 INT, DOUBLE, FLOAT, BOOL = "int", "double", "float", "bool"
 FLOATING = (DOUBLE, FLOAT)
 ITEM_BYTES = {INT: 4, DOUBLE: 8, FLOAT: 4, BOOL: 1}  # an element's bytes in device memory
+# The numpy type of a value of each type (the interpreter's, the host's, Python's arguments).
+NUMPY_TYPES = {INT: np.int32, DOUBLE: np.float64, FLOAT: np.float32, BOOL: np.bool_}
 LEVELS = ("thread", "block", "grid")
 
 

@@ -17,6 +17,7 @@ from fcl.defaults import BLOCK_SIZE, WARP_SIZE
 from fcl.env import Env
 from fcl.errors import FCLError, Span
 from fcl.hostio import Writer
+from fcl.il import ir
 from fcl.interp.faults import Faults, in_parallel_code
 from fcl.interp.lanes import (
     MAX_ELEMENTS,
@@ -43,8 +44,6 @@ from fcl.interp.values import (
 from fcl.mono import MonoProgram
 from fcl.prelude import PRELUDE_NAME
 from fcl.syntax import ast
-
-LIT_DTYPES = {"int": np.int32, "double": np.float64, "float": np.float32, "bool": np.bool_}
 
 
 @dataclass
@@ -86,7 +85,7 @@ class Interpreter:
     # ---- expressions
     def eval(self, e: ast.Expr, env: Env | None, ctx: Ctx):
         if isinstance(e, ast.Lit):
-            return e.value if e.kind == "string" else LIT_DTYPES[e.kind](e.value)
+            return e.value if e.kind == "string" else ir.NUMPY_TYPES[e.kind](e.value)
         if isinstance(e, ast.Var):
             if e.builtin:
                 return make_primitive(e.name, e.type, e.span, self)

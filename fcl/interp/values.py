@@ -12,17 +12,16 @@ import numpy as np
 
 from fcl import checks, records
 from fcl.errors import FCLError, Span
+from fcl.il import ir
 from fcl.interp.faults import failure_at, in_parallel_code, locate_in_user_code
 from fcl.interp.lanes import Ctx, Vec, deepest, elementwise, expand, lift, lift_full
 from fcl.mono import GRID
 from fcl.types.types import TCon, TPair, Type, chase
 
-DTYPES = {"int": np.int32, "double": np.float64, "float": np.float32, "bool": np.bool_}
-
 
 def dtype_of(t: Type):
     t = chase(t)
-    return DTYPES[t.name] if isinstance(t, TCon) and t.name in DTYPES else np.int32
+    return ir.NUMPY_TYPES.get(t.name, np.int32) if isinstance(t, TCon) else np.int32
 
 
 def record_dtype(t: Type):

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from fcl import records
+from fcl.il import ir
 from fcl.il.ranges import INT_MAX
 
-DTYPES: dict[str, np.dtype] = {"int": np.dtype(np.int32), "double": np.dtype(np.float64),
-                               "float": np.dtype(np.float32), "bool": np.dtype(np.bool_)}
+DTYPES: dict[str, np.dtype] = {kind: np.dtype(t) for kind, t in ir.NUMPY_TYPES.items()}
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from fcl.runtime.device import (
     serial_groups,
 )
 from fcl.runtime.failures import FailureRecords, failure
-from fcl.runtime.host_values import NP_TYPES, HostValues
+from fcl.runtime.host_values import HostValues
 from fcl.runtime.interrupts import AbortFlag
 from fcl.runtime.oclgrind import ReadProbes
 from fcl.runtime.streams import StreamOptions, Streams
@@ -102,11 +102,11 @@ class HostRun(StmtVisitor):
         """The element of device memory a host expression reads."""
         held = self.held(e.array)
         if held is not None:
-            return NP_TYPES[ir.elem_of(e.array)](held[int(self.eval(e.index))])
+            return ir.NUMPY_TYPES[ir.elem_of(e.array)](held[int(self.eval(e.index))])
         array = self.array(e.array)
         host = np.empty(1, dtype=array.dtype)
         self.read_back(array, host, int(self.eval(e.index)), e)
-        return NP_TYPES[ir.elem_of(e.array)](host[0])
+        return ir.NUMPY_TYPES[ir.elem_of(e.array)](host[0])
 
     # ---- statements
     def run(self, stmts: list[ir.Stmt]) -> None:
@@ -204,7 +204,8 @@ class HostRun(StmtVisitor):
             else:
                 assert isinstance(p.type, str)  # not an array: a scalar parameter
                 scalar = cast(np.generic | int | float, value)
-                args.append(np.int32(scalar) if p.type == ir.BOOL else NP_TYPES[p.type](scalar))
+                args.append(np.int32(scalar) if p.type == ir.BOOL
+                            else ir.NUMPY_TYPES[p.type](scalar))
         args += [np.int32(value) for _, value in kernel.constants]
         sizes = []
         for slot in kernel.slots:  # arrays never live at once share one buffer

@@ -12,7 +12,9 @@ from fcl.codegen.kernel import Special
 from fcl.il import ir
 from fcl.intmath import c_div, c_mod, clz, d2i
 
-NP_TYPES = {ir.INT: np.int32, ir.DOUBLE: np.float64, ir.FLOAT: np.float32, ir.BOOL: np.bool_}
+# Conversions that are the value in the result's type: to a double or a float (rounded to the
+# nearest), a bool to an int. d2i and f2i saturate instead (intmath.d2i).
+CASTS = frozenset(("i2d", "i2f", "d2f", "f2d", "b2i"))
 BINARY: dict[str, Callable[[Any, Any], Any]] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "==": np.equal, "!=": np.not_equal,
     "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
@@ -33,7 +35,7 @@ class HostValues:
         """A host expression's value; with lanes=True variables may hold one value per
         iteration (numpy arrays) and conditionals select lane by lane."""
         if isinstance(e, ir.Const):
-            return NP_TYPES[e.type](e.value)
+            return ir.NUMPY_TYPES[e.type](e.value)
         if isinstance(e, ir.Var):
             return self.env[e.name]
         if lanes:
@@ -52,7 +54,7 @@ class HostValues:
             a, b = self.eval(e.left), self.eval(e.right)
             if e.op in ("/", "%"):
                 if e.type in ir.FLOATING:
-                    return NP_TYPES[e.type](a / b if e.op == "/" else np.fmod(a, b))
+                    return ir.NUMPY_TYPES[e.type](a / b if e.op == "/" else np.fmod(a, b))
                 if b == 0:
                     return np.int32(0)  # undefined in C; kernels do not trap either
                 return np.int32(c_div(a, b) if e.op == "/" else c_mod(a, b))
@@ -60,15 +62,13 @@ class HostValues:
                 return BINARY[e.op](a, b)
         if isinstance(e, ir.Un):
             a = self.eval(e.arg)
+            if e.op in CASTS:
+                return ir.NUMPY_TYPES[e.type](a)
             with np.errstate(over="ignore"):  # -INT_MIN and abs(INT_MIN) are INT_MIN
                 unary: dict[str, Callable[[], Any]] = {
                     "neg": lambda: -a, "not": lambda: np.bool_(not a), "abs": lambda: abs(a),
-                    "sign": lambda: np.int32(np.sign(a)),
-                    "clz": lambda: clz(np.int32(a)), "i2d": lambda: np.float64(a),
-                    "d2i": lambda: d2i(a), "b2i": lambda: np.int32(a),
-                    "i2f": lambda: np.float32(a), "f2i": lambda: d2i(a),
-                    "d2f": lambda: np.float32(a), "f2d": lambda: np.float64(a),
-                    "sqrt": lambda: np.sqrt(a)}
+                    "sign": lambda: np.int32(np.sign(a)), "clz": lambda: clz(np.int32(a)),
+                    "d2i": lambda: d2i(a), "f2i": lambda: d2i(a), "sqrt": lambda: np.sqrt(a)}
                 return unary[e.op]()
         if isinstance(e, ir.Select):
             return self.eval(e.then) if self.eval(e.cond) else self.eval(e.else_)
@@ -88,14 +88,12 @@ class HostValues:
             return (np.divide if e.op == "/" else np.fmod)(a, b)
         if isinstance(e, ir.Un):
             a = self.eval(e.arg, True)
+            if e.op in CASTS:
+                return np.asarray(a, ir.NUMPY_TYPES[e.type])
             with np.errstate(over="ignore"):
                 lanes: dict[str, Callable[[Any], Any]] = {
                     "neg": np.negative, "not": np.logical_not, "abs": np.abs,
-                    "sign": np.sign, "clz": clz, "i2d": lambda x: np.asarray(x, np.float64),
-                    "d2i": d2i, "i2f": lambda x: np.asarray(x, np.float32), "f2i": d2i,
-                    "d2f": lambda x: np.asarray(x, np.float32),
-                    "f2d": lambda x: np.asarray(x, np.float64),
-                    "b2i": lambda x: np.asarray(x, np.int32), "sqrt": np.sqrt}
+                    "sign": np.sign, "clz": clz, "d2i": d2i, "f2i": d2i, "sqrt": np.sqrt}
                 return lanes[e.op](a)
         if isinstance(e, ir.Select):
             return np.where(self.eval(e.cond, True), self.eval(e.then, True),

@@ -192,10 +192,11 @@ class Reference:
         return [event], (out, x.length)
 
     def linear_vec(self, name: str, width: int, inputs):
-        """copy_vec, reverse_vec: `width` ints per work-item, exactly n / width work-items."""
+        """copy_vec, reverse_vec, copy_run, reverse_run: `width` ints per work-item, exactly
+        n / width work-items."""
         x = inputs["input"]
         out = self.out(name, x.length)
-        args = (x.buffer, out) + ((np.int32(x.length),) if name == "reverse_vec" else ())
+        args = (x.buffer, out) + ((np.int32(x.length),) if name.startswith("reverse") else ())
         return [self.launch(name, (x.length // width,), (self.vec_group,), *args)], \
             (out, x.length)
 
@@ -206,12 +207,14 @@ class Reference:
         candidates = {"copy": partial(self.linear, "copy", inputs)}
         if self.vec_fits(inputs["input"].length):
             candidates["copy_vec"] = partial(self.linear_vec, "copy_vec", 8, inputs)
+            candidates["copy_run"] = partial(self.linear_vec, "copy_run", 16, inputs)
         return self.best("copy", candidates)
 
     def reverse(self, inputs):
         candidates = {"reverse": partial(self.linear, "reverse", inputs)}
         if self.vec_fits(inputs["input"].length):
             candidates["reverse_vec"] = partial(self.linear_vec, "reverse_vec", 8, inputs)
+            candidates["reverse_run"] = partial(self.linear_vec, "reverse_run", 16, inputs)
         return self.best("reverse", candidates)
 
     def transpose_sdk(self, inputs):

@@ -7,7 +7,10 @@ over them with a barrier after it. A CPU device runs work-items one after anothe
 each stretch between barriers a loop over the work-group's work-items, keeps what lives across a
 barrier in per-work-item memory, and its vectoriser then gathers and scatters. For CPU devices
 the work-group kernels are therefore serial: one work-item per group runs each block-level loop
-as a plain loop, with no barriers (bench/README.md, "Serial work-groups", has the measurements).
+as a plain loop, with no barriers (bench/README.md, "Serial work-groups", has the measurements);
+and each work-item of a grid loop runs a run of consecutive iterations, a loop that LLVM
+vectorizes whether or not PoCL vectorizes across work-items (bench/README.md, "Runs of
+consecutive iterations").
 A program compiled without a stated target is shaped for a GPU and reshaped for a CPU device when
 it runs on one (`for_device`).
 """
@@ -49,9 +52,8 @@ def for_device(compiled: Compiled, cpu: bool) -> Compiled:
     """`compiled` as it runs on a CPU (cpu) or GPU device: a portable program's kernels are
     reshaped for a CPU device, once."""
     if not compiled.portable or cpu == (compiled.target == "cpu") \
-            or compiled.block_size is None \
-            or not any(kernel.group_var is not None for kernel in compiled.kernels):
-        # Only work-group kernels (not grid loops) of a known group size are shaped otherwise.
+            or compiled.block_size is None or not compiled.kernels:
+        # Only kernels of a known group size are shaped otherwise.
         return compiled
     if compiled.reshaped is None:
         compiled.reshaped = compile_il(compiled.il, compiled.block_size, "cpu" if cpu else "gpu",

@@ -176,3 +176,24 @@ OPENCL_PROGRAMS = {
     "OWN_ACCUMULATOR": OWN_ACCUMULATOR,
     "ADJUST_IN_PLACE": ADJUST_IN_PLACE,
 }
+
+
+# Chunks of 8 summed by work-groups: 1027 of them for 8216 ints, more than a serial kernel's
+# work-groups (kernelize.SERIAL_GROUPS), and a number that the compiler knows only when the
+# length does.
+CHUNK_SUMS_OF = """
+fun sumChunk<lvl> xs = do<lvl> {
+  s <- while<lvl> (fn a => lengthPull a != 1)
+         (fn a => let h = halve a in pushM<lvl> (zipWith addi (fst h) (snd h)))
+         (pushM<lvl> xs) ;
+  pushM<lvl> s }
+
+sig sums : [int] -> Program <grid> [int]<grid>
+fun sums xs = splitUp 8 (pad 8 0 xs) |> mapPull sumChunk<block> |> concat<block> 1
+"""
+MANY_CHUNK_SUMS = CHUNK_SUMS_OF + """
+val main = do<grid> {
+  xs <- forcePull<grid> (generate 8216 (fn i => (i * 37) % 101 - 50)) ;
+  ys <- sums xs ;
+  forceAndPrint 1027 ys }
+"""

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+import fcl
 from fcl import backend, pipeline
 from fcl.codegen.kernel import Launch
 from fcl.errors import FCLError, Source
@@ -23,7 +24,9 @@ from opencl_programs import (
     DOUBLES_AND_POWER,
     GRID_LOOP_SCALAR,
     GRID_MAPS,
+    CHUNK_SUMS_OF,
     LOCAL_ID_ARITHMETIC,
+    MANY_CHUNK_SUMS,
     OWN_ACCUMULATOR,
     PER_ITEM_LENGTHS,
     POWER_LOOP,
@@ -159,10 +162,50 @@ def test_on_a_cpu_a_reduction_tree_is_one_work_item_s_loops_without_barriers():
     assert run_cl(CHUNKED_SUMS, block_size=64, target="cpu")[0] == expected
 
 
+def test_on_a_cpu_each_work_group_runs_a_run_of_consecutive_chunks():
+    # 1027 chunks: 206 work-groups of 5 chunks, the last with 2 (PoCL pays for each group).
+    cpu = shaped(MANY_CHUNK_SUMS, "cpu", 4)
+    (launch,) = [s for s in cpu.host if isinstance(s, Launch) and s.kernel.serial]
+    assert ir.show_expr(launch.groups) == "206"
+    assert "get_group_id(0)) * 5); b_" in cpu.source and "< min(1027, " in cpu.source
+    assert run_cl(MANY_CHUNK_SUMS, block_size=4, target="cpu")[0] == run_interp(MANY_CHUNK_SUMS)
+    # A number of chunks known only at run time: at most 256 groups, each its share.
+    read = shaped(CHUNK_SUMS_OF + 'val main = do<grid> { xs <- readIntCSV "in.csv" ; '
+                  'ys <- sums xs ; forceAndPrint 8 ys }', "cpu", 4)
+    (launch,) = [s for s in read.host if isinstance(s, Launch) and s.kernel.serial]
+    assert ir.show_expr(launch.groups).startswith("min(") and "get_num_groups(0)" in read.source
+    lib = fcl.load(CHUNK_SUMS_OF, block_size=4)
+    for n in (1, 24, 8216, 8 * 256 + 3):
+        xs = (np.arange(n, dtype=np.int32) * 37) % 101 - 50
+        expected = np.pad(xs, (0, -n % 8)).reshape(-1, 8).sum(axis=1)
+        assert (np.asarray(lib.sums(xs)) == expected).all(), n
+
+
+def test_on_a_cpu_each_work_item_of_a_grid_loop_runs_consecutive_iterations():
+    text = """val main = do<grid> {
+  xs <- forcePull<grid> (generate 5000 (fn i => i * 3 - 7)) ;
+  ys <- forcePull<grid> (map (fn x => x / 2) (reverse xs)) ;
+  forceAndPrint 5000 (push<grid> ys) }"""
+    # 5000 in runs of 16: 5 work-groups of 64 work-items, the last runs cut short.
+    cpu = shaped(text, "cpu", 64)
+    assert [ir.show_expr(s.groups) for s in cpu.host if isinstance(s, Launch)] == ["5", "5"]
+    assert "get_global_id(0)) * 16); i_" in cpu.source and "< min(5000, " in cpu.source
+    assert run_cl(text, block_size=64, target="cpu")[0] == run_interp(text)
+    # A length known only at run time: each work-item's share of the launch.
+    lib = fcl.load("sig addOne : [int] -> Program <grid> [int]\n"
+                   "fun addOne xs = forcePull<grid> (map (fn x => x + 1) xs)", block_size=64)
+    for n in (1, 17, 5000, 16 * 64 * 3 + 5):
+        xs = np.arange(n, dtype=np.int32) * 7
+        assert (np.asarray(lib.addOne(xs)) == xs + 1).all(), n
+
+
 def test_on_a_cpu_a_tile_copied_through_local_memory_keeps_the_gpu_shape():
     # Two steps of one iteration per work-item: PoCL vectorizes them across work-items.
     gpu, cpu = shaped(TILED_TRANSPOSE, "gpu", 16), shaped(TILED_TRANSPOSE, "cpu", 16)
-    assert cpu.source == gpu.source and not any(k.serial for k in cpu.kernels)
+    tile = "__kernel" + gpu.source.split("__kernel")[-1]
+    assert "barrier(" in tile and tile in cpu.source and not any(k.serial for k in cpu.kernels)
+    # The grid loop filling the input is each work-item's run of 4 consecutive elements.
+    assert "* 4); i_2 < ((((int)get_global_id(0)) * 4) + 4); i_2 += 1)" in cpu.source
 
 
 def test_a_program_compiled_for_no_target_runs_the_kernels_of_its_device_kind():
@@ -183,10 +226,12 @@ def test_a_program_compiled_for_no_target_runs_the_kernels_of_its_device_kind():
     finally:
         run.release()
     assert run.out.getvalue() == run_interp(CHUNKED_SUMS)
-    # A program of grid loops only has no work-group to reshape.
+    # A program of grid loops only is reshaped too: each work-item runs consecutive iterations.
     grid_session = session_for(GRID_MAPS)
-    grid_only = pipeline.compile_program(grid_session, pipeline.main_root(grid_session))
-    assert backend.for_device(grid_only, cpu=True) is grid_only
+    grid_only = pipeline.compile_program(grid_session, pipeline.main_root(grid_session),
+                                         pipeline.CompileOptions(64))
+    assert "get_global_id(0)) * " not in grid_only.source
+    assert "get_global_id(0)) * " in backend.for_device(grid_only, cpu=True).source
 
 
 def test_a_thread_array_whose_length_depends_on_the_work_item_gets_its_largest_length():

@@ -148,15 +148,24 @@ def _evaluate(e: ir.Expr, env: dict):
     left, right = _evaluate(e.left, env), _evaluate(e.right, env)
     if left is None or right is None:
         return None
-    if e.op in _ARITHMETIC:
-        return _ARITHMETIC[e.op](left, right)
-    if e.op in ("/", "%"):
+    value = _operation(e.op, np.asarray(left, np.int64) if e.type == ir.INT else left,
+                       right)
+    if value is None or e.type != ir.INT:
+        return value
+    return (np.asarray(value, np.int64) + 2**31) % 2**32 - 2**31  # ints wrap, as in the kernels
+
+
+def _operation(op: str, left, right):
+    if op in _ARITHMETIC:
+        return _ARITHMETIC[op](left, right)
+    if op in ("/", "%"):
         if np.any(np.asarray(right) == 0):
             return None
         quotient = np.trunc(np.asarray(left) / np.asarray(right)).astype(np.int64)  # C's
-        return quotient if e.op == "/" else left - quotient * right
-    if e.op in ("<<", ">>"):
-        return np.left_shift(left, right) if e.op == "<<" else np.right_shift(left, right)
+        return quotient if op == "/" else left - quotient * right
+    if op in ("<<", ">>"):
+        count = np.bitwise_and(right, 31)  # as the kernels shift, and the simplifier folds
+        return np.left_shift(left, count) if op == "<<" else np.right_shift(left, count)
     return None
 
 

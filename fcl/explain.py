@@ -22,6 +22,7 @@ from fcl.analysis.sites import SiteRow, site_rows, sites_html, sites_text
 from fcl.analysis.trace import KernelTrace, Trace, trace_program
 from fcl.codegen.kernel import Compiled, Kernel
 from fcl.errors import FCLError
+from fcl.il import ir
 from fcl.memory.check import plan_problems
 from fcl.memory.layouts import LAYOUTS, NAMES, choose_layouts
 from fcl.memory.plan import COPIES, MemoryPlan, memory_plan, unknown_savings
@@ -223,7 +224,7 @@ class Explanation:
             # An array may be named as the kernels name it or as the program does.
             if array not in {s.array for s in trace.sites}:
                 array = next((name for name, label in trace.labels.items()
-                              if array in label.strip("()").split(" / ")), array)
+                              if array in label.strip("()").split(ir.LABEL_SEPARATOR)), array)
             touching = [k for k in chosen if any(
                 s.array == array for s in trace.sites if s.kernel == k.kernel.name)]
             if not touching:

@@ -20,11 +20,11 @@ from fclgen import programs
 from opencl_programs import (
     ADJUST_IN_PLACE,
     BIG_THREAD_ARRAYS,
+    CHUNK_SUMS_OF,
     CHUNKED_SUMS,
     DOUBLES_AND_POWER,
     GRID_LOOP_SCALAR,
     GRID_MAPS,
-    CHUNK_SUMS_OF,
     LOCAL_ID_ARITHMETIC,
     MANY_CHUNK_SUMS,
     OWN_ACCUMULATOR,

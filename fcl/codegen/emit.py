@@ -103,12 +103,17 @@ class Site:
         return self.kind in ("load", "store")
 
 
-def operations(e: ir.Expr, elem: str) -> int:
-    """The arithmetic operations on elem (doubles or floats) in e (comparisons and conversions
-    not counted)."""
-    own = int(isinstance(e, (ir.Bin, ir.Un)) and e.type == elem and e.op not in ir.CONVERSIONS)
-    return own + sum(operations(getattr(e, name), elem) for name in ir.field_names(e)
-                     if isinstance(getattr(e, name), ir.Expr))
+def operations(e: ir.Expr) -> dict[str, int]:
+    """The arithmetic operations on doubles and on floats in e, by type (comparisons and
+    conversions not counted)."""
+    counts = dict.fromkeys(ir.FLOATING, 0)
+    pending = [e]
+    while pending:
+        x = pending.pop()
+        if isinstance(x, (ir.Bin, ir.Un)) and x.type in counts and x.op not in ir.CONVERSIONS:
+            counts[x.type] += 1
+        pending += sub_exprs(x)
+    return counts
 
 
 def c_expr(e: ir.Expr, on_index: Callable[[ir.Index, str], str] | None = None,
@@ -331,9 +336,10 @@ class KernelPrinter(StmtVisitor):
 
     def expr(self, e: ir.Expr, subscript: bool = False) -> str:
         if self.trace and self.region is not None:
-            self.flops[self.region] = self.flops.get(self.region, 0) + operations(e, ir.DOUBLE)
+            counts = operations(e)
+            self.flops[self.region] = self.flops.get(self.region, 0) + counts[ir.DOUBLE]
             self.float_flops[self.region] = self.float_flops.get(self.region, 0) + \
-                operations(e, ir.FLOAT)
+                counts[ir.FLOAT]
         return c_expr(e, self._traced_load if self.trace else None, subscript, self.ranges)
 
     def _record(self, kind: str, array: ir.Var | None, index: ir.Expr | None,

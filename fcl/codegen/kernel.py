@@ -171,7 +171,7 @@ def array_labels(stmts: list[ir.Stmt]) -> dict[str, str]:
     for s in ir.walk(stmts):
         if isinstance(s, (ir.Alloc, ir.Input)) and s.label:
             # Memory that holds several of the program's arrays in turn: `(xs / ys)`.
-            found[s.var.name] = f"({s.label})" if " / " in s.label else s.label
+            found[s.var.name] = f"({s.label})" if ir.LABEL_SEPARATOR in s.label else s.label
             if isinstance(s, ir.Input) and s.length is not None:
                 found[s.length.name] = f"length {s.label}"
     return found

@@ -195,9 +195,11 @@ def _runs(var: ir.Var, bound: ir.Expr, groups: ir.Expr, worker: Special, workers
     one = ir.Const(1, ir.INT)
     if isinstance(bound, ir.Const) and isinstance(groups, ir.Const):
         n, count = int(bound.value), max(int(groups.value), 1)
-        per: ir.Expr = ir.Const(max(-(-n // (count * group_size)), 1), ir.INT)
-        groups = ir.Const(-(-n // (per.value * group_size)), ir.INT)
-        whole = n == per.value * groups.value * group_size
+        each = max(-(-n // (count * group_size)), 1)
+        launched = -(-n // (each * group_size))
+        per: ir.Expr = ir.Const(each, ir.INT)
+        groups = ir.Const(launched, ir.INT)
+        whole = n == each * launched * group_size
     else:  # each worker's share of the iterations, the last one's cut short
         per = ir.Bin("/", mk_bin("-", mk_bin("+", bound, workers, ir.INT), one, ir.INT),
                      workers, ir.INT)

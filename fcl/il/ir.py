@@ -158,8 +158,18 @@ class Alloc(Stmt):
     # position, the number of fields), for the layout step (fcl.memory.layouts).
     record: tuple[str, int, int] | None = field(default=None, kw_only=True)
     # The FCL name the program binds the array to (`xs <- forcePull ...`; a record array's
-    # field k is `xs.k`), for the views: the kernels keep the generated name.
+    # field k is `xs.k`), for the views: the kernels keep the generated name. Memory that holds
+    # several of the program's arrays in turn has all their names (joined_label).
     label: str | None = field(default=None, kw_only=True)
+
+
+LABEL_SEPARATOR = " / "
+
+
+def joined_label(*labels: str | None) -> str | None:
+    """The label of memory holding arrays of these labels in turn (None where none has one)."""
+    named = [label for label in labels if label]
+    return LABEL_SEPARATOR.join(named) if named else None
 
 
 @dataclass(eq=False)

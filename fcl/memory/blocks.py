@@ -104,8 +104,7 @@ def _merge(stmts: list[ir.Stmt], notes: Notes) -> list[ir.Stmt]:
         if block.size < size:
             block.alloc, block.size = replace(block.alloc, size=ir.Const(size, ir.INT)), size
         # The block holds each member in turn: the views name it by all of them.
-        labels = [x for x in (block.alloc.label, s.label) if x]
-        block.alloc = replace(block.alloc, label=" / ".join(labels) if labels else None)
+        block.alloc = replace(block.alloc, label=ir.joined_label(block.alloc.label, s.label))
         block.members.append(s.var.name)
         block.last_use = last
         renamed[s.var.name] = block.alloc.var

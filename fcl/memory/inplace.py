@@ -183,7 +183,7 @@ def _absorb_label(stmts: list[ir.Stmt], array: str, label: str | None) -> None:
     too, after its own (the views show `xs / ys`)."""
     for at, s in enumerate(stmts):
         if isinstance(s, ir.Alloc) and s.var.name == array and label:
-            stmts[at] = replace(s, label=f"{s.label} / {label}" if s.label else label)
+            stmts[at] = replace(s, label=ir.joined_label(s.label, label))
 
 
 def _rename(stmts: list[ir.Stmt], old: str, new: ir.Var) -> list[ir.Stmt]:

@@ -2,13 +2,14 @@
 the tests that run every such program elsewhere (under Oclgrind)."""
 
 
-CHUNKED_SUMS = """
+SUM_CHUNK = """
 fun sumChunk<lvl> xs = do<lvl> {
   s <- while<lvl> (fn a => lengthPull a != 1)
          (fn a => let h = halve a in pushM<lvl> (zipWith addi (fst h) (snd h)))
          (pushM<lvl> xs) ;
   pushM<lvl> s }
-val main = do<grid> {
+"""
+CHUNKED_SUMS = SUM_CHUNK + """val main = do<grid> {
   xs <- forcePull<grid> (generate 4096 (fn i => i % 7)) ;
   sums <- splitUp 64 xs |> mapPull sumChunk<block> |> concat<block> 1 ;
   forceAndPrint 64 sums }
@@ -181,13 +182,7 @@ OPENCL_PROGRAMS = {
 # Chunks of 8 summed by work-groups: 1027 of them for 8216 ints, more than a serial kernel's
 # work-groups (kernelize.SERIAL_GROUPS), and a number that the compiler knows only when the
 # length does.
-CHUNK_SUMS_OF = """
-fun sumChunk<lvl> xs = do<lvl> {
-  s <- while<lvl> (fn a => lengthPull a != 1)
-         (fn a => let h = halve a in pushM<lvl> (zipWith addi (fst h) (snd h)))
-         (pushM<lvl> xs) ;
-  pushM<lvl> s }
-
+CHUNK_SUMS_OF = SUM_CHUNK + """
 sig sums : [int] -> Program <grid> [int]<grid>
 fun sums xs = splitUp 8 (pad 8 0 xs) |> mapPull sumChunk<block> |> concat<block> 1
 """

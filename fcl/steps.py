@@ -24,6 +24,7 @@ from fcl.codegen.registers import registers
 from fcl.codegen.serial import interchange, split
 from fcl.codegen.shape import interface, number_checks, slots
 from fcl.codegen.tiles import tiles
+from fcl.codegen.unclamp import unclamp
 from fcl.codegen.verify import verify_kernels
 from fcl.codegen.widen import widen
 from fcl.errors import FCLError
@@ -151,6 +152,8 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
          _each_kernel(widen)),
     Step("checks", "each run-time check gets its failure code in the kernel",
          _each_kernel(number_checks)),
+    Step("unclamp", "past a check that returns when it fails, an index it clamped is read "
+         "unclamped", _each_kernel(unclamp)),
 )
 
 STEPS = IL_STEPS + BACKEND_STEPS

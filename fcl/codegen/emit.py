@@ -21,6 +21,7 @@ from fcl.codegen.kernel import (
     Special,
     StridedFor,
     WideInt,
+    stops_group,
 )
 from fcl.codegen.widen import is_ring, kernel_ranges, plain
 from fcl.errors import Span
@@ -393,9 +394,7 @@ class KernelPrinter(StmtVisitor):
             self.sites.append(Site(self.region, k.name, "ops", None, None, None, None, k.span))
         # A failed check stops its work-group after the round it failed in. Without barriers,
         # its work-item simply returns: every other work-item of the group runs on its own.
-        self.group_stop = bool(k.fails) and not k.serial and any(
-            isinstance(s, ir.Barrier) or (isinstance(s, ir.While) and s.level == "block")
-            for s in ir.walk(k.body))
+        self.group_stop = stops_group(k)
         self.ranges = kernel_ranges(replace(k, body=map_exprs(k.body, plain)))
         remember(self.ranges)  # the C of each operation asks for its operands' bounds
         self.indices = index_variables(k.body)

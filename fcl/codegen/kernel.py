@@ -188,6 +188,14 @@ def nearest_span(line_table: list[tuple[int, Span]], cl_line: int | None) -> Spa
     return None
 
 
+def stops_group(kernel: Kernel) -> bool:
+    """Whether a failed check stops its work-group after the round it failed in (a kernel with
+    barriers, where a work-item cannot leave early) rather than return at once (emit)."""
+    return bool(kernel.fails) and not kernel.serial and any(
+        isinstance(s, ir.Barrier) or (isinstance(s, ir.While) and s.level == "block")
+        for s in ir.walk(kernel.body))
+
+
 def group_body(kernel: Kernel) -> tuple[list[ir.Stmt], Callable[[list[ir.Stmt]], list[ir.Stmt]]]:
     """What one work-group runs for one iteration of a work-group kernel's group loop, and a
     function putting a new such body back in the loop (see kernelize: a declaration of the

@@ -437,13 +437,14 @@ class KernelPrinter(StmtVisitor):
             self.line("__global int* fcl_log = fcl_trace + fcl_lane * 2 * fcl_trace_cap;", 1, None)
         if k.abortable:
             self.line("__local int fcl_stop;", 1, None)
-        if k.fails:
+        if self.group_stop:  # elsewhere a failed check returns
             self.line("int fcl_failed = 0;  /* a work-item reports its first failure only */", 1,
                       None)
+        if k.fails:
             self.line(f"__global ulong* fcl_group_record = {FAIL_FLAG} + 1 + (get_group_id(1) * "
                       f"get_num_groups(0) + get_group_id(0)) * {fail_slots(k)};", 1, None)
-            if self.group_stop:
-                self.line("int fcl_round = 0;", 1, None)
+        if self.group_stop:
+            self.line("int fcl_round = 0;", 1, None)
         for n, slot in enumerate(k.slots):
             for local in slot:
                 elem = MEMORY_TYPES[ir.elem_of(local.var)]
@@ -570,8 +571,11 @@ class KernelPrinter(StmtVisitor):
             self.line("fcl_round++;", indent, None)
 
     def visit_FailFlag(self, s: FailFlag, indent: int) -> None:
-        self.line(f"if (!fcl_failed && ({self.expr(s.cond)})) {{", indent, s.span)
-        self.line("fcl_failed = 1;", indent + 1, None)
+        if self.group_stop:
+            self.line(f"if (!fcl_failed && ({self.expr(s.cond)})) {{", indent, s.span)
+            self.line("fcl_failed = 1;", indent + 1, None)
+        else:
+            self.line(f"if ({self.expr(s.cond)}) {{", indent, s.span)
         self.line(f"atom_min(&{FAIL_FLAG}[0], 0);", indent + 1, None)
         item = self.expr(s.item)
         for slot, reported in enumerate([ir.Const(s.code, ir.INT), *s.values]):

@@ -15,8 +15,11 @@ decided afterwards, by `shape`.
 
 With `serial` (a CPU device, see fcl.backend), a work-group kernel that runs better so
 (runs_better_serial) is launched with one work-item per group, and its block-level loops are
-plain loops (SerialFor) with no barriers. A thread-level array whose length depends on the
-work-item is sized for the largest length the loops' ranges allow.
+plain loops (SerialFor) with no barriers; at most SERIAL_GROUPS work-groups each run a run of
+consecutive iterations of the grid loop. A grid loop with no loop in its body gives each
+work-item a run of ITEM_RUN consecutive iterations, a loop the OpenCL compiler vectorizes. A
+thread-level array whose length depends on the work-item is sized for the largest length the
+loops' ranges allow.
 """
 from __future__ import annotations
 

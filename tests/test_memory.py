@@ -372,6 +372,10 @@ def test_needleman_wunsch_writes_each_diagonals_blocks_in_place(n, b, steps):
     # The matrix lives in one block: the steps no longer need a second one.
     matrix = [block for block in plan.blocks if block.length == (n + 1) ** 2]
     assert len(matrix) == 1
+    # The diagonal's blocks, computed apart, stay apart, and the plan says why.
+    kept = [d for d in decisions(plan, "short-circuit") if not d.done]
+    assert kept and all(d.block == updates[0].block for d in kept)
+    assert "update gathers from" in kept[0].why and "needs that index inverted" in kept[0].why
     expected = nw_reference(sizes)
     assert printed(same_everywhere(text)) == list(expected)
 
@@ -384,6 +388,8 @@ def test_lu_decomposition_writes_the_trailing_blocks_in_place(n, b):
     updates = decisions(plan, "update")
     assert updates and all(d.done for d in updates)
     assert "(bc_" in updates[0].why and "only at its own element" in updates[0].why
+    kept = [d for d in decisions(plan, "short-circuit") if not d.done]
+    assert kept and all("update gathers from" in d.why for d in kept)
     got = np.array(printed(same_everywhere(text)))
     # Printed to 5 decimals: within rounding of the unblocked factors.
     assert np.abs(got - lud_reference({"n": n})).max() < 1e-4

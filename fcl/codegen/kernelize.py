@@ -42,7 +42,7 @@ from fcl.il import ir
 from fcl.il.dispatch import StmtVisitor
 from fcl.il.ranges import Ranges, interval, note
 from fcl.il.simplify import mk_bin
-from fcl.il.traverse import assigned
+from fcl.il.traverse import assigned, is_loop
 
 PRIVATE_ARRAY_LIMIT = 64  # thread-level arrays up to this size live in registers
 SERIAL_GROUPS = 256  # work-groups of a serial kernel at most, each running consecutive iterations
@@ -156,7 +156,7 @@ class Kernelizer(StmtVisitor):
             made.notes.append(s.note)
         body = made.iteration(s.var, s.bound, s.body, "thread")
         size = self.block_size
-        if self.serial and size is not None and not _has_loops(body):
+        if self.serial and size is not None and not any(is_loop(t) for t in ir.walk(body)):
             # On a CPU each work-item runs ITEM_RUN consecutive iterations: LLVM vectorizes the
             # loop along them. One per work-item (PoCL vectorizing across work-items, where it
             # does) made a reverse 3.3 (LLVM 15) and a copy 2.9 (LLVM 14) times slower.
@@ -212,11 +212,6 @@ def _runs(var: ir.Var, bound: ir.Expr, groups: ir.Expr, worker: Special, workers
     if not whole:
         end = ir.Bin("min", bound, end, ir.INT)
     return StridedFor(var, start, end, one, body, span=span), groups
-
-
-def _has_loops(stmts: list[ir.Stmt]) -> bool:
-    return any(isinstance(s, (ir.SeqFor, ir.While, ir.ParFor, ir.Distribute, StridedFor))
-               or _has_loops([c for child in ir.children(s) for c in child]) for s in stmts)
 
 
 def _at(s: ir.Stmt) -> str:

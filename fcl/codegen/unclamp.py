@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from fcl.codegen.kernel import FailFlag, Kernel, stops_group
 from fcl.il import ir
+from fcl.il.lower import clamp_parts
 from fcl.il.traverse import assigned, map_bodies, map_children, map_stmt_exprs, names
 
 Known = dict[str, set[str]]  # a failed check's condition (its expr_key) -> the names it reads
@@ -48,7 +49,5 @@ def _written(stmts: list[ir.Stmt]) -> set[str]:
 
 def _drop_clamps(e: ir.Expr, known: Known) -> ir.Expr:
     e = map_children(e, lambda x: _drop_clamps(x, known))
-    if isinstance(e, ir.Select) and isinstance(e.then, ir.Const) and e.then.value == 0 \
-            and ir.expr_key(e.cond) in known:
-        return e.else_
-    return e
+    parts = clamp_parts(e)
+    return parts[1] if parts is not None and ir.expr_key(parts[0]) in known else e

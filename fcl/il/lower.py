@@ -418,7 +418,7 @@ class Lowerer:
         self.fail(outside, template, [where, length], hint)
         if isinstance(outside, ir.Const):
             return ir.Const(0, ir.INT) if outside.value else where
-        clamped = ir.Select(outside, ir.Const(0, ir.INT), where, ir.INT)
+        clamped = clamp(outside, where)
         self.checked[id(clamped)] = (clamped, length)
         return clamped
 
@@ -696,6 +696,18 @@ def out_of_bounds(where: ir.Expr, length: ir.Expr) -> ir.Expr:
     """The condition of `within`'s check: `where` outside [0, length)."""
     return mk_bin("||", mk_bin("<", where, ir.Const(0, ir.INT), ir.BOOL),
                   mk_bin(">=", where, length, ir.BOOL), ir.BOOL)
+
+
+def clamp(outside: ir.Expr, where: ir.Expr) -> ir.Expr:
+    """`within`'s checked index: position 0 where the check fails."""
+    return ir.Select(outside, ir.Const(0, ir.INT), where, ir.INT)
+
+
+def clamp_parts(e: ir.Expr) -> tuple[ir.Expr, ir.Expr] | None:
+    """(outside, where) of an index `clamp` made, else None."""
+    if isinstance(e, ir.Select) and isinstance(e.then, ir.Const) and e.then.value == 0:
+        return e.cond, e.else_
+    return None
 
 
 def _compares_with_zero(stmts: list[ir.Stmt], name: str) -> bool:

@@ -16,6 +16,7 @@ from typing import TypeGuard
 import numpy as np
 
 from fcl.il import ir
+from fcl.il.lower import clamp_parts
 from fcl.il.traverse import expr_reads, names, stmt_exprs
 from fcl.memory.copies import allocs, first_statement_using, mentions, paths, rebuild_stmt
 from fcl.memory.decisions import Notes, at_line, copied_bytes, note
@@ -221,8 +222,8 @@ def _note_gathers(notes: Notes, kernel: ir.ParFor, prefix: list[ir.Stmt], store:
             continue
         found.add(name)
         index = read.index
-        while isinstance(index, ir.Select) and isinstance(index.then, ir.Const):
-            index = index.else_  # a check's clamp (fcl.il.lower, `within`)
+        while (parts := clamp_parts(index)) is not None:  # shown as the program indexes
+            index = parts[1]
         note(notes, "short-circuit", False, name, inp.name, None,
              f"{inp.name}'s update gathers from {name} at {ir.show_expr(index)}: building "
              f"{name} in {inp.name} needs that index inverted, which the planner does not do",

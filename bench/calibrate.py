@@ -1,6 +1,7 @@
 """Micro-benchmarks for the GPU profiles' assumed entries (fcl/analysis/gpu.py, docs/costs.md):
-launch overhead, memory latency, bandwidth, the cost of a barrier and the rate of atomics, each
-measured with profiling events on the device given, as the median of a few runs."""
+launch overhead, memory latency, the requests a warp keeps in flight, bandwidth, the cost of a
+barrier and the rate of atomics, each measured with profiling events on the device given, as the
+median of a few runs."""
 from __future__ import annotations
 
 import statistics
@@ -20,6 +21,24 @@ __kernel void chase(__global const int* next, __global int* out, int steps) {
     for (int k = 0; k < steps; k++) at = next[at];
     out[0] = at;
 }
+
+// The same with WAYS chains at once, each load independent of the other chains': what one
+// work-item overlaps (the model's REQUESTS_IN_FLIGHT).
+#define CHASES(WAYS) \
+__kernel void chase##WAYS(__global const int* next, __global int* out, int steps, int apart) { \
+    int at[WAYS]; \
+    for (int w = 0; w < WAYS; w++) at[w] = w * apart; \
+    for (int k = 0; k < steps; k++) { \
+        _Pragma("unroll") for (int w = 0; w < WAYS; w++) at[w] = next[at[w]]; \
+    } \
+    int sum = 0; \
+    for (int w = 0; w < WAYS; w++) sum += at[w]; \
+    out[0] = sum; \
+}
+CHASES(2)
+CHASES(4)
+CHASES(8)
+CHASES(16)
 
 __kernel void copy(__global const int4* in, __global int4* out) {
     size_t i = get_global_id(0);
@@ -87,6 +106,14 @@ def calibrate(device: Device, scale: float = 1.0, repeats: int = 5) -> dict[str,
                                                  np.int32(steps))], repeats)
     latency_ns = chase_ms * 1e6 / steps
 
+    # Requests in flight: w chains at once take w steps per step of one chain where nothing
+    # overlaps, one where all do. The most overlapped over w = 2, 4, 8, 16.
+    overlapped = 1.0
+    for ways in (2, 4, 8, 16):
+        ways_ms = _median_ms(lambda ways=ways: [k[f"chase{ways}"](
+            queue, (1,), (1,), nexts, scratch, np.int32(steps), np.int32(n // ways))], repeats)
+        overlapped = max(overlapped, ways * chase_ms / ways_ms)
+
     # Bandwidth: a copy of 2 x 64 MB of int4s.
     words = max(1 << 12, int((4 << 20) * scale))
     source = cl.Buffer(ctx, flags.READ_ONLY, 16 * words)
@@ -112,4 +139,5 @@ def calibrate(device: Device, scale: float = 1.0, repeats: int = 5) -> dict[str,
                                                                np.int32(spread))], repeats)
         rates[name] = items / (ms / 1000)
     return {"launch_overhead_us": launch_us, "memory_latency_ns": latency_ns,
+            "requests_in_flight": overlapped,
             "memory_bandwidth_bytes_per_s": bandwidth, "barrier_ns": barrier_ns, **rates}

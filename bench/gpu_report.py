@@ -23,6 +23,7 @@ from bench.calibrate import calibrate
 from bench.measure import PREDICTED_GPU, is_gpu, matching_gpu, measure
 from bench.sizes import FULL, TINY
 from fcl.analysis.gpu import load_gpu
+from fcl.analysis.predict import REQUESTS_IN_FLIGHT
 from fcl.errors import FCLError, Source
 from fcl.pipeline import CompileOptions, compile_program
 from fcl.runtime.device import open_device, pick_device
@@ -95,6 +96,7 @@ def report(device_id: str | None, quick: bool, runs: int) -> dict:
     measured = calibrate(device, 0.01 if quick else 1.0, repeats=3 if quick else 7)
     assumed = {key: value for key, value in asdict(profile).items()
                if key in ("launch_overhead_us", "memory_latency_ns", "memory_bandwidth")}
+    assumed["requests_in_flight"] = REQUESTS_IN_FLIGHT
     notebooks = [] if quick else [row for path in sorted(NOTEBOOKS.glob("[01]*.ipynb"))
                                   for row in bench_cells(path, 5, device_id)]
     return {"device": device.name, "is_gpu": is_gpu(device),

@@ -394,3 +394,49 @@ def test_kernel_work_comes_from_the_counts():
         + reduction.local_stores))
     assert (work.registers, work.barriers) == (20, reduction.barriers)
     assert work.simt_efficiency == reduction.simt_efficiency < 1
+
+
+def test_a_warp_waits_a_latency_per_round_of_requests_not_per_request():
+    # 64 work-groups of 8 warps on an H100, each warp 256 loads of 4 sectors. One request in
+    # flight per warp: 512 x 128 B; each warp waits 256 latencies. In rounds of 4: 512 B per
+    # warp, 262144 B in flight of 1675000, and 64 latencies: 64 x 500 ns.
+    sum_work = KernelWork("sums", (64,), 256, 0, 16, global_sectors=8 * 256 * 4,
+                          global_requests=8 * 256, local_passes=0, lane_accesses=256 * 256,
+                          simt_efficiency=1.0, barriers=0)
+    h100 = load_gpu("h100")
+    assert predict_kernel(h100, sum_work).terms["DRAM"] == pytest.approx(256 * 500e-9)
+    rounds = replace(sum_work, request_rounds=8 * 64)
+    assert predict_kernel(h100, rounds).terms["DRAM"] == pytest.approx(64 * 500e-9)
+    # At full occupancy, rounds of 4 requests keep 4 times the bytes in flight: 2048 work-groups
+    # x 8 warps x 512 B = 8.4 MB, more than the 1.68 MB the bandwidth needs.
+    full = replace(rounds, groups_per_launch=(2048,))
+    assert predict_kernel(h100, full).terms["DRAM"] == pytest.approx(2048 * 8192 * 32 / 3.35e12)
+
+
+def rounds_of(cell: str) -> tuple[int, int, str]:
+    """The last kernel's: the traced group's rounds, its global requests, and the table's
+    requests in flight."""
+    costs = predicted_kernels(f"do<grid> {{ xs <- forcePull<grid> (iota 4096); {cell} }}",
+                              "h100")[-1]
+    row = next(line for line in costs_text([costs]).splitlines()
+               if line.startswith("global requests in flight per warp"))
+    return costs.request_rounds, costs.load_requests + costs.store_requests, row.split()[-1]
+
+
+@pytest.mark.slow  # 3-5 s
+def test_requests_wait_for_the_values_they_need():
+    # 8 independent loads per work-item: rounds of 4 and 4, then the store, which needs them:
+    # 3 rounds for each of the traced group's 8 warps, 9 requests each.
+    reads = " + ".join(f"index xs ({512 * k} + i)" for k in range(8))
+    assert rounds_of(f"forcePull<grid> (generate 512 (fn i => {reads}))") == (8 * 3, 8 * 9, "3")
+    # A gather: the load of xs needs the index loaded from ys, the store the value: 3 rounds.
+    # The index's check reads ys[i] twice more, in the first round (5 requests a warp).
+    assert rounds_of("ys <- forcePull<grid> (generate 4096 (fn i => (i * 7) % 4096)); "
+                     "forcePull<grid> (generate 4096 (fn i => index xs (index ys i)))") \
+        == (3 * 8, 5 * 8, "1.67")
+    # A chain: each load's index is the one before it: 8 loads, 8 rounds, and the store.
+    assert rounds_of("forceM<grid> (splitUp 256 (iota 512) |> map (fn c => do<block> { "
+                     "r <- forceM<block> (c |> map (fn i => return<thread> "
+                     "(foldl (fn at k => index xs at) i (iota 8))) |> concat<thread> 1); "
+                     "return<block> (push<block> r) }) |> concat<block> 256)") \
+        == (8 * 9, 8 * 9, "1")

@@ -270,3 +270,43 @@ def same_addresses(accesses: SiteAccesses) -> tuple[int, int]:
 def simt_by_site(trace: KernelTrace, sites: list[Site]) -> list[SiteSimt]:
     """The SIMT counts of every traced site of the kernel (memory, barrier, branch)."""
     return [simt(accesses, trace.block_size) for accesses in split_by_site(trace, sites)]
+
+
+def request_rounds(trace: KernelTrace, sites: list[Site], in_flight: int) -> int:
+    """The rounds of global requests the traced work-group's warps wait through, summed over
+    its warps: a warp issues up to `in_flight` requests together and then waits, and a request
+    starts a round of its own when it needs a value loaded in the current round (Site.needs) or
+    follows a barrier. A warp takes as many rounds as its busiest lane."""
+    counted = np.zeros(len(sites), bool)  # the sites that count: global accesses, barriers
+    for site in sites:
+        counted[site.id] = site.kind == "barrier" or (site.is_memory and site.space == "global")
+    starts = np.flatnonzero(np.r_[True, trace.lane[1:] != trace.lane[:-1]]) if trace.lane.size \
+        else np.zeros(0, np.int64)
+    ends = np.r_[starts[1:], trace.lane.size]
+    known: dict[bytes, int] = {}  # lanes of a warp mostly run the same sequence: count it once
+    by_warp: dict[int, int] = {}
+    for start, end in zip(starts, ends):
+        sequence = trace.site[start:end]
+        sequence = sequence[counted[sequence]]
+        key = sequence.tobytes()
+        if key not in known:
+            known[key] = _rounds([sites[s] for s in sequence], in_flight)
+        warp = int(trace.lane[start]) // WARP_SIZE
+        by_warp[warp] = max(by_warp.get(warp, 0), known[key])
+    return sum(by_warp.values())
+
+
+def _rounds(sequence: list[Site], in_flight: int) -> int:
+    rounds = issued = 0
+    loaded: set[str] = set()
+    for site in sequence:
+        if site.kind == "barrier":
+            issued = 0
+            continue
+        if issued in (0, in_flight) or site.needs & loaded:
+            rounds, issued = rounds + 1, 0
+            loaded = set()
+        issued += 1
+        if site.kind == "load" and site.array is not None:
+            loaded.add(site.array)
+    return rounds

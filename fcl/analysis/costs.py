@@ -15,11 +15,17 @@ from fcl.analysis.access import (
     SECTOR_BYTES,
     SiteSummary,
     distinct_sectors,
+    request_rounds,
     simt_by_site,
     split_by_site,
     summarize,
 )
-from fcl.analysis.predict import KernelPrediction, ProgramPrediction, time_text
+from fcl.analysis.predict import (
+    REQUESTS_IN_FLIGHT,
+    KernelPrediction,
+    ProgramPrediction,
+    time_text,
+)
 from fcl.analysis.trace import KernelTrace, Trace
 
 
@@ -67,6 +73,10 @@ class KernelCosts:
     # the trace was cut short).
     flops: float = field(default=0.0, kw_only=True)
     float_flops: float = field(default=0.0, kw_only=True)  # ... and on floats
+    # The rounds of global requests its warps wait through, summed over the traced work-group's
+    # warps (access.request_rounds): fewer than its requests where a warp keeps several on
+    # their way at once.
+    request_rounds: int = field(default=0, kw_only=True)
     # Occupancy and time on a GPU, when one is chosen (fcl.explain sets it) ...
     predicted: KernelPrediction | None = field(default=None, kw_only=True)
     # ... and the time measured on the device that ran it: median kernel time per run, in ms.
@@ -132,7 +142,14 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         distinct_sectors(split_by_site(trace, sites)), trace.kernel.notes,
         list(trace.groups_per_launch), trace.truncated, summaries, busiest=_busiest(trace),
         warp_barriers=warp_barriers, flops=_flops(trace, sites, "flops") / items,
-        float_flops=_flops(trace, sites, "float_flops") / items)
+        float_flops=_flops(trace, sites, "float_flops") / items,
+        request_rounds=request_rounds(trace, sites, REQUESTS_IN_FLIGHT))
+
+
+def in_flight(costs: KernelCosts) -> float:
+    """The global requests a warp of the kernel has on their way at once, on average."""
+    requests = costs.load_requests + costs.store_requests
+    return requests / costs.request_rounds if costs.request_rounds else 1.0
 
 
 def _busiest(trace: KernelTrace) -> float:
@@ -166,6 +183,8 @@ ROWS = [
      if c.global_stores else "–"),
     ("lines per warp store", lambda c: _number(c.store_lines) if c.global_stores else "–"),
     # Requests' sectors, and of those the distinct ones: the rest are served by the caches.
+    ("global requests in flight per warp",
+     lambda c: _number(round(in_flight(c), 2)) if c.request_rounds else "–"),
     ("sectors per group (from DRAM)",
      lambda c: f"{_number(c.sectors)} ({c.distinct_sectors})"
      if c.global_loads or c.global_stores else "–"),

@@ -14,8 +14,11 @@ Per launch of g work-groups, each term is the time one resource of the GPU needs
 
 and the launch takes the longest of them (the resources work at once), plus the launch overhead.
 Achievable bandwidth is Little's law: to keep bandwidth × latency bytes on their way, the
-resident warps each have one request of (sectors per request × 32 B) in flight; with fewer
-warps than that (low occupancy, or few work-groups) the bandwidth reached falls in proportion.
+resident warps each have one round of requests in flight, of (sectors per round × 32 B); with
+fewer bytes than that (low occupancy, few work-groups, requests that wait for each other) the
+bandwidth reached falls in proportion. A round is up to REQUESTS_IN_FLIGHT of a warp's global
+requests that need no value another of them loads (memory-level parallelism: a load through an
+index just loaded, a store of a loaded value, or a barrier, starts the next round).
 A program's time is the sum of its kernels' times. A sector a work-group touches again (the
 next element of a work-item's run, a row every work-item of a group reads) is served by the
 L1 or L2 cache: DRAM moves each sector a work-group touches once, and every request's sectors
@@ -44,6 +47,10 @@ ISSUE_PER_CLOCK = 1
 # turns). An assumption, as the profiles' are; a local atomic on an element another lane of the
 # request also combines into costs a pass of the banks more.
 ATOMICS_PER_CLOCK = 32
+# Independent global requests a warp issues before it waits for the first: an assumption, as
+# the profiles' latency is (a compiler unrolling a loop 4 times issues its 4 loads before it
+# uses their values). bench/calibrate.py measures what a GPU overlaps.
+REQUESTS_IN_FLIGHT = 4
 # Bytes the L1 cache of an SM delivers per clock: 128, as its shared-memory banks (32 × 4 B),
 # with which it shares its storage and data path on NVIDIA GPUs since Volta.
 L1_BYTES_PER_CLOCK = 128
@@ -71,6 +78,7 @@ class KernelWork:
     warp_barriers: int = 0    # per work-group: those ending a warp's exchange ...
     subgroups: bool = False   # ... priced as sub-group barriers (else as the work-group's)
     float_flops: float = 0.0  # operations on floats per work-group
+    request_rounds: int = 0   # rounds of global requests its warps wait through (0: one each)
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,8 @@ def kernel_work(costs, registers: int) -> KernelWork:
         costs.load_requests + costs.store_requests, phases + costs.bank_conflicts + waiting,
         accesses * costs.block_size, costs.simt_efficiency, costs.barriers,
         costs.global_atomics, costs.distinct_sectors, costs.flops * costs.block_size,
-        costs.warp_barriers, float_flops=costs.float_flops * costs.block_size)
+        costs.warp_barriers, float_flops=costs.float_flops * costs.block_size,
+        request_rounds=costs.request_rounds)
 
 
 def predict_kernel(gpu: GPU, work: KernelWork) -> KernelPrediction:
@@ -147,9 +156,9 @@ def _launch_terms(gpu: GPU, work: KernelWork, resident: Occupancy,
     distinct = work.global_sectors if work.dram_sectors is None else work.dram_sectors
     dram_bytes = groups * distinct * gpu.sector_bytes
     l1_bytes = groups * work.global_sectors * gpu.sector_bytes
-    # A request waits on DRAM for the sectors no earlier request brought into the caches.
-    in_flight = at_once * warps * (distinct * gpu.sector_bytes / work.global_requests
-                                   if work.global_requests else 0)
+    # A round waits on DRAM for the sectors no earlier request brought into the caches.
+    rounds = work.request_rounds or work.global_requests
+    in_flight = at_once * warps * (distinct * gpu.sector_bytes / rounds if rounds else 0)
     needed = gpu.memory_bandwidth * gpu.memory_latency_ns * 1e-9  # bytes, by Little's law
     bandwidth = gpu.memory_bandwidth * min(1.0, in_flight / needed)
     issued = work.lane_accesses / (gpu.warp_size * work.simt_efficiency) \

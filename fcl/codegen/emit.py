@@ -27,6 +27,7 @@ from fcl.codegen.widen import is_ring, kernel_ranges, plain
 from fcl.errors import Span
 from fcl.il import ir
 from fcl.il.dispatch import StmtVisitor
+from fcl.il.loaded import LoadedValues
 from fcl.il.ranges import INT_MAX, INT_MIN, Ranges, interval, memoized, remember
 from fcl.il.traverse import map_exprs, stmt_exprs, sub_exprs
 
@@ -98,6 +99,9 @@ class Site:
     # kernel's code outside every branch, which each work-item runs once), for the roofline.
     flops: int = 0
     float_flops: int = 0
+    # A global access's: the global arrays whose loaded values it needs (its index, a store's
+    # value, the branches it runs under), fcl.il.loaded.
+    needs: frozenset[str] = frozenset()
 
     @property
     def is_memory(self) -> bool:
@@ -334,6 +338,8 @@ class KernelPrinter(StmtVisitor):
         self.per_item: dict[str, str] = {}     # per-work-item local slices -> their size
         self.ranges: Ranges = {}               # bounds on the kernel's int variables
         self.indices: set[str] = set()         # its int variables only used as indices
+        self.loaded = LoadedValues([], set())  # when tracing: what each value was loaded from
+        self.control: frozenset[str] = frozenset()  # ... and the branches around the code
 
     def expr(self, e: ir.Expr, subscript: bool = False) -> str:
         if self.trace and self.region is not None:
@@ -344,16 +350,21 @@ class KernelPrinter(StmtVisitor):
         return c_expr(e, self._traced_load if self.trace else None, subscript, self.ranges)
 
     def _record(self, kind: str, array: ir.Var | None, index: ir.Expr | None,
-                span: Span | None, atomic: bool = False, level: str | None = None) -> str:
+                span: Span | None, atomic: bool = False, level: str | None = None,
+                value: ir.Expr | None = None) -> str:
         """A call logging one access (or barrier) as a new site."""
         name = self.roots.get(array.name, array.name) if array is not None else None
         space = {"__global": "global", "__local": "local"}.get(self.spaces.get(name, "")) \
             if name else None
+        needs = self.control
+        for part in (index, value):
+            if part is not None:
+                needs |= self.loaded.expr(part)
         index = plain(index) if index is not None else None  # as the program computes it
         index_text = c_expr(index, subscript=True) if index is not None else None
         site = Site(len(self.sites), self.kernel_name, kind, name, space,
                     ir.elem_of(array) if array is not None else None, index_text, span, index,
-                    atomic=atomic, level=level)
+                    atomic=atomic, level=level, needs=needs)
         self.sites.append(site)
         logged = index_text or "0"
         if name in self.per_item:  # a slice of a pool: log the position in the pool
@@ -460,6 +471,10 @@ class KernelPrinter(StmtVisitor):
         for var, length in k.private:
             self.spaces[var.name] = ""
             self.line(f"{MEMORY_TYPES[ir.elem_of(var)]} {var.name}[{length}];", 1, None)
+        if self.trace:
+            self.loaded = LoadedValues(k.body, {name for name, space in self.spaces.items()
+                                                if space == "__global"})
+            self.control = frozenset()
         self.block(k.body, 1)
         if self.trace:
             self.line("if (fcl_tracing) fcl_trace_count[fcl_lane] = fcl_logged;", 1, None)
@@ -472,10 +487,12 @@ class KernelPrinter(StmtVisitor):
     def branch_block(self, branch: str, condition: ir.Expr, span: Span | None,
                      stmts: list[ir.Stmt], indent: int) -> None:
         """A branch's code, logged as taken (when tracing), its operations counted to it."""
-        outer = self.region
+        outer, outer_control = self.region, self.control
         self._record_branch(branch, condition, span, indent)
+        if self.trace:
+            self.control = outer_control | self.loaded.expr(condition)
         self.block(stmts, indent)
-        self.region = outer
+        self.region, self.control = outer, outer_control
 
     def stmt(self, s: ir.Stmt, indent: int) -> None:
         if s.span is not None:
@@ -514,8 +531,8 @@ class KernelPrinter(StmtVisitor):
             self.line(f"{s.array.name}[{self.expr(s.index, True)}] = {value};", indent, s.span)
         name = self.roots.get(s.array.name, s.array.name)
         if self.trace and self.spaces.get(name) in ("__global", "__local"):
-            self.line(self._record("store", s.array, s.index, s.span, s.combine is not None)
-                      + ";", indent, None)
+            self.line(self._record("store", s.array, s.index, s.span, s.combine is not None,
+                                   value=s.value) + ";", indent, None)
 
     def visit_StridedFor(self, s: StridedFor, indent: int) -> None:
         v = s.var.name

@@ -182,9 +182,9 @@ ROWS = [
      lambda c: f"{_number(c.store_sectors)} ({_number(c.store_sectors_ideal)})"
      if c.global_stores else "–"),
     ("lines per warp store", lambda c: _number(c.store_lines) if c.global_stores else "–"),
-    # Requests' sectors, and of those the distinct ones: the rest are served by the caches.
     ("global requests in flight per warp",
      lambda c: _number(round(in_flight(c), 2)) if c.request_rounds else "–"),
+    # Requests' sectors, and of those the distinct ones: the rest are served by the caches.
     ("sectors per group (from DRAM)",
      lambda c: f"{_number(c.sectors)} ({c.distinct_sectors})"
      if c.global_loads or c.global_stores else "–"),

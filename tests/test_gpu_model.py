@@ -9,18 +9,21 @@ import pytest
 
 from fcl import pipeline
 from fcl.analysis import gpu as gpu_module
+from fcl.analysis.access import request_rounds
 from fcl.analysis.costs import costs_text
 from fcl.analysis.gpu import DEFAULT_GPU, gpu_names, load_gpu
 from fcl.analysis.occupancy import BASE_REGISTERS, estimate_registers, occupancy
 from fcl.analysis.predict import (
     ATOMICS_PER_CLOCK,
     BARRIER_CYCLES,
+    REQUESTS_IN_FLIGHT,
     KernelWork,
     kernel_work,
     predict_kernel,
     predict_program,
     time_text,
 )
+from fcl.analysis.trace import trace_program
 from fcl.codegen.kernel import Kernel
 from fcl.errors import FCLError, Source
 from fcl.explain import explain
@@ -234,6 +237,7 @@ def test_local_memory_issue_and_barrier_terms():
     clocks = 132 * 1.98e9
     assert predicted.terms == pytest.approx({
         "DRAM": 0.0,
+        "latency": 0.0,
         "L1": 0.0,
         "local memory": 21120 * 20 / clocks,
         "issue": 21120 * 256 / (32 * 0.5) / clocks,  # half the lanes idle: twice the requests
@@ -413,14 +417,35 @@ def test_a_warp_waits_a_latency_per_round_of_requests_not_per_request():
     assert predict_kernel(h100, full).terms["DRAM"] == pytest.approx(2048 * 8192 * 32 / 3.35e12)
 
 
-def rounds_of(cell: str) -> tuple[int, int, str]:
-    """The last kernel's: the traced group's rounds, its global requests, and the table's
-    requests in flight."""
+def test_the_busiest_warp_waits_through_its_rounds_one_after_another():
+    # 4 work-groups of 8 warps on an H100: 7 warps wait through 3 rounds each, one through 500
+    # (a lane with a loop 2,000 loads long), 521 in all. Averaged over the warps the DRAM term
+    # is 521 / 8 rounds of 500 ns; the busiest warp alone takes 500 of them.
+    work = KernelWork("rows", (4,), 256, 0, 16, global_sectors=3000, global_requests=2100,
+                      local_passes=0, lane_accesses=4000, simt_efficiency=0.11, barriers=0,
+                      dram_sectors=300, request_rounds=521, busiest_rounds=500)
+    predicted = predict_kernel(load_gpu("h100"), work)
+    assert predicted.terms["DRAM"] == pytest.approx(521 / 8 * 500e-9)
+    assert predicted.terms["latency"] == pytest.approx(500 * 500e-9)
+    assert predicted.bound == "latency"
+    # Balanced warps (520 rounds, 65 each): the terms agree, and DRAM is named the bound.
+    even = predict_kernel(load_gpu("h100"), replace(work, request_rounds=520, busiest_rounds=65))
+    assert even.terms["latency"] == pytest.approx(even.terms["DRAM"])
+    assert even.bound == "DRAM"
+    # 1056 work-groups, as many as an H100 runs at once, then 1584: one and a half at a time.
+    assert predict_kernel(load_gpu("h100"), replace(work, groups_per_launch=(1584,))) \
+        .terms["latency"] == pytest.approx(1.5 * 500 * 500e-9)
+
+
+def rounds_of(cell: str) -> tuple[int, int, int, str]:
+    """The last kernel's: the traced group's rounds, the global requests issued in them and all
+    its global requests (repeated loads too), and the table's requests in flight."""
     costs = predicted_kernels(f"do<grid> {{ xs <- forcePull<grid> (iota 4096); {cell} }}",
                               "h100")[-1]
     row = next(line for line in costs_text([costs]).splitlines()
                if line.startswith("global requests in flight per warp"))
-    return costs.request_rounds, costs.load_requests + costs.store_requests, row.split()[-1]
+    return (costs.request_rounds, costs.issued_requests,
+            costs.load_requests + costs.store_requests, row.split()[-1])
 
 
 @pytest.mark.slow  # 3-5 s
@@ -428,15 +453,57 @@ def test_requests_wait_for_the_values_they_need():
     # 8 independent loads per work-item: rounds of 4 and 4, then the store, which needs them:
     # 3 rounds for each of the traced group's 8 warps, 9 requests each.
     reads = " + ".join(f"index xs ({512 * k} + i)" for k in range(8))
-    assert rounds_of(f"forcePull<grid> (generate 512 (fn i => {reads}))") == (8 * 3, 8 * 9, "3")
+    assert rounds_of(f"forcePull<grid> (generate 512 (fn i => {reads}))") \
+        == (8 * 3, 8 * 9, 8 * 9, "3")
     # A gather: the load of xs needs the index loaded from ys, the store the value: 3 rounds.
-    # The index's check reads ys[i] twice more, in the first round (5 requests a warp).
+    # The index's check reads ys[i] twice more: the same element, kept from the first load.
     assert rounds_of("ys <- forcePull<grid> (generate 4096 (fn i => (i * 7) % 4096)); "
                      "forcePull<grid> (generate 4096 (fn i => index xs (index ys i)))") \
-        == (3 * 8, 5 * 8, "1.67")
-    # A chain: each load's index is the one before it: 8 loads, 8 rounds, and the store.
+        == (3 * 8, 3 * 8, 5 * 8, "1")
+    # A chain: each load's index is the one before it: 8 loads, 8 rounds, and the store. Here
+    # every load reads the same element (xs[i] = i), but its address waits on the one before.
     assert rounds_of("forceM<grid> (splitUp 256 (iota 512) |> map (fn c => do<block> { "
                      "r <- forceM<block> (c |> map (fn i => return<thread> "
                      "(foldl (fn at k => index xs at) i (iota 8))) |> concat<thread> 1); "
                      "return<block> (push<block> r) }) |> concat<block> 256)") \
-        == (8 * 9, 8 * 9, "1")
+        == (8 * 9, 8 * 9, 8 * 9, "1")
+
+
+def test_a_loop_reading_its_bounds_again_waits_for_them_once():
+    # A work-item per row of 8 elements (offsets 8r): the generated loop reads the row's
+    # offsets again for its bound and each element's index, many times over. Issued: the two
+    # offsets in one round, the 8 elements in two rounds of 4 (they need the offsets), the
+    # store: 4 rounds of each warp's 11 requests.
+    rows = ("offs <- forcePull<grid> (generate 513 (fn r => 8 * r)); "
+            "forceM<grid> (concat<block> 256 (map (fn block => concat<thread> 1 (map (fn r => "
+            "return<thread> (foldl addi 0 (generate (index offs (r + 1) - index offs r) "
+            "(fn k => index xs (index offs r + k))))) block)) (splitUp 256 (iota 512))))")
+    rounds, issued, requests, in_flight = rounds_of(rows)
+    assert (rounds, issued, in_flight) == (8 * 4, 8 * 11, "2.75")
+    assert requests > 10 * issued
+
+
+@pytest.mark.slow  # 2-4 s
+def test_a_work_item_cut_short_in_the_trace_goes_on_as_it_began():
+    # A work-item per row, 64 to a work-group: row 0 has 600 elements, the others 4. Lane 0
+    # logs some 20 entries per element (its loop reads the row's offsets again and again), far
+    # past a cap of 1024; with a cap of 16384 its whole loop is logged: 150 rounds of 4 loads.
+    session, root, options = compiled(
+        "do<grid> { offs <- forcePull<grid> (generate 65 (fn r => 4 * r + 596 * min 1 r)); "
+        "vals <- forcePull<grid> (generate 852 (fn e => e % 10)); "
+        "forceM<grid> (concat<block> 64 (map (fn block => concat<thread> 1 (map (fn r => "
+        "return<thread> (foldl addi 0 (generate (index offs (r + 1) - index offs r) "
+        "(fn k => index vals (index offs r + k))))) block)) (splitUp 64 (iota 64)))) }",
+        block_size=64)
+    program = pipeline.compile_program(session, root, options)
+
+    def rounds(cap: int):
+        trace = trace_program(program, cap=cap)
+        sums = trace.kernels[-1]
+        return sums.truncated, request_rounds(sums, trace.sites, REQUESTS_IN_FLIGHT)
+
+    (cut, short), (whole_cut, whole) = rounds(1024), rounds(16384)
+    assert cut and not whole_cut
+    assert whole.busiest == 1 + 150  # the offsets, then the elements 4 at a time
+    assert short.busiest == pytest.approx(whole.busiest, rel=0.1)
+    assert short.rounds == pytest.approx(whole.rounds, rel=0.1)

@@ -14,6 +14,7 @@ since Volta (compute capability 7.0 to 9.0):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -115,8 +116,8 @@ def split_by_site(trace: KernelTrace, sites: list[Site]) -> list[SiteAccesses]:
     for site_id in np.unique(trace.site):
         chosen = np.flatnonzero(trace.site == site_id)  # lane-major, in log order
         lane = trace.lane[chosen]
-        starts = np.flatnonzero(np.r_[True, lane[1:] != lane[:-1]])
-        run_start = np.repeat(starts, np.diff(np.r_[starts, len(lane)]))
+        starts, ends = lane_runs(lane)
+        run_start = np.repeat(starts, ends - starts)
         occurrence = np.arange(len(lane)) - run_start
         result.append(SiteAccesses(sites[site_id], lane, occurrence, trace.index[chosen]))
     return result
@@ -272,32 +273,82 @@ def simt_by_site(trace: KernelTrace, sites: list[Site]) -> list[SiteSimt]:
     return [simt(accesses, trace.block_size) for accesses in split_by_site(trace, sites)]
 
 
-def request_rounds(trace: KernelTrace, sites: list[Site], in_flight: int) -> int:
+class Rounds(NamedTuple):
+    rounds: int        # a warp's waits for its global requests, summed over the warps ...
+    requests: int      # ... the requests it issues in them (repeated loads left out) ...
+    busiest: int = 0   # ... and the most rounds one warp waits for: those with a load (a
+                       # warp does not wait for its stores)
+
+
+def request_rounds(trace: KernelTrace, sites: list[Site], in_flight: int) -> Rounds:
     """The rounds of global requests the traced work-group's warps wait through, summed over
     its warps: a warp issues up to `in_flight` requests together and then waits, and a request
     starts a round of its own when it needs a value loaded in the current round (Site.needs) or
-    follows a barrier. A warp takes as many rounds as its busiest lane."""
+    follows a barrier. A load repeating one of the work-item's earlier loads is no request
+    (repeated_loads). A warp takes as many rounds as its busiest lane, and a lane whose log was
+    cut short as many as its logged part in proportion to all it did."""
     counted = np.zeros(len(sites), bool)  # the sites that count: global accesses, barriers
     for site in sites:
         counted[site.id] = site.kind == "barrier" or (site.is_memory and site.space == "global")
-    starts = np.flatnonzero(np.r_[True, trace.lane[1:] != trace.lane[:-1]]) if trace.lane.size \
-        else np.zeros(0, np.int64)
-    ends = np.r_[starts[1:], trace.lane.size]
-    known: dict[bytes, int] = {}  # lanes of a warp mostly run the same sequence: count it once
-    by_warp: dict[int, int] = {}
-    for start, end in zip(starts, ends):
-        sequence = trace.site[start:end]
-        sequence = sequence[counted[sequence]]
+    counted_entries = counted[trace.site] & ~repeated_loads(trace, sites)
+    known: dict[bytes, Rounds] = {}  # lanes of a warp mostly run the same sequence: count once
+    by_warp: dict[int, Rounds] = {}  # each warp's busiest lane
+    for start, end in zip(*lane_runs(trace.lane)):
+        sequence = trace.site[start:end][counted_entries[start:end]]
         key = sequence.tobytes()
         if key not in known:
             known[key] = _rounds([sites[s] for s in sequence], in_flight)
-        warp = int(trace.lane[start]) // WARP_SIZE
-        by_warp[warp] = max(by_warp.get(warp, 0), known[key])
-    return sum(by_warp.values())
+        rounds = known[key]
+        lane = int(trace.lane[start])
+        if trace.made is not None and trace.made[lane] > end - start:
+            # A log cut short: the work-item is taken to go on as it began (a long loop).
+            rounds = Rounds(*(round(n * trace.made[lane] / (end - start)) for n in rounds))
+        warp = lane // WARP_SIZE
+        by_warp[warp] = Rounds(*map(max, by_warp.get(warp, Rounds(0, 0)), rounds))
+    return Rounds(sum(r.rounds for r in by_warp.values()),
+                  sum(r.requests for r in by_warp.values()),
+                  max((r.busiest for r in by_warp.values()), default=0))
 
 
-def _rounds(sequence: list[Site], in_flight: int) -> int:
-    rounds = issued = 0
+def repeated_loads(trace: KernelTrace, sites: list[Site]) -> np.ndarray:
+    """For each logged access: whether it is a global load of an element its work-item loaded
+    before, with no global store or barrier between, at an index computed from no loaded value.
+    Such a load (a check reading an index a second time, a loop reading its bound again) is
+    kept in a register by the compiler, or served with the first by the cache. A store may
+    change any global array, as the compiler must assume; an index computed from a loaded value
+    (a chain of loads) is a new address to the compiler, whatever its value."""
+    arrays = {site.array for site in sites if site.array is not None}
+    array_id = {name: k for k, name in enumerate(sorted(arrays))}
+    load_of = np.full(len(sites), -1, np.int64)  # a global load's array, by site
+    clobbers = np.zeros(len(sites), bool)
+    for site in sites:
+        if site.space == "global" and site.kind == "load" and site.array is not None \
+                and not site.index_loaded:
+            load_of[site.id] = array_id[site.array]
+        clobbers[site.id] = site.kind == "barrier" or (site.kind == "store"
+                                                       and site.space == "global")
+    repeated = np.zeros(trace.site.size, bool)
+    loads = np.flatnonzero(load_of[trace.site] >= 0)
+    if loads.size:
+        # Logs are lane-major, so a running count of clobbers separates each lane's epochs.
+        epoch = np.cumsum(clobbers[trace.site])
+        key = np.stack([trace.lane[loads], epoch[loads], load_of[trace.site[loads]],
+                        trace.index[loads]], axis=1)
+        first = np.unique(key, axis=0, return_index=True)[1]
+        repeated[loads] = True
+        repeated[loads[first]] = False
+    return repeated
+
+
+def lane_runs(lane: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each work-item's entries of a lane-major log start and end."""
+    starts = np.flatnonzero(np.r_[True, lane[1:] != lane[:-1]]) if lane.size \
+        else np.zeros(0, np.int64)
+    return starts, np.r_[starts[1:], lane.size]
+
+
+def _rounds(sequence: list[Site], in_flight: int) -> Rounds:
+    rounds = issued = requests = waits = 0
     loaded: set[str] = set()
     for site in sequence:
         if site.kind == "barrier":
@@ -307,6 +358,8 @@ def _rounds(sequence: list[Site], in_flight: int) -> int:
             rounds, issued = rounds + 1, 0
             loaded = set()
         issued += 1
+        requests += 1
         if site.kind == "load" and site.array is not None:
+            waits += not loaded
             loaded.add(site.array)
-    return rounds
+    return Rounds(rounds, requests, waits)

@@ -75,8 +75,11 @@ class KernelCosts:
     float_flops: float = field(default=0.0, kw_only=True)  # ... and on floats
     # The rounds of global requests its warps wait through, summed over the traced work-group's
     # warps (access.request_rounds): fewer than its requests where a warp keeps several on
-    # their way at once.
+    # their way at once; the requests issued in them (a repeated load is none); and the most
+    # rounds one warp waits for (those with a load).
     request_rounds: int = field(default=0, kw_only=True)
+    issued_requests: int = field(default=0, kw_only=True)
+    busiest_rounds: int = field(default=0, kw_only=True)
     # Occupancy and time on a GPU, when one is chosen (fcl.explain sets it) ...
     predicted: KernelPrediction | None = field(default=None, kw_only=True)
     # ... and the time measured on the device that ran it: median kernel time per run, in ms.
@@ -123,6 +126,7 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
     # average the active lanes per instruction executed.
     simts = simt_by_site(trace, sites)
     lanes = sum(s.lanes for s in simts)
+    rounds = request_rounds(trace, sites, REQUESTS_IN_FLIGHT)
     return KernelCosts(
         trace.kernel.name, trace.kernel.span.line if trace.kernel.span else None, trace.launches,
         trace.groups, trace.group, items, trace.local_bytes,
@@ -143,13 +147,13 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         list(trace.groups_per_launch), trace.truncated, summaries, busiest=_busiest(trace),
         warp_barriers=warp_barriers, flops=_flops(trace, sites, "flops") / items,
         float_flops=_flops(trace, sites, "float_flops") / items,
-        request_rounds=request_rounds(trace, sites, REQUESTS_IN_FLIGHT))
+        request_rounds=rounds.rounds, issued_requests=rounds.requests,
+        busiest_rounds=rounds.busiest)
 
 
 def in_flight(costs: KernelCosts) -> float:
     """The global requests a warp of the kernel has on their way at once, on average."""
-    requests = costs.load_requests + costs.store_requests
-    return requests / costs.request_rounds if costs.request_rounds else 1.0
+    return costs.issued_requests / costs.request_rounds if costs.request_rounds else 1.0
 
 
 def _busiest(trace: KernelTrace) -> float:
@@ -267,8 +271,8 @@ def _prediction_note(predicted: list[KernelPrediction]) -> str:
     total = "cannot run there" if seconds is None else f"takes {time_text(seconds)}"
     return (f"Predicted on {gpu.description}: the program {total}, "
             f"{gpu.launch_overhead_us:g} µs per launch included; each kernel takes its "
-            "launches plus the longest of its DRAM, L1, local memory, issue and barrier "
-            "times, shown in brackets; a sector a work-group touches again comes from the "
+            "launches plus the longest of its DRAM, latency, L1, local memory, issue and "
+            "barrier times, shown in brackets; a sector a work-group touches again comes from the "
             "caches, not DRAM. docs/costs.md explains the model.")
 
 
@@ -303,7 +307,8 @@ def _notes(costs: list[KernelCosts], measured: Measured | None = None) -> list[s
         notes.append(_measured_note(measured))
     if any(c.truncated for c in costs):
         notes.append("Some work-items did more accesses than were recorded: counts are lower "
-                     "bounds.")
+                     "bounds, but for the rounds of requests a warp waits for, which take such "
+                     "a work-item to go on as it began.")
     # How each kernel's warp code runs (fcl.codegen.warps): what its counts describe.
     notes += [f"{c.kernel}, {note}." for c in costs for note in c.warp_notes]
     notes += [_warp_barrier_note(c) for c in costs if c.warp_barriers]

@@ -4,6 +4,7 @@ the traced work-group's counts, small enough to check by hand (docs/costs.md der
 Per launch of g work-groups, each term is the time one resource of the GPU needs for the work:
 
     DRAM     g × distinct sectors per group × 32 B / achievable bandwidth
+    latency  g ÷ groups at once × the most rounds one warp waits for × memory latency
     L1       g × sectors per group × 32 B / (L1_BYTES_PER_CLOCK × active SMs × clock)
     local    g × bank passes per group / (active SMs × clock)   (a pass: 32 banks × 4 B)
     issue    g × lane accesses per group / (32 × SIMT efficiency) / (active SMs × clock)
@@ -18,7 +19,9 @@ resident warps each have one round of requests in flight, of (sectors per round 
 fewer bytes than that (low occupancy, few work-groups, requests that wait for each other) the
 bandwidth reached falls in proportion. A round is up to REQUESTS_IN_FLIGHT of a warp's global
 requests that need no value another of them loads (memory-level parallelism: a load through an
-index just loaded, a store of a loaded value, or a barrier, starts the next round).
+index just loaded, a store of a loaded value, or a barrier, starts the next round). With
+warps of equal rounds, the DRAM term is at least the latency term; the latency term is longer
+where one warp waits through more rounds than the others (a work-item with a longer loop).
 A program's time is the sum of its kernels' times. A sector a work-group touches again (the
 next element of a work-item's run, a row every work-item of a group reads) is served by the
 L1 or L2 cache: DRAM moves each sector a work-group touches once, and every request's sectors
@@ -54,7 +57,8 @@ REQUESTS_IN_FLIGHT = 4
 # Bytes the L1 cache of an SM delivers per clock: 128, as its shared-memory banks (32 × 4 B),
 # with which it shares its storage and data path on NVIDIA GPUs since Volta.
 L1_BYTES_PER_CLOCK = 128
-TERMS = ("DRAM", "L1", "local memory", "issue", "barriers", "atomics", "doubles", "floats")
+TERMS = ("DRAM", "latency", "L1", "local memory", "issue", "barriers", "atomics", "doubles",
+         "floats")
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ class KernelWork:
     subgroups: bool = False   # ... priced as sub-group barriers (else as the work-group's)
     float_flops: float = 0.0  # operations on floats per work-group
     request_rounds: int = 0   # rounds of global requests its warps wait through (0: one each)
+    busiest_rounds: int = 0   # ... and the most of them one warp waits for (with a load)
 
 
 @dataclass(frozen=True)
@@ -93,9 +98,11 @@ class KernelPrediction:
 
     @property
     def bound(self) -> str:
-        """What limits the kernel most: the term taking the longest, or the launches."""
-        term, seconds = max(self.terms.items(), key=lambda item: item[1])
-        return term if seconds > self.launch_s else "launch"
+        """What limits the kernel most: the term taking the longest (the first of those as long,
+        within rounding), or the launches."""
+        longest = max(self.terms.values())
+        term = next(t for t, seconds in self.terms.items() if seconds >= longest * (1 - 1e-9))
+        return term if longest > self.launch_s else "launch"
 
 
 @dataclass(frozen=True)
@@ -125,7 +132,7 @@ def kernel_work(costs, registers: int) -> KernelWork:
         accesses * costs.block_size, costs.simt_efficiency, costs.barriers,
         costs.global_atomics, costs.distinct_sectors, costs.flops * costs.block_size,
         costs.warp_barriers, float_flops=costs.float_flops * costs.block_size,
-        request_rounds=costs.request_rounds)
+        request_rounds=costs.request_rounds, busiest_rounds=costs.busiest_rounds)
 
 
 def predict_kernel(gpu: GPU, work: KernelWork) -> KernelPrediction:
@@ -166,6 +173,9 @@ def _launch_terms(gpu: GPU, work: KernelWork, resident: Occupancy,
     waves = math.ceil(groups / (resident.groups_per_sm * gpu.sms))
     return {
         "DRAM": dram_bytes / bandwidth if dram_bytes else 0.0,
+        # A warp waits for its rounds one after another, however many warps the others keep
+        # busy: where one warp has more rounds than the rest, it alone takes this long.
+        "latency": groups / at_once * work.busiest_rounds * gpu.memory_latency_ns * 1e-9,
         "L1": l1_bytes / (L1_BYTES_PER_CLOCK * sm_clocks),
         "local memory": groups * work.local_passes / sm_clocks,
         "issue": groups * issued / (ISSUE_PER_CLOCK * sm_clocks),

@@ -36,6 +36,8 @@ class KernelTrace:
     site: np.ndarray     # ... the site (an index into Trace.sites) ...
     index: np.ndarray    # ... and the element index (pool position for per-item local slices)
     truncated: bool      # some work-item did more than `cap` accesses
+    # The entries each work-item made, logged or not: more than it logged where cut short.
+    made: np.ndarray | None = None
 
     @property
     def launches(self) -> int:
@@ -104,7 +106,7 @@ class TracingRun(HostRun):
         entries = log[lanes, order]
         self.traced.append(KernelTrace(kernel, group, groups, self.block_size, local_bytes, [],
                                        lanes, order, entries[:, 0].copy(), entries[:, 1].copy(),
-                                       bool((counts > self.cap).any())))
+                                       bool((counts > self.cap).any()), counts.copy()))
 
 
 def trace_program(compiled: Compiled, group: int = 0, device: str | None = None,

@@ -102,6 +102,7 @@ class Site:
     # A global access's: the global arrays whose loaded values it needs (its index, a store's
     # value, the branches it runs under), fcl.il.loaded.
     needs: frozenset[str] = frozenset()
+    index_loaded: bool = False  # its index is computed from a loaded value
 
     @property
     def is_memory(self) -> bool:
@@ -356,15 +357,15 @@ class KernelPrinter(StmtVisitor):
         name = self.roots.get(array.name, array.name) if array is not None else None
         space = {"__global": "global", "__local": "local"}.get(self.spaces.get(name, "")) \
             if name else None
-        needs = self.control
-        for part in (index, value):
-            if part is not None:
-                needs |= self.loaded.expr(part)
+        index_needs = self.loaded.expr(index) if index is not None else frozenset()
+        needs = self.control | index_needs
+        if value is not None:
+            needs |= self.loaded.expr(value)
         index = plain(index) if index is not None else None  # as the program computes it
         index_text = c_expr(index, subscript=True) if index is not None else None
         site = Site(len(self.sites), self.kernel_name, kind, name, space,
                     ir.elem_of(array) if array is not None else None, index_text, span, index,
-                    atomic=atomic, level=level, needs=needs)
+                    atomic=atomic, level=level, needs=needs, index_loaded=bool(index_needs))
         self.sites.append(site)
         logged = index_text or "0"
         if name in self.per_item:  # a slice of a pool: log the position in the pool

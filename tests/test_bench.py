@@ -207,6 +207,7 @@ def test_streaming_is_measured_past_the_budget_with_and_without_overlap(capsys):
         assert times_the_budget >= 4 and chunks >= 4 and 0 < peak <= 1
 
 
+@pytest.mark.slow  # 3.5 s: each layout of each program compiled and run
 def test_layouts_are_measured_against_each_other(capsys):
     # --tiny: N-body's bodies and the particles in each layout and the inferred one, each
     # checked against numpy (measure_layouts raises otherwise), with their predicted GPU times.

@@ -446,6 +446,7 @@ def moved(plan, array: str, block: str, place=None):
     return replace(plan, blocks=blocks)
 
 
+@pytest.mark.slow  # 6-7 s: every program's plan, checked pair by pair
 def test_the_plans_of_the_suite_and_the_bench_have_no_overlap(program_texts):
     from bench.planning import programs
     from bench.sizes import HERE

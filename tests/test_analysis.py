@@ -778,6 +778,7 @@ fun blur h w img =
     assert "arglen" not in each and "? 0 :" not in each
 
 
+@pytest.mark.slow  # 1.5-2.5 s: three programs traced and predicted
 def test_operations_on_doubles_and_the_roofline():
     # x * x + 2 * x: 3 operations per work-item, 16 bytes from DRAM (a double read, one
     # written); a loop of 10 steps of a * 0.5 + x: 20, each step counted as often as it ran.

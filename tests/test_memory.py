@@ -527,3 +527,10 @@ def test_the_masked_update_count_shifts_and_wraps_as_the_kernels_do():
             folded = [mk_bin(op, ir.Const(int(x), ir.INT), ir.Const(count, ir.INT), ir.INT)
                       for x in elements]
             assert [int(x) for x in shifted] == [f.value for f in folded], (op, count)
+
+
+def test_a_bool_takes_one_byte_of_a_block_as_in_device_memory():
+    plan = plan_of("val main = do<grid> { "
+                   "flags <- forcePull<grid> (generate 1000 (fn i => i % 3 == 0)); "
+                   "forcePull<grid> (generate 1000 (fn i => if index flags i then 1 else 0)) }")
+    assert sorted(block.bytes for block in plan.blocks) == [1000, 4000]

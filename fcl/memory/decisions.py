@@ -34,12 +34,9 @@ KINDS = {
 
 Notes = list[Decision] | None
 
-ELEMENT_BYTES = {ir.INT: 4, ir.DOUBLE: 8, ir.FLOAT: 4, ir.BOOL: 4}
-
-
 def copied_bytes(elements: int, array: ir.Var) -> int:
     """The bytes a copy of `elements` elements of the array's type reads and writes."""
-    return 2 * elements * ELEMENT_BYTES[ir.elem_of(array)]
+    return 2 * elements * ir.ITEM_BYTES[ir.elem_of(array)]
 
 
 def note(notes: Notes, *args, **kwargs) -> None:

@@ -9,7 +9,7 @@ from fcl.errors import Span
 from fcl.il import ir
 from fcl.lmad.core import LMAD
 from fcl.memory.blocks import share_blocks
-from fcl.memory.decisions import ELEMENT_BYTES, Decision
+from fcl.memory.decisions import Decision
 from fcl.memory.shortcircuit import short_circuit_all
 
 COPIES = ("short-circuit", "alias", "update")  # the decisions that remove a copy kernel
@@ -35,7 +35,7 @@ class Block:
     def bytes(self) -> int | None:
         if self.length is None or self.times is None:
             return None
-        return self.length * ELEMENT_BYTES[self.elem] * self.times
+        return self.length * ir.ITEM_BYTES[self.elem] * self.times
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def _footprint(stmts: list[ir.Stmt]) -> Footprint:
         if isinstance(s, ir.Alloc) and s.level == "grid":
             times = counts.get(s.var.name)
             if isinstance(s.size, ir.Const) and times is not None:
-                known += int(s.size.value) * ELEMENT_BYTES[ir.elem_of(s.var)] * times
+                known += int(s.size.value) * ir.ITEM_BYTES[ir.elem_of(s.var)] * times
             else:
                 unknown += 1
     return Footprint(known, unknown)

@@ -125,7 +125,8 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
 
 def _observers(options: CompileOptions, observe: Observer | None) -> Observer | None:
     """The verifier (with `verify_il`) and `observe`, as one observer."""
-    each = [o for o in (verifier() if options.verify_il else None, observe) if o is not None]
+    each = [o for o in (verifier(options.share_blocks) if options.verify_il else None, observe)
+            if o is not None]
     if not each:
         return None
 

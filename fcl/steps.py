@@ -203,9 +203,10 @@ def run_steps(program: Program, steps: Sequence[Step | Fixpoint], settings: Sett
     return program
 
 
-def verifier() -> Observer:
+def verifier(share: bool = True) -> Observer:
     """An observer that verifies the program after every step, and the memory plan after the
-    memory steps (fcl.memory.check) against the program before them."""
+    memory steps (fcl.memory.check) against the program before them: the plan those steps
+    made, merging blocks only where `share` (Settings.share_blocks) let them."""
     done: list[str] = []
     unplanned: list[list[ir.Stmt]] = []
 
@@ -216,7 +217,7 @@ def verifier() -> Observer:
             if name == "layouts":
                 unplanned[:] = [program]
             elif name == "blocks" and unplanned and program is not unplanned[0]:
-                problems = plan_problems(unplanned[0], memory_plan(unplanned[0]))
+                problems = plan_problems(unplanned[0], memory_plan(unplanned[0], share))
                 if problems:
                     raise FCLError(f"internal: the memory plan after blocks is not valid: "
                                    f"{problems[0]}",

@@ -161,6 +161,13 @@ def test_an_array_made_after_anothers_last_use_takes_its_block():
     assert plan.planned.bytes == 2 * 64 * 4
     assert plan.unplanned.bytes == (64 + 64 + 48 + 48) * 4  # the print's copy too
     same_everywhere(CHAIN, block_size=16)
+    # Without merging (as on Oclgrind), the plan that --verify-il checks merges nothing either.
+    session = session_for(CHAIN)
+    il = pipeline.lower(session, pipeline.main_root(session), pipeline.CompileOptions())
+    unmerged = memory_plan(il, merge_blocks=False)
+    assert not decisions(unmerged, "merge") and len(unmerged.blocks) == 3
+    pipeline.compile_program(session, pipeline.main_root(session),
+                             pipeline.CompileOptions(verify_il=True, share_blocks=False))
 
 
 def test_a_slice_read_element_by_element_is_a_view():

@@ -358,8 +358,8 @@ def test_a_faulty_memory_plan_is_an_internal_error(monkeypatch):
             "  b <- forcePull<grid> (generate 64 (fn i => index a (63 - i))) ;\n"
             "  forceAndPrint 4 (push<grid> b)\n}\n")
 
-    def faulty(il):
-        plan = memory_plan(il)
+    def faulty(il, merge_blocks):
+        plan = memory_plan(il, merge_blocks)
         a_block, b_block = plan.blocks
         return replace(plan, blocks=[replace(a_block, arrays=a_block.arrays + b_block.arrays)])
     monkeypatch.setattr(steps, "memory_plan", faulty)

@@ -64,11 +64,14 @@ class MemoryPlan:
         return plan_text(self)
 
 
-def memory_plan(il: list[ir.Stmt]) -> MemoryPlan:
-    """The plan the memory steps (fcl.steps: short-circuit, blocks) make of `il`."""
+def memory_plan(il: list[ir.Stmt], merge_blocks: bool = True) -> MemoryPlan:
+    """The plan the memory steps (fcl.steps: short-circuit, then blocks unless `merge_blocks`
+    is off, as on Oclgrind) make of `il`."""
     notes: list[Decision] = []
     with ir.key_scope():
-        planned = share_blocks(short_circuit_all(il, notes), notes)
+        planned = short_circuit_all(il, notes)
+        if merge_blocks:
+            planned = share_blocks(planned, notes)
     sizes = {s.var.name: s for s in ir.walk(il) if isinstance(s, ir.Alloc) and s.level == "grid"}
     return MemoryPlan(_blocks(planned, sizes, notes), notes, _footprint(planned),
                       _footprint(il), _copy_bytes(notes),

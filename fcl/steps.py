@@ -20,6 +20,7 @@ from fcl.codegen.fuse import fuse
 from fcl.codegen.kernel import Kernel, Launch
 from fcl.codegen.kernelize import kernelize
 from fcl.codegen.order import group_order
+from fcl.codegen.reads import read_once
 from fcl.codegen.registers import registers
 from fcl.codegen.serial import interchange, split
 from fcl.codegen.shape import interface, number_checks, slots
@@ -154,6 +155,8 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
          _each_kernel(number_checks)),
     Step("unclamp", "past a check that returns when it fails, an index it clamped is read "
          "unclamped", _each_kernel(unclamp)),
+    Step("reads", "an element of an array the kernel never writes, read again and again, is "
+         "read once into a variable", _each_kernel(read_once)),
 )
 
 STEPS = IL_STEPS + BACKEND_STEPS

@@ -19,11 +19,22 @@ from course import NOTEBOOKS, kernel_of  # noqa: E402
 
 
 def run_notebook(path: Path) -> nbformat.NotebookNode:
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, kernel_name=kernel_of(path), timeout=300, startup_timeout=120,
-                            allow_errors=True, resources={"metadata": {"path": str(path.parent)}})
-    client.execute()
-    return nb
+    starts = 2
+    while True:
+        nb = nbformat.read(path, as_version=4)
+        client = NotebookClient(nb, kernel_name=kernel_of(path), timeout=300,
+                                startup_timeout=120, allow_errors=True,
+                                resources={"metadata": {"path": str(path.parent)}})
+        try:
+            client.execute()
+            return nb
+        except RuntimeError as error:
+            # jupyter_client picks a kernel's TCP ports before the kernel binds them: with two
+            # test processes starting kernels, another may take one meanwhile ("Address
+            # already in use"), and the kernel dies at once. That start is tried again.
+            starts -= 1
+            if not starts or "died before replying to kernel_info" not in str(error):
+                raise
 
 
 def texts(cell) -> list[str]:

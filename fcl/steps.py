@@ -129,7 +129,8 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
     Step("short-circuit", "a part copied into a larger array is built in its place; a copy "
          "nothing changes afterwards is a view of its source; a loop step changing a few "
          "elements writes them in place, as does a kernel mapping an array nothing reads "
-         "after", _memory(short_circuit_all)),
+         "after, and a work-group's step changing part of a local array",
+         _memory(short_circuit_all)),
     Step("blocks", "arrays never live at once share a global block; an array a loop makes "
          "afresh each iteration is made once", _blocks),
     Step("kernelize", "grid-level loops become kernels; block-level loops are spread over a "
@@ -137,7 +138,8 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
     Step("interchange", "in a serial kernel, a work-item's reduction runs outside the loop "
          "over work-items, its accumulators in private memory", _each_kernel(interchange)),
     Step("split", "in a serial kernel, a loop over a tile's (row, column) becomes two loops, "
-         "the column innermost", _each_kernel(split)),
+         "the column innermost, and what a row reads the same for every column is read "
+         "before its loop", _each_kernel(split)),
     Step("fuse", "in a serial kernel, a loop whose elements the next loop reads once each is "
          "computed inside it: a reduction tree adds in registers", _each_kernel(fuse)),
     Step("order", "which tile coordinate neighbouring work-groups differ in: the one that "

@@ -524,12 +524,12 @@ val main = do<grid> {
 def test_the_masked_update_count_shifts_and_wraps_as_the_kernels_do():
     # Ints wrap and shift counts are taken mod 32 in the kernels and the simplifier; the count
     # of elements a masked update changes evaluates its conditions so too.
+    from fcl.il.numeric import evaluate
     from fcl.il.simplify import mk_bin
-    from fcl.memory.masked import _evaluate
     elements = np.arange(-4, 5)
     for op in ("<<", ">>", "*"):
         for count in (1, 31, 33, 35, 2**30 + 3):
-            shifted = _evaluate(ir.Bin(op, ir.Var("e", ir.INT), ir.Const(count, ir.INT), ir.INT),
+            shifted = evaluate(ir.Bin(op, ir.Var("e", ir.INT), ir.Const(count, ir.INT), ir.INT),
                                 {"e": elements})
             folded = [mk_bin(op, ir.Const(int(x), ir.INT), ir.Const(count, ir.INT), ir.INT)
                       for x in elements]

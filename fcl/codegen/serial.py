@@ -22,10 +22,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from fcl.codegen.kernel import Kernel, SerialFor, group_body, item_split, split_widths
 from fcl.il import ir
+from fcl.il.numeric import evaluate
 from fcl.il.traverse import (
     array_reads,
+    declared,
+    expr_reads,
     map_bodies,
     map_children,
     map_exprs,
@@ -235,5 +240,51 @@ def _nested(s: SerialFor, width: int) -> ir.Stmt:
 
     def block(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         return [map_bodies(map_stmt_exprs(t, rewrite), block) for t in stmts]
-    inner = SerialFor(column, ir.Const(width, ir.INT), block(s.body), span=s.span)
-    return SerialFor(row, ir.Const(int(s.bound.value) // width, ir.INT), [inner], span=s.span)
+    rows = int(s.bound.value) // width
+    hoisted, body = _row_invariant(block(s.body), row, column, rows, width)
+    inner = SerialFor(column, ir.Const(width, ir.INT), body, span=s.span)
+    return SerialFor(row, ir.Const(rows, ir.INT), [*hoisted, inner], span=s.span)
+
+
+def _row_invariant(body: list[ir.Stmt], row: ir.Var, column: ir.Var, rows: int,
+                   width: int) -> tuple[list[ir.Stmt], list[ir.Stmt]]:
+    """The leading declarations of a row's loop that are the same for all its columns (and
+    need none of the others), moved before it (a scan step's total, read once per row, so that
+    the loop over the row vectorizes), and the rest. A declaration reading an array the loop
+    stores to moves only where no store of the row can reach the element it reads, as
+    evaluation over every (row, column) shows."""
+    env = {row.name: np.arange(rows, dtype=np.int64)[:, None],
+           column.name: np.arange(width, dtype=np.int64)[None, :]}
+    for t in ir.walk(body):  # the loop's own values, as far as plain arithmetic gives them
+        if isinstance(t, ir.Declare) and (value := evaluate(t.init, env)) is not None:
+            env[t.var.name] = value
+    stores = [t for t in ir.walk(body) if isinstance(t, ir.Store)]
+    hoisted: list[ir.Stmt] = []
+    kept: list[ir.Stmt] = []
+    leading = next((k for k, t in enumerate(body) if not isinstance(t, ir.Declare)), len(body))
+    for t in body[:leading]:
+        assert isinstance(t, ir.Declare)
+        moves = column.name not in names(t.init) and not names(t.init) & declared(body) \
+            and all(_unreachable(read, stores, env, rows, width) for read in expr_reads(t.init))
+        (hoisted if moves else kept).append(t)
+    return hoisted, kept + body[leading:]
+
+
+def _unreachable(read: ir.Index, stores: list[ir.Store], env: dict, rows: int,
+                 width: int) -> bool:
+    """Whether no store of a row's loop writes the element `read` reads in that row."""
+    mine = [t for t in stores if t.array.name == read.array.name]
+    if not mine:
+        return True
+    at = evaluate(read.index, env)
+    if at is None:
+        return False
+    at = np.broadcast_to(np.asarray(at, np.int64), (rows, width))[:, :1]
+    for store in mine:
+        written = evaluate(store.index, env)
+        if written is None:
+            return False
+        written = np.broadcast_to(np.asarray(written, np.int64), (rows, width))
+        if np.any(written == at):
+            return False
+    return True

@@ -2,7 +2,8 @@
 or a view of its source, has its parts built in its place (copies.py), or, a loop step changing
 a few elements, writes them in place (updates.py, masked.py); where none applies, it stays as it
 is. Then a kernel that maps an array nothing reads afterwards has its result built in that
-array's memory (inplace.py): the short-circuit of a map."""
+array's memory (inplace.py): the short-circuit of a map. Inside kernels, a work-group's step
+changing some elements of a local array writes them in place (local.py)."""
 from __future__ import annotations
 
 from fcl.il import ir
@@ -10,13 +11,14 @@ from fcl.il.traverse import map_bodies
 from fcl.memory.copies import alias, copy_kernel, is_kernel, short_circuit
 from fcl.memory.decisions import Decision, Notes
 from fcl.memory.inplace import in_place
+from fcl.memory.local import local_updates
 from fcl.memory.masked import masked_parts, update_masked
 from fcl.memory.updates import update_in_place, update_loop_in_place
 
 
 def short_circuit_all(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
     """The statements with each array that can be built in another's memory built there."""
-    return in_place(remove_copies(stmts, notes), notes)
+    return in_place(remove_copies(local_updates(stmts), notes), notes)
 
 
 def remove_copies(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:

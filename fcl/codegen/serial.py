@@ -259,12 +259,13 @@ def _row_invariant(body: list[ir.Stmt], row: ir.Var, column: ir.Var, rows: int,
         if isinstance(t, ir.Declare) and (value := evaluate(t.init, env)) is not None:
             env[t.var.name] = value
     stores = [t for t in ir.walk(body) if isinstance(t, ir.Store)]
+    inside = declared(body)
     hoisted: list[ir.Stmt] = []
     kept: list[ir.Stmt] = []
     leading = next((k for k, t in enumerate(body) if not isinstance(t, ir.Declare)), len(body))
     for t in body[:leading]:
         assert isinstance(t, ir.Declare)
-        moves = column.name not in names(t.init) and not names(t.init) & declared(body) \
+        moves = column.name not in names(t.init) and not names(t.init) & inside \
             and all(_unreachable(read, stores, env, rows, width) for read in expr_reads(t.init))
         (hoisted if moves else kept).append(t)
     return hoisted, kept + body[leading:]

@@ -22,8 +22,8 @@ import numpy as np
 from fcl.il import ir
 from fcl.il.numeric import evaluate
 from fcl.il.traverse import expr_reads, map_bodies, map_children, map_stmt_exprs, stmt_exprs
-from fcl.memory.copies import first_statement_using, mentions, rebuild_stmt
-from fcl.memory.masked import mask
+from fcl.memory.copies import first_statement_using, mentions, paths, rebuild_stmt
+from fcl.memory.masked import mask, overwrites, own_element, step_kernel
 
 
 def local_updates(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
@@ -47,11 +47,10 @@ def _update(stmts: list[ir.Stmt], p: int, freed: set[str]) -> list[ir.Stmt] | No
         return None
     step, prefix, store = found
     n, e = int(step.bound.value), step.var.name  # type: ignore[attr-defined]
-    env = _environment(step, prefix, n)
+    env = _environment(prefix, {e: np.arange(n, dtype=np.int64)})
     step = _own_indices(step, env)
     *prefix, store = step.body  # type: ignore[assignment]
-    own = {leaf.array.name for leaf in _leaves(store.value)
-           if isinstance(leaf, ir.Index) and _is_own(leaf, e)}
+    own = {leaf.array.name for leaf, _ in paths(store.value) if own_element(leaf, e)}
     local = {s.var.name: s for s in stmts[:p]
              if isinstance(s, ir.Alloc) and s.level == "block"}
     own.discard(store.array.name)
@@ -97,12 +96,7 @@ def _over_changed(step: ir.ParFor, prefix: list[ir.Stmt], write: ir.Store,
     m = ir.Var(f"{step.var.name}_changed", ir.INT)
     row, column = _row_column(m, rows, width)
     e = ir.Var(step.var.name, ir.INT)
-    env: dict = {e.name: changed.astype(np.int64)}
-    for s in prefix:
-        assert isinstance(s, ir.Declare)
-        value = evaluate(s.init, env)
-        if value is not None:
-            env[s.var.name] = value
+    env = _environment(prefix, {e.name: changed.astype(np.int64)})
 
     def affine(x: ir.Expr) -> ir.Expr:
         x = map_children(x, affine)
@@ -182,21 +176,19 @@ def _sum(*parts: ir.Expr | None) -> ir.Expr:
 
 def _step(s: ir.Stmt) -> tuple[ir.ParFor, list[ir.Stmt], ir.Store] | None:
     """(step, its declarations, its store `out[e] = v`) if s is a work-group's step over a
-    length known when compiling."""
-    if not (isinstance(s, ir.ParFor) and s.level == "block" and isinstance(s.bound, ir.Const)
-            and s.body):
+    length known when compiling, with no check (it may come to run on its changed elements
+    only)."""
+    found = step_kernel(s, "block")
+    if found is None or not isinstance(found[0].bound, ir.Const) \
+            or not all(isinstance(t, ir.Declare) for t in found[1]):
         return None
-    *prefix, store = s.body
-    if not (isinstance(store, ir.Store) and isinstance(store.index, ir.Var)
-            and store.index.name == s.var.name and store.combine is None
-            and all(isinstance(t, ir.Declare) for t in prefix)):
-        return None
-    return s, prefix, store
+    return found
 
 
-def _environment(step: ir.ParFor, prefix: list[ir.Stmt], n: int) -> dict:
-    """The values of e and of the declarations that plain arithmetic computes, for every e."""
-    env: dict = {step.var.name: np.arange(n, dtype=np.int64)}
+def _environment(prefix: list[ir.Stmt], env: dict) -> dict:
+    """env (the elements e) with the values of the declarations that plain arithmetic
+    computes, for every e."""
+    env = dict(env)
     for s in prefix:
         assert isinstance(s, ir.Declare)
         value = evaluate(s.init, env)
@@ -226,22 +218,12 @@ def _changed(value: ir.Expr, inp: str, e: str) -> ir.Expr:
         return value
 
     def kept(x: ir.Expr) -> bool:
-        return isinstance(x, ir.Index) and x.array.name == inp and _is_own(x, e)
+        return own_element(x, e) and x.array.name == inp
     if kept(value.then):
         return _changed(value.else_, inp, e)
     if kept(value.else_):
         return _changed(value.then, inp, e)
     return replace(value, then=_changed(value.then, inp, e), else_=_changed(value.else_, inp, e))
-
-
-def _is_own(read: ir.Index, e: str) -> bool:
-    return isinstance(read.index, ir.Var) and read.index.name == e
-
-
-def _leaves(value: ir.Expr) -> list[ir.Expr]:
-    if isinstance(value, ir.Select):
-        return _leaves(value.then) + _leaves(value.else_)
-    return [value]
 
 
 def _reads_unchanged(prefix: list[ir.Stmt], store: ir.Store, inp: str, out: str, e: str,
@@ -252,7 +234,7 @@ def _reads_unchanged(prefix: list[ir.Stmt], store: ir.Store, inp: str, out: str,
         for read in expr_reads(x):
             if read.array.name == out:
                 return False
-            if read.array.name != inp or _is_own(read, e):
+            if read.array.name != inp or own_element(read, e):
                 continue
             at = evaluate(read.index, env)
             if at is None:
@@ -266,13 +248,8 @@ def _reads_unchanged(prefix: list[ir.Stmt], store: ir.Store, inp: str, out: str,
 def _overwrites(s: ir.Stmt, array: str, n: int) -> bool:
     """Whether s is a step writing every element of `array` (n of them) before it reads any."""
     found = _step(s)
-    if found is None:
-        return False
-    step, prefix, store = found
-    return store.array.name == array and isinstance(step.bound, ir.Const) \
-        and step.bound.value == n and all(
-        read.array.name != array for t in prefix for x in stmt_exprs(t) for read in expr_reads(x)) \
-        and all(read.array.name != array for read in expr_reads(store.value))
+    return found is not None and isinstance(found[0].bound, ir.Const) \
+        and found[0].bound.value == n and overwrites(s, array, "block")
 
 
 def _unused(name: str, stmts: list[ir.Stmt], alloc: ir.Stmt) -> bool:

@@ -25,10 +25,11 @@ from fcl.memory.decisions import Notes, at_line, copied_bytes, note
 BOOL = ir.BOOL
 
 
-def step_kernel(s: ir.Stmt) -> tuple[ir.ParFor, list[ir.Stmt], ir.Store] | None:
-    """(kernel, its declarations and checks, its last statement `out[e] = v`) if s is a grid
-    kernel of that shape."""
-    if not (isinstance(s, ir.ParFor) and s.level == "grid" and s.body):
+def step_kernel(s: ir.Stmt, level: str = "grid"
+                ) -> tuple[ir.ParFor, list[ir.Stmt], ir.Store] | None:
+    """(kernel, its declarations and checks, its last statement `out[e] = v`) if s is a
+    parallel loop of that shape at `level` (a grid kernel; a work-group's step, local.py)."""
+    if not (isinstance(s, ir.ParFor) and s.level == level and s.body):
         return None
     *prefix, store = s.body
     if not (isinstance(store, ir.Store) and isinstance(store.index, ir.Var)
@@ -152,7 +153,7 @@ def update_masked(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] |
         why = f"{inp.name} and {out.name} are not arrays of the same length"
     if why is None:
         following = first_statement_using(stmts[p + 1:], inp.name)
-        if following is not None and not _overwrites(following, inp):
+        if following is not None and not overwrites(following, inp.name):
             why = f"{inp.name}'s old elements are read after the step{at_line(following)}"
     if why is not None:
         note(notes, "update", False, out.name, inp.name, None, why, kernel.span)
@@ -202,17 +203,17 @@ def _shown(x: ir.Expr, within_or: bool = False) -> str:
     return ir.show_expr(x)
 
 
-def _overwrites(s: ir.Stmt, array: ir.Var) -> bool:
-    """Whether s is a step kernel writing every element of `array` before reading any: the next
-    step of an unrolled loop, reading only its own elements of it."""
-    found = step_kernel(s)
+def overwrites(s: ir.Stmt, array: str, level: str = "grid") -> bool:
+    """Whether s is a step kernel (at `level`) writing every element of `array` before reading
+    any: the next step of an unrolled loop, reading only its own elements of it."""
+    found = step_kernel(s, level)
     if found is None:
         return False
     _, prefix, store = found
-    if store.array.name != array.name:
+    if store.array.name != array:
         return False
     exprs = [x for t in prefix for x in stmt_exprs(t)] + [store.value]
-    return all(read.array.name != array.name for x in exprs for read in expr_reads(x))
+    return all(read.array.name != array for x in exprs for read in expr_reads(x))
 
 
 def update_loop_masked(loop: ir.SeqFor | ir.While, before: list[ir.Stmt], step: ir.Stmt,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from fcl.codegen.blocking import register_blocks
 from fcl.codegen.fuse import fuse
 from fcl.codegen.kernel import Kernel, Launch
 from fcl.codegen.kernelize import kernelize
@@ -159,6 +160,9 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
          "unclamped", _each_kernel(unclamp)),
     Step("reads", "an element of an array the kernel never writes, read again and again, is "
          "read once into a variable", _each_kernel(read_once)),
+    Step("blocking", "in a serial kernel, a reduction into rows of private accumulators keeps "
+         "blocks of rows in OpenCL vectors through the reduction's loop",
+         _each_kernel(register_blocks)),
 )
 
 STEPS = IL_STEPS + BACKEND_STEPS

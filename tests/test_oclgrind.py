@@ -92,12 +92,13 @@ def test_a_race_between_work_groups_is_reported_at_the_interleave(tmp_path):
     assert first.startswith(f"{tmp_path / 'prog.fcl'}:3:12: error: Oclgrind: Write-write data race")
 
 
-def oclgrind_findings(text: str, name: str, capfd, block_size: int = 32) -> str:
+def oclgrind_findings(text: str, name: str, capfd, block_size: int = 32,
+                      target: str = "auto") -> str:
     """What Oclgrind reports about the program's kernels, as FCL errors ('' if nothing)."""
     session = Session.new()
     session.add_file(Source(name, text))
     root = pipeline.main_root(session)
-    options = pipeline.CompileOptions(block_size=block_size)
+    options = pipeline.CompileOptions(block_size=block_size, target=target)
     compiled = pipeline.compile_program(session, root, options)
     capfd.readouterr()
     pipeline.run_opencl(session, root, options, device="oclgrind", out=io.StringIO(),

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from fcl.codegen.blocking import RegisterBlocked, blocked_lines
 from fcl.codegen.kernel import (
     LOCAL_IDS,
     FailFlag,
@@ -546,6 +547,13 @@ class KernelPrinter(StmtVisitor):
         self.branch_block("then" if s.once else "loop", ir.Bin("<", s.var, s.bound, ir.BOOL),
                           s.span, s.body, indent + 1)
         self.line("}", indent, None)
+
+    def visit_RegisterBlocked(self, s: RegisterBlocked, indent: int) -> None:
+        if self.trace:  # the cost model counts the program's loads: the nest as it was
+            return self.block(s.body, indent)
+        lines = blocked_lines(s, self.expr)
+        for n, (depth, text) in enumerate(lines):
+            self.line(text, indent + depth, s.span if n == 0 else None)
 
     def visit_SeqFor(self, s: ir.SeqFor, indent: int) -> None:
         v = s.var.name

@@ -8,6 +8,7 @@ the work-items of a group or by none, which OpenCL requires.
 """
 from __future__ import annotations
 
+from fcl.codegen.blocking import RegisterBlocked
 from fcl.codegen.kernel import LOCAL_IDS, FailFlag, Kernel, Launch, Special, StridedFor, WideInt
 from fcl.il import ir
 from fcl.il.traverse import names, sub_exprs
@@ -115,6 +116,9 @@ class KernelVerifier(Verifier):
         if self.kernel is not None:
             return self.visit_other(s, where)
         self.launch(s)
+
+    def visit_RegisterBlocked(self, s: RegisterBlocked, where: Where) -> None:
+        self.stmts(s.body, where)  # the nest it prints otherwise
 
     def visit_StridedFor(self, s: StridedFor, where: Where) -> None:
         if self.kernel is None:

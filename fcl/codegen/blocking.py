@@ -1,0 +1,276 @@
+"""Register blocking: a reduction into rows of private accumulators, held in OpenCL vectors.
+
+serial.py's `interchange` leaves a tiled matrix product's reduction, in a serial kernel, as
+
+    for k < K: for row < R: for col < W: acc[row * W + col] = acc[row * W + col] + f(k, row, col)
+
+with `acc` a private array. The C compiler vectorizes the column loop but loads and stores the
+accumulators in every step of k: LLVM 15 leaves its loop of two vector iterations a loop, and the
+array in memory. This step marks such a nest (`RegisterBlocked`), and `emit` prints it with the k
+loop inside a loop over blocks of rows: each block's accumulators are vectors of 32 bytes (8 ints
+or floats, 4 doubles) loaded before the k loop, updated in registers and stored after it. f's
+reads along the column become vector loads; what does not depend on the column stays scalar (an
+element of A's row, read once per row of the block and step of k). The vectors are OpenCL's own,
+so no C compiler's vectoriser is relied on.
+
+Every element still takes its steps of k in the program's order, and each step's operations are
+the program's, in uint for ints (which wrap) and with contraction off for doubles: results keep
+their bits. Other nests are left alone, and the kernel's other loops are printed as before.
+On the bench's 512 x 512 product (bench/README.md, "Register blocking") the kernel took 0.45 of
+its time on PoCL 3.1.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from fcl.codegen.kernel import Kernel
+from fcl.il import ir
+from fcl.il.numeric import evaluate
+from fcl.il.traverse import map_bodies, map_children, names
+
+VECTOR_BYTES = 32  # one AVX register; wider vectors crash LLVM 14 in some kernels (bench/README)
+REGISTERS = 8  # accumulator vectors per block: with the column's loads, they fit 16 registers
+ELEMENT = {ir.INT: ("uint", 4), ir.FLOAT: ("float", 4), ir.DOUBLE: ("double", 8)}
+# Operations printed on vectors: those of ints wrap in uint; floating ones as the program's.
+VECTOR_OPS = {ir.INT: frozenset(("+", "-", "*", "&", "|", "^")),
+              ir.FLOAT: frozenset(("+", "-", "*", "/")), ir.DOUBLE: frozenset(("+", "-", "*", "/"))}
+
+
+@dataclass(eq=False)
+class RegisterBlocked(ir.Stmt):
+    """`body`, one loop nest that `nest` recognises, printed with its accumulators in vector
+    registers (see the module docstring); the verifier and traced kernels see the nest itself."""
+
+    body: list[ir.Stmt]
+
+    def show_il(self, indent: int) -> str:
+        found = nest(self.body[0])
+        assert found is not None
+        head = f"blocked in registers: {found.block} rows x {found.width} of {found.acc.name}, " \
+               f"vectors of {found.lanes}"
+        return ir.show_block(head, self.body, indent)
+
+
+@dataclass(frozen=True)
+class Nest:
+    """`for red < red_bound: for row < rows: for col < width: acc[row * width + col] = acc[...]
+    op value` (or `value op acc[...]`), the rows' and columns' int declarations inlined into
+    `value`."""
+
+    red: ir.Var
+    red_bound: ir.Expr
+    row: ir.Var
+    rows: int
+    col: ir.Var
+    width: int
+    acc: ir.Var
+    op: str
+    acc_left: bool
+    value: ir.Expr
+    lanes: int
+    block: int
+
+
+def register_blocks(kernel: Kernel) -> Kernel:
+    """The serial kernel with each nest that `nest` recognises, reading a private accumulator
+    array, marked for printing with its accumulators in registers; other kernels as they are."""
+    if not kernel.serial:
+        return kernel
+    private = {var.name for var, _ in kernel.private}
+
+    def block(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        for s in stmts:
+            found = nest(s) if isinstance(s, ir.SeqFor) else None
+            if found is not None and found.acc.name in private:
+                out.append(RegisterBlocked([s], span=s.span))
+            else:
+                out.append(map_bodies(s, block))
+        return out
+    return replace(kernel, body=block(kernel.body))
+
+
+def nest(s: ir.Stmt) -> Nest | None:
+    """The nest s is (see Nest), when its accumulators can be blocked; else None."""
+    if not isinstance(s, ir.SeqFor) or len(s.body) != 1:
+        return None
+    row_loop = s.body[0]
+    if not isinstance(row_loop, ir.SeqFor) or not isinstance(row_loop.bound, ir.Const):
+        return None
+    definitions: dict[str, ir.Expr] = {}
+    *row_decls, col_loop = row_loop.body
+    if not isinstance(col_loop, ir.SeqFor) or not isinstance(col_loop.bound, ir.Const) \
+            or not _int_declarations(row_decls, definitions):
+        return None
+    *col_decls, store = col_loop.body
+    if not isinstance(store, ir.Store) or store.combine is not None \
+            or not _int_declarations(col_decls, definitions):
+        return None
+    acc, elem = store.array, ir.elem_of(store.array)
+    rows, width = int(row_loop.bound.value), int(col_loop.bound.value)
+    if elem not in ELEMENT or rows < 1 or width < 1:
+        return None
+    lanes = VECTOR_BYTES // ELEMENT[elem][1]
+    if width % lanes:
+        return None
+    block = next((b for b in (4, 2, 1) if rows % b == 0 and b * width // lanes <= REGISTERS),
+                 None)
+    if block is None:
+        return None
+    own = _expand(store.index, definitions)
+    value = store.value
+    if not (isinstance(value, ir.Bin) and value.op in VECTOR_OPS[elem] and value.type == elem):
+        return None
+    acc_left = isinstance(value.left, ir.Index) and value.left.array.name == acc.name
+    update, rest = (value.left, value.right) if acc_left else (value.right, value.left)
+    if not (isinstance(update, ir.Index) and update.array.name == acc.name) \
+            or ir.expr_key(_expand(update.index, definitions)) != ir.expr_key(own):
+        return None
+    rest = _expand(rest, definitions)
+    loops = {s.var.name, row_loop.var.name, col_loop.var.name}
+    if acc.name in names(rest) or acc.name in names(own) or names(s.bound) & loops \
+            or not _is_row_major(own, row_loop.var, col_loop.var, rows, width) \
+            or not _vectorizable(rest, col_loop.var.name, elem):
+        return None
+    return Nest(s.var, s.bound, row_loop.var, rows, col_loop.var, width, acc, value.op,
+                acc_left, rest, lanes, block)
+
+
+def _int_declarations(stmts: list[ir.Stmt], definitions: dict[str, ir.Expr]) -> bool:
+    """Record int declarations of arithmetic (no array read) in `definitions`; False when a
+    statement is anything else."""
+    for t in stmts:
+        if not (isinstance(t, ir.Declare) and t.var.type == ir.INT
+                and not any(isinstance(x, ir.Index) for x in _parts(t.init))):
+            return False
+        definitions[t.var.name] = _expand(t.init, definitions)
+    return True
+
+
+def _parts(e: ir.Expr):
+    yield e
+    for name in ir.field_names(e):
+        part = getattr(e, name)
+        if isinstance(part, ir.Expr) and part is not e:
+            yield from _parts(part)
+
+
+def _expand(e: ir.Expr, definitions: dict[str, ir.Expr]) -> ir.Expr:
+    """e with the variables of `definitions` replaced by their values (array reads' indices
+    included)."""
+    if isinstance(e, ir.Var):
+        return definitions.get(e.name, e)
+    return map_children(e, lambda part: _expand(part, definitions))
+
+
+def _is_row_major(index: ir.Expr, row: ir.Var, col: ir.Var, rows: int, width: int) -> bool:
+    """Whether `index` is row * width + col for every row and column, by evaluation."""
+    if names(index) - {row.name, col.name}:
+        return False
+    grid_row, grid_col = np.meshgrid(np.arange(rows), np.arange(width), indexing="ij")
+    got = evaluate(index, {row.name: grid_row, col.name: grid_col})
+    return got is not None and bool(np.all(np.asarray(got) == grid_row * width + grid_col))
+
+
+def column_base(index: ir.Expr, col: str) -> ir.Expr | None:
+    """b when `index` is a sum of terms, one of them the column and none of the others
+    mentioning it: the element of column 0; else None."""
+    terms: list[ir.Expr] = []
+
+    def flatten(e: ir.Expr) -> None:
+        if isinstance(e, ir.Bin) and e.op == "+" and e.type == ir.INT:
+            flatten(e.left)
+            flatten(e.right)
+        else:
+            terms.append(e)
+    flatten(index)
+    at = [i for i, t in enumerate(terms) if col in names(t)]
+    column = terms[at[0]] if len(at) == 1 else None
+    if not (isinstance(column, ir.Var) and column.name == col):
+        return None
+    rest = terms[:at[0]] + terms[at[0] + 1:]
+    base: ir.Expr = ir.Const(0, ir.INT)
+    for t in rest:
+        base = t if isinstance(base, ir.Const) and base.value == 0 else \
+            ir.Bin("+", base, t, ir.INT)
+    return base
+
+
+def _vectorizable(e: ir.Expr, col: str, elem: str) -> bool:
+    """Whether e can be computed for consecutive columns in vectors of `elem` (see vector_text)."""
+    if col not in names(e):
+        return ir.type_of(e) == elem
+    if isinstance(e, ir.Index):
+        return ir.elem_of(e.array) == elem and column_base(e.index, col) is not None
+    if isinstance(e, ir.Bin):
+        return e.type == elem and e.op in VECTOR_OPS[elem] and \
+            _vectorizable(e.left, col, elem) and _vectorizable(e.right, col, elem)
+    return False
+
+
+def blocked_lines(s: RegisterBlocked, scalar: Callable[[ir.Expr, bool], str]
+                  ) -> list[tuple[int, str]]:
+    """The OpenCL C of a blocked nest, as (relative indent, line); `scalar(e, subscript)`
+    prints an expression as the kernel's other statements are printed."""
+    found = nest(s.body[0])
+    assert found is not None
+    n = found
+    vtype, _ = ELEMENT[ir.elem_of(n.acc)]
+    vector = f"{vtype}{n.lanes}"
+    loads = n.width // n.lanes
+    first = ir.Var(f"{n.row.name}_block", ir.INT)
+    acc = n.acc.name
+
+    def name(r: int, h: int) -> str:
+        return f"{acc}_v{r}_{h}"
+
+    def load(array: ir.Var, base: str, h: int) -> str:
+        # Consecutive scalars, which the code generator loads as one vector: pip's PoCL calls
+        # a function for each vloadN, and the accumulators then live in memory across it.
+        cast = "(uint)" if ir.elem_of(array) == ir.INT else ""
+        offsets = (h * n.lanes + i for i in range(n.lanes))
+        elements = ", ".join(f"{cast}{array.name}[{base}{f' + {k}' if k else ''}]"
+                             for k in offsets)
+        return f"(({vector})({elements}))"
+
+    def store(value: str, base: str, h: int) -> str:
+        if ir.elem_of(n.acc) == ir.INT:
+            value = f"as_int{n.lanes}({value})"
+        return f"vstore{n.lanes}({value}, {h}, {acc} + {base});"
+
+    def vector_text(e: ir.Expr, h: int) -> str:
+        if n.col.name not in names(e):
+            text = scalar(e, False)
+            return f"(uint){text}" if ir.type_of(e) == ir.INT else text
+        if isinstance(e, ir.Index):
+            base = column_base(e.index, n.col.name)
+            assert base is not None
+            return load(e.array, scalar(base, True), h)
+        assert isinstance(e, ir.Bin)
+        return f"({vector_text(e.left, h)} {e.op} {vector_text(e.right, h)})"
+
+    lines = [(0, f"for (int {first.name} = 0; {first.name} < {n.rows}; "
+                 f"{first.name} += {n.block}) {{")]
+    rows = [ir.Bin("+", first, ir.Const(r, ir.INT), ir.INT) if r else first
+            for r in range(n.block)]
+    bases = [scalar(ir.Bin("*", row, ir.Const(n.width, ir.INT), ir.INT), True) for row in rows]
+    for r in range(n.block):
+        for h in range(loads):
+            lines.append((1, f"{vector} {name(r, h)} = {load(n.acc, bases[r], h)};"))
+    red = n.red.name
+    lines.append((1, f"for (int {red} = 0; {red} < {scalar(n.red_bound, False)}; {red}++) {{"))
+    for r, row in enumerate(rows):
+        value = _expand(n.value, {n.row.name: row})
+        for h in range(loads):
+            step = vector_text(value, h)
+            parts = (name(r, h), step) if n.acc_left else (step, name(r, h))
+            lines.append((2, f"{name(r, h)} = {parts[0]} {n.op} {parts[1]};"))
+    lines.append((1, "}"))
+    for r in range(n.block):
+        for h in range(loads):
+            lines.append((1, store(name(r, h), bases[r], h)))
+    lines.append((0, "}"))
+    return lines

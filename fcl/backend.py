@@ -27,12 +27,14 @@ TARGETS = ("auto", "gpu", "cpu")
 def compile_il(il: list[ir.Stmt], block_size: int, target: str = "auto",
                observe: Observer | None = None, home: str | None = None,
                plan_memory: bool = True, share_blocks: bool = True,
-               layout: str = "auto") -> Compiled:
+               layout: str = "auto", cpu_il: list[ir.Stmt] | None = None) -> Compiled:
     """The host program, kernels and OpenCL source for `target` ("auto": a GPU's, reshaped for a
     CPU device at run time); `observe(step, program)` after each step (fcl.steps); `home` the
     source of the program's root (Settings.home); `plan_memory` runs the memory steps
     (fcl.memory), `share_blocks` the one that gives arrays shared blocks; `layout` is the
-    layout of arrays of records ("auto": the one the kernels' accesses favour)."""
+    layout of arrays of records ("auto": the one the kernels' accesses favour); `cpu_il`, for
+    "auto", the IL to reshape for a CPU device where it is not `il` (irregular rows not
+    flattened)."""
     if target not in TARGETS:
         raise ValueError(target)
     with ir.key_scope():
@@ -45,7 +47,7 @@ def compile_il(il: list[ir.Stmt], block_size: int, target: str = "auto",
     return Compiled(il, shaped.host, shaped.kernels, source, table, block_size,
                     target="cpu" if target == "cpu" else "gpu", portable=target == "auto",
                     home=home, plan_memory=plan_memory, share_blocks=share_blocks,
-                    layout=layout, labels=labels)
+                    layout=layout, labels=labels, cpu_il=cpu_il)
 
 
 def for_device(compiled: Compiled, cpu: bool) -> Compiled:
@@ -56,7 +58,8 @@ def for_device(compiled: Compiled, cpu: bool) -> Compiled:
         # Only kernels of a known group size are shaped otherwise.
         return compiled
     if compiled.reshaped is None:
-        compiled.reshaped = compile_il(compiled.il, compiled.block_size, "cpu" if cpu else "gpu",
+        il = compiled.cpu_il if cpu and compiled.cpu_il is not None else compiled.il
+        compiled.reshaped = compile_il(il, compiled.block_size, "cpu" if cpu else "gpu",
                                        home=compiled.home, plan_memory=compiled.plan_memory,
                                        share_blocks=compiled.share_blocks,
                                        layout=compiled.layout)

@@ -110,7 +110,14 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
     """The optimised IL host program for `root`, before kernels are cut out; an `entry` root is a
     function called from Python (fcl.python, ir.Input). `observe(step, program)` is told the
     lowered IL (step "lower") and the program after each step (fcl.steps)."""
-    options = options or CompileOptions()
+    return _lowered(session, root, options or CompileOptions(), entry, observe)[0]
+
+
+def _lowered(session: Session, root: ast.Expr, options: CompileOptions, entry: bool,
+             observe: Observer | None) -> tuple[list[ir.Stmt], bool]:
+    """`lower`'s IL, and whether the program has irregular rows (fcl.il.rows)."""
+    if options.target == "cpu":
+        options = replace(options, flatten=False)  # see compile_program
     with _depth_guard(root, "to compile"), ir.key_scope():
         lowerer = Lowerer(make_primitive, options.block_size, options.checks, options.warp_size,
                           options.flatten)
@@ -120,7 +127,7 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
             observers(LOWER, il)
         optimized = run_steps(il, IL_STEPS, Settings(options.block_size), observers)
         assert isinstance(optimized, list)
-        return optimized
+        return optimized, lowerer.irregular
 
 
 def _observers(options: CompileOptions, observe: Observer | None) -> Observer | None:
@@ -142,18 +149,24 @@ def compile_program(session: Session, root: ast.Expr, options: CompileOptions | 
     """The IL, host program, kernels and OpenCL source (with its line table) for `root`;
     `observe` as for `lower`."""
     options = options or CompileOptions()
-    il = lower(session, root, options, entry, observe)
+    il, irregular = _lowered(session, root, options, entry, observe)
+    # Irregular rows are flattened for a GPU, whose warps wait for their longest row; a CPU has
+    # no warps, and a work-item per row is 2-3 times faster there (bench/README.md, "Irregular
+    # arrays"). A program that may run on either keeps both, the CPU's for reshaping.
+    cpu_il = _lowered(session, root, replace(options, flatten=False), entry, None)[0] \
+        if irregular and options.flatten and options.target == "auto" else None
     with _depth_guard(root, "to compile"):
-        return compile_il(il, options, observe, root.span.source.name)
+        return compile_il(il, options, observe, root.span.source.name, cpu_il)
 
 
 def compile_il(il: list[ir.Stmt], options: CompileOptions, observe: Observer | None = None,
-               home: str | None = None) -> Compiled:
+               home: str | None = None, cpu_il: list[ir.Stmt] | None = None) -> Compiled:
     """The back end's steps and printer, from the optimised IL to OpenCL (fcl.backend); `home`
-    is the source of the program's root."""
+    is the source of the program's root; `cpu_il` the IL to reshape for a CPU device, where it
+    differs."""
     return backend.compile_il(il, options.block_size, options.target,
                               _observers(options, observe), home, options.short_circuit,
-                              options.share_blocks, options.layout)
+                              options.share_blocks, options.layout, cpu_il)
 
 
 LOWER = "lower"  # the first stage shown by compile_steps: the lowered IL

@@ -12,6 +12,7 @@ import fcl
 from fcl import pipeline
 from fcl.analysis.costs import program_costs
 from fcl.analysis.trace import trace_program
+from fcl.backend import for_device
 from fcl.cli import main as fcl_main
 from fcl.errors import FCLError
 from fcl.notebook import Workspace
@@ -345,6 +346,25 @@ def test_unflattened_rows_give_the_same_bits_a_work_item_per_row(libraries):
                           libraries["opencl"].rowScans(offsets, vals))
 
 
+def test_a_cpu_device_folds_each_row_in_a_work_item():
+    # A GPU's warps wait for their longest row, a CPU's cores do not: the rows are flattened
+    # for the one and given a work-item each on the other, which runs 2-3 times faster there.
+    session = session_for(SHAPES)
+    root = pipeline.main_root(session)
+    compiled = pipeline.compile_program(session, root)
+    assert "a work-group per tile" in compiled.source and compiled.cpu_il is not None
+    on_cpu = for_device(compiled, cpu=True)
+    assert "a work-group per tile" not in on_cpu.source
+    assert on_cpu.source.count("not flattened (for a CPU, or --no-flatten)") == 6
+    cpu = pipeline.compile_program(session, root, pipeline.CompileOptions(target="cpu"))
+    assert cpu.cpu_il is None and "a work-group per tile" not in cpu.source
+    out, err = run_cl(SHAPES)  # the device here is a CPU
+    assert err == "" and out == run_interp(SHAPES)
+    # A program without irregular rows is lowered once.
+    plain = session_for("val main = forceAndPrint 4 (push<grid> (generate 4 (fn i => i)))")
+    assert pipeline.compile_program(plain, pipeline.main_root(plain)).cpu_il is None
+
+
 @pytest.mark.slow
 def test_the_command_line_and_a_notebook_turn_flattening_off(capsys):
     out, _ = run_cl(SHAPES, flatten=False)
@@ -352,14 +372,15 @@ def test_the_command_line_and_a_notebook_turn_flattening_off(capsys):
     session = session_for(SHAPES)
     source = pipeline.compile_program(session, pipeline.main_root(session),
                                       pipeline.CompileOptions(flatten=False)).source
-    assert "not flattened (--no-flatten): a work-item per row folds the whole row" in source
+    assert "not flattened (for a CPU, or --no-flatten): a work-item per row folds the whole " \
+        "row" in source
     assert "a work-item per tile" not in source
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder, "rows.fcl")
         path.write_text(SHAPES)
         assert fcl_main(["compile", "--no-flatten", str(path)]) == 0
     # Five reductions and scans, and the scan that adds up the lengths of rows cut by `take`.
-    assert capsys.readouterr().out.count("not flattened (--no-flatten)") == 6
+    assert capsys.readouterr().out.count("not flattened (for a CPU, or --no-flatten)") == 6
     # The shape found, and the flattening, in the IL the steps start from.
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder, "rows.fcl")

@@ -161,6 +161,8 @@ class Compiled:
     share_blocks: bool = True  # ... and the one giving arrays shared blocks
     layout: str = "auto"  # arrays of records' layout (fcl.memory.layouts)
     labels: dict[str, str] = field(default_factory=dict)  # array -> FCL name (array_labels)
+    # The IL reshaped for a CPU device where it is not `il` (irregular rows not flattened).
+    cpu_il: list[ir.Stmt] | None = field(default=None, repr=False)
 
 
 def array_labels(stmts: list[ir.Stmt]) -> dict[str, str]:

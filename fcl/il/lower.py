@@ -79,6 +79,7 @@ class Lowerer:
         # Irregular arrays flattened, their work shared out by elements (fcl.il.rows); off:
         # a work-item per row (`--no-flatten`, to compare).
         self.flatten = flatten
+        self.irregular = False  # whether rows were lowered, flattened or not (fcl.il.rows)
         self.block_size, self.warp_size = block_size, warp_size
         self.checks = checks
         # The parallel loops around the code being lowered, innermost last, as (kind, index

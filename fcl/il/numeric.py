@@ -10,7 +10,7 @@ from fcl.il import ir
 _ARITHMETIC = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and,
                "|": np.bitwise_or, "^": np.bitwise_xor, "min": np.minimum, "max": np.maximum,
                "==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
-               ">": np.greater, ">=": np.greater_equal}
+               ">": np.greater, ">=": np.greater_equal, "&&": np.logical_and, "||": np.logical_or}
 
 
 def evaluate(e: ir.Expr, env: dict):

@@ -331,7 +331,7 @@ class _Flat:
         how = "flattened: a work-item per row combines its pieces, one per tile" \
             if pieces is not None \
             else \
-            "not flattened (--no-flatten): a work-item per row folds the whole row"
+            "not flattened (for a CPU, or --no-flatten): a work-item per row folds the whole row"
         lw.emit(ir.ParFor("grid", r, shape.rows, body, note=self.said(how)))
 
     def part_of_row(self, n: int, part: Part, r: ir.Var, begins: ir.Expr, ends: ir.Expr,
@@ -392,6 +392,7 @@ class _Reductions:
                     made.add(text)
                     lw.emit(kernel)
         flat = _Flat(lw, self.shape, self.parts)
+        lw.irregular = True
         pieces = flat.tile_pieces() if lw.flatten else None
         for result in self.results:
             lw.emit(ir.Alloc(result, self.shape.rows, "grid"))
@@ -435,6 +436,7 @@ def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
     lw.emit_all(part.checks)
     flat = _Flat(lw, shape, [part])
     scanned = lw.fresh("scanned", ir.ArrayType(elem))
+    lw.irregular = True
     if not lw.flatten:
         lw.emit(ir.Alloc(scanned, shape.total, "grid"))
         flat.each_row(None, lambda n, t, acc: None, lambda n, r, acc: None,
@@ -470,6 +472,7 @@ def concat_rows(lw: Lowerer, rows: Pull, elem: str) -> Pull:
     """The rows' elements, one row after another: each tile staged and written out as it is,
     or, not flattened, the scan whose step keeps the element (a work-item per row)."""
     second = Prim("second", 2, lambda kept, element: element)
+    lw.irregular = True
     if not lw.flatten:
         return scan_rows(lw, second, ir.Const(ZERO[elem], elem), rows, elem)
     shape = shape_of(lw, rows)

@@ -18,7 +18,8 @@ from fcl.il import ir
 from fcl.il.dispatch import StmtVisitor
 from fcl.il.ir import BOOL, DOUBLE, FLOAT, INT
 from fcl.il.ranges import Ranges, interval
-from fcl.il.traverse import assigned, map_bodies
+from fcl.il.simplify import linear, mk_bin, rebuild
+from fcl.il.traverse import assigned, map_bodies, names
 
 SCALARS = (INT, DOUBLE, FLOAT, BOOL)
 NUMBERS = (INT, DOUBLE, FLOAT)
@@ -78,6 +79,10 @@ class Verifier(StmtVisitor):
         self.current: ir.Stmt | None = None  # the statement checked, for the error's location
         self.lengths: dict[str, int] = {}  # global arrays of known length
         self.ranges: Ranges = {}  # what the int variables declared so far can hold, if known
+        # Int variables declared once and never assigned, with their values, and the bounds of
+        # loops: a store's index bounded through them (see stored_range).
+        self.values: dict[str, ir.Expr] = {}
+        self.bounds: dict[str, ir.Expr] = {}
         self.guarded = False  # whether a check or a condition may stop a store running
         # Variables assigned after their declaration, whose ranges are not their initial
         # values'; None: not known, and stores are not checked.
@@ -188,6 +193,7 @@ class Verifier(StmtVisitor):
         variable is never recorded: its range is not its first value's)."""
         if self.assigned is None or var.name in self.assigned or var.type != INT:
             return
+        self.values[var.name] = value
         found = interval(value, self.ranges)
         if found is not None:
             self.ranges[var.name] = found
@@ -207,12 +213,46 @@ class Verifier(StmtVisitor):
         self.expect(s.index, INT, "an array index")
         self.expect(s.value, elem, f"a value stored into `{s.array.name}`")
         length = self.lengths.get(s.array.name)
-        stored = interval(s.index, self.ranges) \
+        stored = self.stored_range(s.index) \
             if length is not None and not self.guarded and self.assigned is not None else None
         if stored is not None and length is not None \
                 and (stored[0] < 0 or stored[1] >= length):
             self.fail(f"a store into `{s.array.name}` at indices {stored[0]}..{stored[1]}, "
                       f"outside its memory block of {length} elements")
+
+    def stored_range(self, index: ir.Expr) -> tuple[int, int] | None:
+        """Bounds on a store's index: its interval, narrowed through each loop variable it
+        adds (`at = first + k` in `k < end - first`: below `end`), its value at the
+        loop's first and last iteration with the declarations it depends on expanded."""
+        found = interval(index, self.ranges)
+        if found is None or not self.bounds:
+            return found
+        low, high = found
+        expanded = self.expanded(index)
+        terms, _ = linear(expanded)
+        for atom, coef in terms.values():
+            if coef <= 0 or not isinstance(atom, ir.Var) or atom.name not in self.bounds:
+                continue
+            first = interval(rebuild(expanded, {atom.name: ir.Const(0, INT)}), self.ranges)
+            if first is not None:
+                low = max(low, first[0])
+            # The bound is one of its choices (a max's, a min's, a select's): the index is
+            # below the highest of its values at each choice's last iteration.
+            lasts = [interval(rebuild(expanded, {atom.name: mk_bin("-", choice, ir.Const(1, INT),
+                                                                   INT)}), self.ranges)
+                     for choice in _choices(self.expanded(self.bounds[atom.name]))]
+            if all(last is not None for last in lasts):
+                high = min(high, max(last[1] for last in lasts))  # type: ignore[index]
+        return low, high
+
+    def expanded(self, e: ir.Expr) -> ir.Expr:
+        """e with the values of the declarations it depends on, a few deep."""
+        for _ in range(8):
+            again = rebuild(e, self.values)
+            if ir.expr_key(again) == ir.expr_key(e):
+                break
+            e = again
+        return e
 
     def visit_SeqFor(self, s: ir.SeqFor | ir.ParFor | ir.Distribute, where: Where) -> None:
         self.expect(s.bound, INT, "a loop's bound")
@@ -220,7 +260,11 @@ class Verifier(StmtVisitor):
         bound = interval(s.bound, self.ranges)
         if bound is not None and bound[1] >= 1 and self.assigned is not None:
             self.ranges[s.var.name] = (0, bound[1] - 1)
-        self.block(s.body, self.inside(s, where), s.var)
+        if self.assigned is not None and not names(s.bound) & self.assigned:
+            self.bounds[s.var.name] = s.bound
+        # A loop that never runs (a bound the optimizer found to be 0) has no stores to check.
+        self.block(s.body, self.inside(s, where), s.var,
+                   guarded=bound is not None and bound[1] < 1)
 
     visit_ParFor = visit_Distribute = visit_SeqFor
 
@@ -329,3 +373,12 @@ def describe(s: ir.Stmt, limit: int = 80) -> str:
     except (TypeError, AttributeError):  # a later stage's statement that does not print itself
         text = type(s).__name__
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _choices(e: ir.Expr) -> list[ir.Expr]:
+    """The values e may take: a max's, a min's or a select's leaves."""
+    if isinstance(e, ir.Bin) and e.op in ("max", "min"):
+        return _choices(e.left) + _choices(e.right)
+    if isinstance(e, ir.Select):
+        return _choices(e.then) + _choices(e.else_)
+    return [e]

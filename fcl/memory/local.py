@@ -74,7 +74,7 @@ def _update(stmts: list[ir.Stmt], p: int, freed: set[str]) -> list[ir.Stmt] | No
     if following is not None and not _overwrites(following, inp_name, n):
         return None
     freed.add(out.var.name)
-    write = replace(store, array=inp.var, value=_changed(store.value, inp_name, e))
+    write = replace(store, array=inp.var, value=changed_value(store.value, inp_name, e))
     rest = [rebuild_stmt(s, {out.var.name: inp.var, inp_name: out.var}) for s in stmts[p + 1:]]
     over = _over_changed(step, prefix, write, np.flatnonzero(changed))
     if over is None:  # the changed elements are no grid: the step keeps its mask
@@ -212,7 +212,7 @@ def _own_indices(step: ir.ParFor, env: dict) -> ir.ParFor:
     return replace(step, body=[map_stmt_exprs(s, simpler) for s in step.body])
 
 
-def _changed(value: ir.Expr, inp: str, e: str) -> ir.Expr:
+def changed_value(value: ir.Expr, inp: str, e: str) -> ir.Expr:
     """value where it changes the element: its choices of inp's own element left out."""
     if not isinstance(value, ir.Select):
         return value
@@ -220,10 +220,11 @@ def _changed(value: ir.Expr, inp: str, e: str) -> ir.Expr:
     def kept(x: ir.Expr) -> bool:
         return own_element(x, e) and x.array.name == inp
     if kept(value.then):
-        return _changed(value.else_, inp, e)
+        return changed_value(value.else_, inp, e)
     if kept(value.else_):
-        return _changed(value.then, inp, e)
-    return replace(value, then=_changed(value.then, inp, e), else_=_changed(value.else_, inp, e))
+        return changed_value(value.then, inp, e)
+    return replace(value, then=changed_value(value.then, inp, e),
+                   else_=changed_value(value.else_, inp, e))
 
 
 def _reads_unchanged(prefix: list[ir.Stmt], store: ir.Store, inp: str, out: str, e: str,

@@ -3,7 +3,8 @@ or a view of its source, has its parts built in its place (copies.py), or, a loo
 a few elements, writes them in place (updates.py, masked.py); where none applies, it stays as it
 is. Then a kernel that maps an array nothing reads afterwards has its result built in that
 array's memory (inplace.py): the short-circuit of a map. Inside kernels, a work-group's step
-changing some elements of a local array writes them in place (local.py)."""
+changing some elements of a local array writes them in place (local.py), as do the steps of a
+work-group's loop that each change a moving band of one (waves.py)."""
 from __future__ import annotations
 
 from fcl.il import ir
@@ -14,11 +15,12 @@ from fcl.memory.inplace import in_place
 from fcl.memory.local import local_updates
 from fcl.memory.masked import masked_parts, update_masked
 from fcl.memory.updates import update_in_place, update_loop_in_place
+from fcl.memory.waves import wavefront_updates
 
 
 def short_circuit_all(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
     """The statements with each array that can be built in another's memory built there."""
-    return in_place(remove_copies(local_updates(stmts), notes), notes)
+    return in_place(remove_copies(wavefront_updates(local_updates(stmts)), notes), notes)
 
 
 def remove_copies(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:

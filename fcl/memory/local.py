@@ -68,7 +68,7 @@ def _update(stmts: list[ir.Stmt], p: int, freed: set[str]) -> list[ir.Stmt] | No
     if changed is None or not np.any(changed):
         return None
     changed = np.broadcast_to(np.asarray(changed, bool), (n,))
-    if not _reads_unchanged(prefix, store, inp_name, out.var.name, e, env, changed):
+    if not reads_unchanged(prefix, store, inp_name, out.var.name, e, env, changed):
         return None
     following = first_statement_using(stmts[p + 1:], inp_name)
     if following is not None and not _overwrites(following, inp_name, n):
@@ -227,10 +227,11 @@ def changed_value(value: ir.Expr, inp: str, e: str) -> ir.Expr:
                    else_=changed_value(value.else_, inp, e))
 
 
-def _reads_unchanged(prefix: list[ir.Stmt], store: ir.Store, inp: str, out: str, e: str,
-                     env: dict, changed: np.ndarray) -> bool:
+def reads_unchanged(prefix: list[ir.Stmt], store: ir.Store, inp: str, out: str, e: str,
+                    env: dict, changed: np.ndarray, only_changed: bool = False) -> bool:
     """Whether the step reads inp only at its own element or at elements it does not change,
-    and never reads out."""
+    and never reads out; with `only_changed`, as the changed elements read (a step that runs
+    over those only)."""
     for x in [y for t in prefix for y in stmt_exprs(t)] + [store.value]:
         for read in expr_reads(x):
             if read.array.name == out:
@@ -241,6 +242,8 @@ def _reads_unchanged(prefix: list[ir.Stmt], store: ir.Store, inp: str, out: str,
             if at is None:
                 return False
             at = np.broadcast_to(np.asarray(at, np.int64), changed.shape)
+            if only_changed:
+                at = at[changed]
             if np.any((at < 0) | (at >= len(changed))) or np.any(changed[at]):
                 return False
     return True

@@ -27,10 +27,10 @@ import numpy as np
 
 from fcl.il import ir
 from fcl.il.numeric import evaluate
-from fcl.il.traverse import expr_reads, map_bodies, stmt_exprs
+from fcl.il.traverse import map_bodies
 from fcl.memory.copies import first_statement_using, mentions
-from fcl.memory.local import changed_value
-from fcl.memory.masked import mask, own_element, step_kernel
+from fcl.memory.local import changed_value, reads_unchanged
+from fcl.memory.masked import mask, step_kernel
 
 
 def wavefront_updates(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
@@ -164,19 +164,7 @@ def _safe(prefix: list[ir.Stmt], store: ir.Store, cur: str, nxt: str, e: str, en
                 may_fail.add(id(s))
         elif not isinstance(s, ir.Declare):
             return False
-    for x in [y for t in prefix for y in stmt_exprs(t)] + [store.value]:
-        for read in expr_reads(x):
-            if read.array.name == nxt:
-                return False
-            if read.array.name != cur or own_element(read, e):
-                continue
-            at = _everywhere(evaluate(read.index, env), n, np.int64)
-            if at is None:
-                return False
-            at = at[changed]
-            if np.any((at < 0) | (at >= n)) or np.any(changed[at]):
-                return False
-    return True
+    return reads_unchanged(prefix, store, cur, nxt, e, env, changed, only_changed=True)
 
 
 def _piecewise(values: dict[int, int], k: ir.Var) -> ir.Expr | None:

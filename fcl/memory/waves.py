@@ -58,6 +58,10 @@ def _update(stmts: list[ir.Stmt], p: int) -> list[ir.Stmt] | None:
     if a is None or b is None or a is b or found is None or not _swaps(swap, cur, nxt):
         return None
     step, prefix, store = found
+    # The arrays are named only through the two pointers: which one holds which step's
+    # elements changes with the swaps, and no longer would.
+    if any(mentions(t, x.var.name) for x in (a, b) for t in ir.walk([loop, *stmts[p + 3:]])):
+        return None
     if store.array.name != nxt.name or not isinstance(step.bound, ir.Const) \
             or a.var.type != b.var.type or not all(
                 isinstance(x.size, ir.Const) and x.size.value == step.bound.value for x in (a, b)) \
@@ -75,11 +79,10 @@ def _update(stmts: list[ir.Stmt], p: int) -> list[ir.Stmt] | None:
     over = replace(step, var=t, bound=count,
                    body=[ir.Declare(e, _plus(start, t, stride), span=step.span),
                          *prefix, write])
-    rest = stmts[p + 3:]
     kept = [s for s in stmts[:p] if s is not b]
-    if any(mentions(t_, b.var.name) for s in [*kept, *rest] for t_ in ir.walk([s])):
-        kept = stmts[:p]  # B is used elsewhere: it stays allocated
-    return [*kept, first, replace(loop, body=[over]), *rest]
+    if any(mentions(t_, b.var.name) for t_ in ir.walk(kept)):
+        kept = stmts[:p]  # B is used before the loop: it stays allocated
+    return [*kept, first, replace(loop, body=[over]), *stmts[p + 3:]]
 
 
 def _names_array(s: ir.Stmt) -> bool:

@@ -110,10 +110,10 @@ def lower(session: Session, root: ast.Expr, options: CompileOptions | None = Non
     """The optimised IL host program for `root`, before kernels are cut out; an `entry` root is a
     function called from Python (fcl.python, ir.Input). `observe(step, program)` is told the
     lowered IL (step "lower") and the program after each step (fcl.steps)."""
-    return _lowered(session, root, options or CompileOptions(), entry, observe)[0]
+    return lowered(session, root, options or CompileOptions(), entry, observe)[0]
 
 
-def _lowered(session: Session, root: ast.Expr, options: CompileOptions, entry: bool,
+def lowered(session: Session, root: ast.Expr, options: CompileOptions, entry: bool,
              observe: Observer | None) -> tuple[list[ir.Stmt], bool]:
     """`lower`'s IL, and whether the program has irregular rows (fcl.il.rows)."""
     if options.target == "cpu":
@@ -149,11 +149,11 @@ def compile_program(session: Session, root: ast.Expr, options: CompileOptions | 
     """The IL, host program, kernels and OpenCL source (with its line table) for `root`;
     `observe` as for `lower`."""
     options = options or CompileOptions()
-    il, irregular = _lowered(session, root, options, entry, observe)
+    il, irregular = lowered(session, root, options, entry, observe)
     # Irregular rows are flattened for a GPU, whose warps wait for their longest row; a CPU has
     # no warps, and a work-item per row is 2-3 times faster there (bench/README.md, "Irregular
     # arrays"). A program that may run on either keeps both, the CPU's for reshaping.
-    cpu_il = _lowered(session, root, replace(options, flatten=False), entry, None)[0] \
+    cpu_il = lowered(session, root, replace(options, flatten=False), entry, None)[0] \
         if irregular and options.flatten and options.target == "auto" else None
     with _depth_guard(root, "to compile"):
         return compile_il(il, options, observe, root.span.source.name, cpu_il)

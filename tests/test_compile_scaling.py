@@ -50,12 +50,12 @@ def test_collections_pause_only_while_a_large_program_compiles(monkeypatch):
     def record(*args, **kwargs):
         seen.append(gc.isenabled())
         return original(*args, **kwargs)
-    original = pipeline.lower
-    monkeypatch.setattr(pipeline, "lower", record)
+    original = pipeline.lowered
+    monkeypatch.setattr(pipeline, "lowered", record)
     for depth in (20, 3000):  # about 1 KB and 60 KB of source
         session = Session.new()
         session.add_file(Source("deep.fcl", nested_expression(depth)))
         assert session.large == (depth == 3000) and deep.LARGE_SOURCE == 50_000
         pipeline.compile_program(session, pipeline.main_root(session))
-    # compile_program calls lower: paused (gc disabled) only for the large one; resumed after.
+    # compile_program lowers: paused (gc disabled) only for the large one; resumed after.
     assert seen == [True, False] and gc.isenabled()

@@ -32,6 +32,7 @@ from fcl.codegen.widen import widen
 from fcl.errors import FCLError
 from fcl.il import ir
 from fcl.il.passes import bound, propagate, prune, sweep
+from fcl.il.stops import stops
 from fcl.il.traverse import map_bodies
 from fcl.il.unnest import unnest
 from fcl.il.verify import HINT, verify
@@ -114,6 +115,9 @@ OPTIMIZE = Fixpoint("optimize", "the passes below, in turn, until nothing change
 
 IL_STEPS: tuple[Step | Fixpoint, ...] = (
     OPTIMIZE,
+    Step("stops", "a loop's checks of what no iteration changes are made once before it, and "
+         "one of an index growing with the loop's variable where the loop stops short",
+         _il(stops)),
     Step("unnest", "no expression nested too deeply for C: deep parts become variables",
          _il(unnest)),
 )

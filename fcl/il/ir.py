@@ -213,12 +213,15 @@ class Distribute(Stmt):
 @dataclass(eq=False)
 class SeqFor(Stmt):
     """for var in [0, bound), in order; with `lanes`, iteration i is a warp's lane i's
-    element, in any order (see Distribute)."""
+    element, in any order (see Distribute). With `lockstep`, the interpreter runs each of the
+    body's checks for every iteration before the next check (a row's elements, fcl.il.rows):
+    of two checks that fail, the earlier in the body is the one reported."""
 
     var: Var
     bound: Expr
     body: list[Stmt]
     lanes: bool = field(default=False, kw_only=True)
+    lockstep: bool = field(default=False, kw_only=True)
 
 
 @dataclass(eq=False)

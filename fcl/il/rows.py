@@ -160,7 +160,8 @@ class _Flat:
             lw.emit(ir.Assign(acc, self.combine(part, acc, value(at))))
             if each is not None:
                 each(at, acc)
-        lw.emit(ir.SeqFor(k, mk_bin("-", end, first, I), body))
+        # The interpreter makes a row's elements, and their checks, before it combines them.
+        lw.emit(ir.SeqFor(k, mk_bin("-", end, first, I), body, lockstep=True))
 
     def piece(self, part: Part, row: Pull, begins: ir.Expr, ends: ir.Expr, t: ir.Expr,
               each: Callable | None) -> ir.Var:

@@ -40,8 +40,9 @@ def compile_verified(session: Session, root, block: int, checks: bool, keep: boo
                              verify_il=True)
     try:
         compiled = compile_program(session, root, options)
-        # The kernels of a CPU device too (serial work-groups), from the same IL.
-        compile_il(compiled.il, replace(options, target="cpu"))
+        # The kernels of a CPU device too (serial work-groups), from the IL it reshapes (its
+        # irregular rows not flattened).
+        compile_il(compiled.cpu_il or compiled.il, replace(options, target="cpu"))
         return compiled
     except FCLError as error:
         if is_internal(error):

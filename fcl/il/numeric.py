@@ -50,3 +50,15 @@ def _operation(op: str, left, right):
         count = np.bitwise_and(right, 31)  # as the kernels shift, and the simplifier folds
         return np.left_shift(left, count) if op == "<<" else np.right_shift(left, count)
     return None
+
+
+def with_declarations(stmts: list[ir.Stmt], env: dict) -> dict:
+    """env with the values of the statements' declarations that plain arithmetic computes (for
+    every element of env's arrays); other statements are passed over."""
+    env = dict(env)
+    for s in stmts:
+        if isinstance(s, ir.Declare):
+            value = evaluate(s.init, env)
+            if value is not None:
+                env[s.var.name] = value
+    return env

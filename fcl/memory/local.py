@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from fcl.il import ir
-from fcl.il.numeric import evaluate
+from fcl.il.numeric import evaluate, with_declarations
 from fcl.il.traverse import expr_reads, map_bodies, map_children, map_stmt_exprs, stmt_exprs
 from fcl.memory.copies import first_statement_using, mentions, paths, rebuild_stmt
 from fcl.memory.masked import mask, overwrites, own_element, step_kernel
@@ -47,7 +47,7 @@ def _update(stmts: list[ir.Stmt], p: int, freed: set[str]) -> list[ir.Stmt] | No
         return None
     step, prefix, store = found
     n, e = int(step.bound.value), step.var.name  # type: ignore[attr-defined]
-    env = _environment(prefix, {e: np.arange(n, dtype=np.int64)})
+    env = with_declarations(prefix, {e: np.arange(n, dtype=np.int64)})
     step = _own_indices(step, env)
     *prefix, store = step.body  # type: ignore[assignment]
     own = {leaf.array.name for leaf, _ in paths(store.value) if own_element(leaf, e)}
@@ -96,7 +96,7 @@ def _over_changed(step: ir.ParFor, prefix: list[ir.Stmt], write: ir.Store,
     m = ir.Var(f"{step.var.name}_changed", ir.INT)
     row, column = _row_column(m, rows, width)
     e = ir.Var(step.var.name, ir.INT)
-    env = _environment(prefix, {e.name: changed.astype(np.int64)})
+    env = with_declarations(prefix, {e.name: changed.astype(np.int64)})
 
     def affine(x: ir.Expr) -> ir.Expr:
         x = map_children(x, affine)
@@ -183,18 +183,6 @@ def _step(s: ir.Stmt) -> tuple[ir.ParFor, list[ir.Stmt], ir.Store] | None:
             or not all(isinstance(t, ir.Declare) for t in found[1]):
         return None
     return found
-
-
-def _environment(prefix: list[ir.Stmt], env: dict) -> dict:
-    """env (the elements e) with the values of the declarations that plain arithmetic
-    computes, for every e."""
-    env = dict(env)
-    for s in prefix:
-        assert isinstance(s, ir.Declare)
-        value = evaluate(s.init, env)
-        if value is not None:
-            env[s.var.name] = value
-    return env
 
 
 def _own_indices(step: ir.ParFor, env: dict) -> ir.ParFor:

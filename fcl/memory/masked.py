@@ -17,7 +17,7 @@ import numpy as np
 
 from fcl.il import ir
 from fcl.il.lower import clamp_parts
-from fcl.il.numeric import evaluate
+from fcl.il.numeric import evaluate, with_declarations
 from fcl.il.traverse import expr_reads, names, stmt_exprs
 from fcl.memory.copies import allocs, first_statement_using, mentions, paths, rebuild_stmt
 from fcl.memory.decisions import Notes, at_line, copied_bytes, note
@@ -115,11 +115,7 @@ def masked_bytes(kernel: ir.ParFor, prefix: list[ir.Stmt], store: ir.Store, inp:
         env: dict[str, np.ndarray | int] = {kernel.var.name: elements}
         if loop is not None and k is not None:
             env[loop.var.name] = k
-        for s in prefix:
-            if isinstance(s, ir.Declare):
-                value = evaluate(s.init, env)
-                if value is not None:
-                    env[s.var.name] = value
+        env = with_declarations(prefix, env)
         changes = evaluate(where, env)
         if changes is None:
             return None

@@ -26,7 +26,7 @@ from dataclasses import replace
 import numpy as np
 
 from fcl.il import ir
-from fcl.il.numeric import evaluate
+from fcl.il.numeric import evaluate, with_declarations
 from fcl.il.traverse import map_bodies
 from fcl.memory.copies import first_statement_using, mentions
 from fcl.memory.local import changed_value, reads_unchanged
@@ -115,7 +115,7 @@ def _waves(loop: ir.SeqFor, step: ir.ParFor, prefix: list[ir.Stmt], store: ir.St
     strides: set[int] = set()
     may_fail: set[int] = set()
     for k in range(int(loop.bound.value)):  # type: ignore[attr-defined]
-        env = _environment(prefix, {e: np.arange(n, dtype=np.int64), loop.var.name: k})
+        env = with_declarations(prefix, {e: np.arange(n, dtype=np.int64), loop.var.name: k})
         changed = _everywhere(evaluate(where, env), n, bool)
         if changed is None or not _safe(prefix, store, cur, nxt, e, env, changed, may_fail):
             return None
@@ -134,16 +134,6 @@ def _waves(loop: ir.SeqFor, step: ir.ParFor, prefix: list[ir.Stmt], store: ir.St
     if start is None or count is None:
         return None
     return start, count, strides.pop() if strides else 1, may_fail
-
-
-def _environment(prefix: list[ir.Stmt], env: dict) -> dict:
-    env = dict(env)
-    for s in prefix:
-        if isinstance(s, ir.Declare):
-            value = evaluate(s.init, env)
-            if value is not None:
-                env[s.var.name] = value
-    return env
 
 
 def _everywhere(value, n: int, dtype) -> np.ndarray | None:

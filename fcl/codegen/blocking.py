@@ -29,7 +29,8 @@ import numpy as np
 from fcl.codegen.kernel import Kernel
 from fcl.il import ir
 from fcl.il.numeric import evaluate
-from fcl.il.traverse import map_bodies, map_children, names
+from fcl.il.simplify import mk_bin, rebuild
+from fcl.il.traverse import expr_reads, map_bodies, names
 
 VECTOR_BYTES = 32  # one AVX register; wider vectors crash LLVM 14 in some kernels (bench/README)
 REGISTERS = 8  # accumulator vectors per block: with the column's loads, they fit 16 registers
@@ -120,16 +121,16 @@ def nest(s: ir.Stmt) -> Nest | None:
                  None)
     if block is None:
         return None
-    own = _expand(store.index, definitions)
+    own = rebuild(store.index, definitions)
     value = store.value
     if not (isinstance(value, ir.Bin) and value.op in VECTOR_OPS[elem] and value.type == elem):
         return None
     acc_left = isinstance(value.left, ir.Index) and value.left.array.name == acc.name
     update, rest = (value.left, value.right) if acc_left else (value.right, value.left)
     if not (isinstance(update, ir.Index) and update.array.name == acc.name) \
-            or ir.expr_key(_expand(update.index, definitions)) != ir.expr_key(own):
+            or ir.expr_key(rebuild(update.index, definitions)) != ir.expr_key(own):
         return None
-    rest = _expand(rest, definitions)
+    rest = rebuild(rest, definitions)
     loops = {s.var.name, row_loop.var.name, col_loop.var.name}
     if acc.name in names(rest) or acc.name in names(own) or names(s.bound) & loops \
             or not _is_row_major(own, row_loop.var, col_loop.var, rows, width) \
@@ -144,26 +145,10 @@ def _int_declarations(stmts: list[ir.Stmt], definitions: dict[str, ir.Expr]) -> 
     statement is anything else."""
     for t in stmts:
         if not (isinstance(t, ir.Declare) and t.var.type == ir.INT
-                and not any(isinstance(x, ir.Index) for x in _parts(t.init))):
+                and next(expr_reads(t.init), None) is None):
             return False
-        definitions[t.var.name] = _expand(t.init, definitions)
+        definitions[t.var.name] = rebuild(t.init, definitions)
     return True
-
-
-def _parts(e: ir.Expr):
-    yield e
-    for name in ir.field_names(e):
-        part = getattr(e, name)
-        if isinstance(part, ir.Expr) and part is not e:
-            yield from _parts(part)
-
-
-def _expand(e: ir.Expr, definitions: dict[str, ir.Expr]) -> ir.Expr:
-    """e with the variables of `definitions` replaced by their values (array reads' indices
-    included)."""
-    if isinstance(e, ir.Var):
-        return definitions.get(e.name, e)
-    return map_children(e, lambda part: _expand(part, definitions))
 
 
 def _is_row_major(index: ir.Expr, row: ir.Var, col: ir.Var, rows: int, width: int) -> bool:
@@ -176,27 +161,10 @@ def _is_row_major(index: ir.Expr, row: ir.Var, col: ir.Var, rows: int, width: in
 
 
 def column_base(index: ir.Expr, col: str) -> ir.Expr | None:
-    """b when `index` is a sum of terms, one of them the column and none of the others
-    mentioning it: the element of column 0; else None."""
-    terms: list[ir.Expr] = []
-
-    def flatten(e: ir.Expr) -> None:
-        if isinstance(e, ir.Bin) and e.op == "+" and e.type == ir.INT:
-            flatten(e.left)
-            flatten(e.right)
-        else:
-            terms.append(e)
-    flatten(index)
-    at = [i for i, t in enumerate(terms) if col in names(t)]
-    column = terms[at[0]] if len(at) == 1 else None
-    if not (isinstance(column, ir.Var) and column.name == col):
-        return None
-    rest = terms[:at[0]] + terms[at[0] + 1:]
-    base: ir.Expr = ir.Const(0, ir.INT)
-    for t in rest:
-        base = t if isinstance(base, ir.Const) and base.value == 0 else \
-            ir.Bin("+", base, t, ir.INT)
-    return base
+    """The element of column 0, when `index` is it plus the column (the column in no other
+    part of it); else None."""
+    base = mk_bin("-", index, ir.Var(col, ir.INT), ir.INT)
+    return None if col in names(base) else base
 
 
 def _vectorizable(e: ir.Expr, col: str, elem: str) -> bool:
@@ -263,7 +231,7 @@ def blocked_lines(s: RegisterBlocked, scalar: Callable[[ir.Expr, bool], str]
     red = n.red.name
     lines.append((1, f"for (int {red} = 0; {red} < {scalar(n.red_bound, False)}; {red}++) {{"))
     for r, row in enumerate(rows):
-        value = _expand(n.value, {n.row.name: row})
+        value = rebuild(n.value, {n.row.name: row})
         for h in range(loads):
             step = vector_text(value, h)
             parts = (name(r, h), step) if n.acc_left else (step, name(r, h))

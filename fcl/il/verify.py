@@ -213,19 +213,20 @@ class Verifier(StmtVisitor):
         self.expect(s.index, INT, "an array index")
         self.expect(s.value, elem, f"a value stored into `{s.array.name}`")
         length = self.lengths.get(s.array.name)
-        stored = self.stored_range(s.index) \
+        stored = self.stored_range(s.index, length) \
             if length is not None and not self.guarded and self.assigned is not None else None
         if stored is not None and length is not None \
                 and (stored[0] < 0 or stored[1] >= length):
             self.fail(f"a store into `{s.array.name}` at indices {stored[0]}..{stored[1]}, "
                       f"outside its memory block of {length} elements")
 
-    def stored_range(self, index: ir.Expr) -> tuple[int, int] | None:
-        """Bounds on a store's index: its interval, narrowed through each loop variable it
-        adds (`at = first + k` in `k < end - first`: below `end`), its value at the
-        loop's first and last iteration with the declarations it depends on expanded."""
+    def stored_range(self, index: ir.Expr, length: int) -> tuple[int, int] | None:
+        """Bounds on a store's index: its interval, narrowed where that leaves [0, length)
+        through each loop variable it adds (`at = first + k` in `k < end - first`: below
+        `end`), its value at the loop's first and last iteration with the declarations it
+        depends on expanded."""
         found = interval(index, self.ranges)
-        if found is None or not self.bounds:
+        if found is None or not self.bounds or (found[0] >= 0 and found[1] < length):
             return found
         low, high = found
         expanded = self.expanded(index)

@@ -53,7 +53,8 @@ def _stopped(loop: ir.SeqFor) -> list[ir.Stmt]:
     values: dict[str, ir.Expr] = {}  # the body's declarations before the check, expanded
     hoisted: list[ir.Fail] = []
     stepping: ir.Fail | None = None
-    at = 0
+    index: tuple[ir.Expr, ir.Expr] | None = None  # the stepping index at k = 0, its length
+    upto = 0  # the statements of an iteration up to the stepping check
     for at, s in enumerate(body):
         if isinstance(s, ir.Declare):
             values[s.var.name] = rebuild(s.init, values)
@@ -64,8 +65,9 @@ def _stopped(loop: ir.SeqFor) -> list[ir.Stmt]:
                 and invariant(s.cond) and all(invariant(v) for v in s.values):
             hoisted.append(s)
             continue
-        if _steps(s, k, values, invariant):
-            stepping = s
+        index = _stepping(s, k, values, invariant)
+        if index is not None:
+            stepping, upto = s, at + 1
         break
     if not hoisted and stepping is None:
         return [loop]
@@ -74,12 +76,9 @@ def _stopped(loop: ir.SeqFor) -> list[ir.Stmt]:
     if hoisted:
         before.append(ir.If(mk_bin(">", loop.bound, ir.Const(0, I), B), list(hoisted), [],
                             span=hoisted[0].span))
-    if stepping is None:
+    if stepping is None or index is None:
         return [*before, replace(loop, body=kept)]
-    found = _bounds(stepping)
-    assert found is not None
-    where, bound = (rebuild(v, values) for v in found)
-    first = rebuild(where, {k.name: ir.Const(0, I)})
+    first, bound = index
     stop = ir.Var(f"{k.name}_stop", I)
     before.append(ir.Declare(stop, ir.Select(out_of_bounds(first, bound), ir.Const(0, I),
                                              mk_bin("-", bound, first, I), I),
@@ -89,12 +88,12 @@ def _stopped(loop: ir.SeqFor) -> list[ir.Stmt]:
     inside = map_exprs(kept, lambda e: rebuild(_known(e, outside), {}))
     run = replace(loop, bound=mk_bin("min", loop.bound, stop, I), body=inside)
     # The iteration that stops short, to its failing check, its names its own.
-    upto = [s for s in body[:body.index(stepping) + 1] if s not in hoisted]
+    made = [s for s in body[:upto] if s not in hoisted]
     renamed: dict[str, ir.Expr] = {t.var.name: ir.Var(f"{t.var.name}_stop", t.var.type)
-                                   for t in upto if isinstance(t, ir.Declare)}
+                                   for t in made if isinstance(t, ir.Declare)}
     renamed[k.name] = stop
     last: list[ir.Stmt] = []
-    for t in upto:
+    for t in made:
         if isinstance(t, ir.Declare):
             var = renamed[t.var.name]
             assert isinstance(var, ir.Var)
@@ -119,16 +118,20 @@ def _bounds(check: ir.Fail) -> tuple[ir.Expr, ir.Expr] | None:
     return cond.left.left, cond.right.right
 
 
-def _steps(check: ir.Fail, k: ir.Var, values: dict[str, ir.Expr], invariant) -> bool:
-    """Whether the check is of an index that grows by one with k, in an array whose length
-    no iteration changes, the index otherwise made of what no iteration changes."""
+def _stepping(check: ir.Fail, k: ir.Var, values: dict[str, ir.Expr], invariant
+              ) -> tuple[ir.Expr, ir.Expr] | None:
+    """(the index at k = 0, the length) when the check is of an index that grows by one with
+    k, in an array whose length no iteration changes, the index otherwise made of what no
+    iteration changes (`values` expanding the body's declarations); else None."""
     found = _bounds(check)
     if found is None:
-        return False
+        return None
     where, bound = (rebuild(v, values) for v in found)
-    if not invariant(bound) or not invariant(rebuild(where, {k.name: ir.Const(0, I)})):
-        return False
-    return difference(rebuild(where, {k.name: mk_bin("+", k, ir.Const(1, I), I)}), where) == 1
+    first = rebuild(where, {k.name: ir.Const(0, I)})
+    if not invariant(bound) or not invariant(first) or difference(
+            rebuild(where, {k.name: mk_bin("+", k, ir.Const(1, I), I)}), where) != 1:
+        return None
+    return first, bound
 
 
 def _known(e: ir.Expr, outside: str) -> ir.Expr:

@@ -42,16 +42,17 @@ VECTOR_OPS = {ir.INT: frozenset(("+", "-", "*", "&", "|", "^")),
 
 @dataclass(eq=False)
 class RegisterBlocked(ir.Stmt):
-    """`body`, one loop nest that `nest` recognises, printed with its accumulators in vector
-    registers (see the module docstring); the verifier and traced kernels see the nest itself."""
+    """`body`, one loop nest, printed with its accumulators in vector registers as `found`
+    (what `nest` made of it) says (see the module docstring); the verifier and traced kernels
+    see the nest itself."""
 
     body: list[ir.Stmt]
+    found: Nest
 
     def show_il(self, indent: int) -> str:
-        found = nest(self.body[0])
-        assert found is not None
-        head = f"blocked in registers: {found.block} rows x {found.width} of {found.acc.name}, " \
-               f"vectors of {found.lanes}"
+        n = self.found
+        head = f"blocked in registers: {n.block} rows x {n.width} of {n.acc.name}, " \
+               f"vectors of {n.lanes}"
         return ir.show_block(head, self.body, indent)
 
 
@@ -87,7 +88,7 @@ def register_blocks(kernel: Kernel) -> Kernel:
         for s in stmts:
             found = nest(s) if isinstance(s, ir.SeqFor) else None
             if found is not None and found.acc.name in private:
-                out.append(RegisterBlocked([s], span=s.span))
+                out.append(RegisterBlocked([s], found, span=s.span))
             else:
                 out.append(map_bodies(s, block))
         return out
@@ -183,9 +184,7 @@ def blocked_lines(s: RegisterBlocked, scalar: Callable[[ir.Expr, bool], str]
                   ) -> list[tuple[int, str]]:
     """The OpenCL C of a blocked nest, as (relative indent, line); `scalar(e, subscript)`
     prints an expression as the kernel's other statements are printed."""
-    found = nest(s.body[0])
-    assert found is not None
-    n = found
+    n = s.found
     vtype, _ = ELEMENT[ir.elem_of(n.acc)]
     vector = f"{vtype}{n.lanes}"
     loads = n.width // n.lanes

@@ -56,6 +56,7 @@ def _c(value: int) -> ir.Const:
 
 
 def shape_of(lw: Lowerer, rows: Pull) -> Shape:
+    lw.irregular = True  # every irregular array's rows come through here
     count = lw.declare("rows", rows.length)
     r = lw.fresh("r", I)
     with lw.capture() as thrown_away:  # the row's own code is made again where it runs
@@ -393,7 +394,6 @@ class _Reductions:
                     made.add(text)
                     lw.emit(kernel)
         flat = _Flat(lw, self.shape, self.parts)
-        lw.irregular = True
         pieces = flat.tile_pieces() if lw.flatten else None
         for result in self.results:
             lw.emit(ir.Alloc(result, self.shape.rows, "grid"))
@@ -437,7 +437,6 @@ def scan_rows(lw: Lowerer, f, z: ir.Expr, rows: Pull, elem: str) -> Pull:
     lw.emit_all(part.checks)
     flat = _Flat(lw, shape, [part])
     scanned = lw.fresh("scanned", ir.ArrayType(elem))
-    lw.irregular = True
     if not lw.flatten:
         lw.emit(ir.Alloc(scanned, shape.total, "grid"))
         flat.each_row(None, lambda n, t, acc: None, lambda n, r, acc: None,
@@ -473,7 +472,6 @@ def concat_rows(lw: Lowerer, rows: Pull, elem: str) -> Pull:
     """The rows' elements, one row after another: each tile staged and written out as it is,
     or, not flattened, the scan whose step keeps the element (a work-item per row)."""
     second = Prim("second", 2, lambda kept, element: element)
-    lw.irregular = True
     if not lw.flatten:
         return scan_rows(lw, second, ir.Const(ZERO[elem], elem), rows, elem)
     shape = shape_of(lw, rows)

@@ -255,17 +255,18 @@ class Reference:
         event, out, groups = self.reduce_pass(x.buffer, x.length, "partial")
         return [event], (out, groups)
 
-    def reduce_partial_vec(self, inputs):
+    def reduce_partial_vec(self, inputs, kernel: str = "reduce_items"):
         x = inputs["input"]
         items = x.length // (2 * self.s.block)
-        out = self.out("partial_vec", items)
-        return [self.launch("reduce_items", (items,), (self.reduce_group,), x.buffer, out)], \
+        out = self.out(f"partial_{kernel}", items)
+        return [self.launch(kernel, (items,), (self.reduce_group,), x.buffer, out)], \
             (out, items)
 
     def reduce_partial(self, inputs):
         candidates = {"reduce": partial(self.reduce_partial_sdk, inputs)}
         if self.items_fit(inputs["input"].length, 2 * self.s.block, self.reduce_group):
-            candidates["reduce_items"] = partial(self.reduce_partial_vec, inputs)
+            for kernel in ("reduce_items", "reduce_loop"):
+                candidates[kernel] = partial(self.reduce_partial_vec, inputs, kernel)
         return self.best("reduce_partial", candidates)
 
     def reduce_full_sdk(self, inputs):
@@ -278,24 +279,25 @@ class Reference:
             if count == 1:
                 return events, (source, 1)
 
-    def reduce_full_vec(self, inputs):
-        """reduce_items_big (REDUCE_BIG ints per work-item) where it fits, then one work-item
-        sums what is left (reduce_rest)."""
+    def reduce_full_vec(self, inputs, kernel: str = "reduce_items_big"):
+        """`kernel` (REDUCE_BIG ints per work-item) where it fits, then one work-item sums what
+        is left (reduce_rest)."""
         x = inputs["input"]
         events, source, count = [], x.buffer, x.length
         if self.items_fit(count, REDUCE_BIG, self.big_group):
             items = count // REDUCE_BIG
-            out = self.out("full_big", items)
-            events.append(self.launch("reduce_items_big", (items,), (self.big_group,), source,
-                                      out))
+            out = self.out(f"full_{kernel}", items)
+            events.append(self.launch(kernel, (items,), (self.big_group,), source, out))
             source, count = out, items
         out = self.out("full_rest", 1)
         events.append(self.launch("reduce_rest", (1,), (1,), source, out, np.int32(count)))
         return events, (out, 1)
 
     def reduce_full(self, inputs):
-        return self.best("reduce_full", {"reduce": partial(self.reduce_full_sdk, inputs),
-                                         "reduce_items": partial(self.reduce_full_vec, inputs)})
+        return self.best("reduce_full", {
+            "reduce": partial(self.reduce_full_sdk, inputs),
+            "reduce_items": partial(self.reduce_full_vec, inputs),
+            "reduce_loop": partial(self.reduce_full_vec, inputs, "reduce_loop_big")})
 
     def scan_sdk(self, inputs):
         x, s = inputs["input"], self.s

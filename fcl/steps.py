@@ -22,6 +22,7 @@ from fcl.codegen.kernel import Kernel, Launch
 from fcl.codegen.kernelize import kernelize
 from fcl.codegen.order import group_order
 from fcl.codegen.reads import read_once
+from fcl.codegen.reassociate import reassociate
 from fcl.codegen.registers import registers
 from fcl.codegen.serial import interchange, split
 from fcl.codegen.shape import interface, number_checks, slots
@@ -145,6 +146,9 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
     Step("split", "in a serial kernel, a loop over a tile's (row, column) becomes two loops, "
          "the column innermost, and what a row reads the same for every column is read "
          "before its loop", _each_kernel(split)),
+    Step("reassociate", "in a serial kernel, a work-group's sum (or other associative and "
+         "commutative operation on ints) of a run of elements is one loop in index order",
+         _each_kernel(reassociate)),
     Step("fuse", "in a serial kernel, a loop whose elements the next loop reads once each is "
          "computed inside it: a reduction tree adds in registers", _each_kernel(fuse)),
     Step("order", "which tile coordinate neighbouring work-groups differ in: the one that "

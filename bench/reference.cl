@@ -241,6 +241,31 @@ __kernel REQD1(SCAN_GROUP) void scan_add_vec(__global int* out,
 }
 #endif
 
+// For CPUs: a work-item per chunk scans its CHUNK consecutive ints by a plain loop (its total
+// to sums); one work-item scans the totals; each chunk after the first adds the total of those
+// before it. pip's PoCL ran it in half scan_chunks_vec's time (bench/README.md, "Reassociation").
+__kernel void scan_chunks_loop(__global const int* restrict in, __global int* restrict out,
+                               __global int* restrict sums) {
+    size_t c = get_global_id(0);
+    __global const int* from = in + c * CHUNK;
+    __global int* to = out + c * CHUNK;
+    uint running = 0;
+    for (int k = 0; k < CHUNK; k++) to[k] = (int)(running += (uint)from[k]);
+    sums[c] = (int)running;
+}
+
+__kernel void scan_totals_loop(__global int* sums, int count) {
+    uint running = 0;
+    for (int k = 0; k < count; k++) sums[k] = (int)(running += (uint)sums[k]);
+}
+
+__kernel void scan_add_loop(__global int* restrict out, __global const int* restrict scanned) {
+    size_t c = get_global_id(0) + 1;
+    uint before = (uint)scanned[c - 1];
+    __global int* to = out + c * CHUNK;
+    for (int k = 0; k < CHUNK; k++) to[k] = (int)((uint)to[k] + before);
+}
+
 // C = A B for A of hA x wA and B of wA x wB, row-major, all dimensions multiples of TILE_DIM:
 // each work-group computes one TILE_DIM x TILE_DIM tile of C, walking tiles of A and B through
 // local memory; each work-item keeps its element's sum in a register. For ints (bench/matmul.fcl)

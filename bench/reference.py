@@ -2,6 +2,7 @@
 each task's candidates chosen on the device."""
 from __future__ import annotations
 
+import math
 import statistics
 import subprocess
 import sys
@@ -334,6 +335,22 @@ class Reference:
         ]
         return events, (out, x.length)
 
+    def scan_loop(self, inputs):
+        """scan_chunks_loop, a work-item per chunk; scan_totals_loop; scan_add_loop."""
+        x, s = inputs["input"], self.s
+        chunk = s.block * s.per_item
+        chunks = x.length // chunk
+        group = math.gcd(chunks, 16)
+        out, sums = self.out("scan_loop", x.length), self.out("sums_loop", chunks)
+        events = [
+            self.launch("scan_chunks_loop", (chunks,), (group,), x.buffer, out, sums),
+            self.launch("scan_totals_loop", (1,), (1,), sums, np.int32(chunks)),
+        ]
+        if chunks > 1:
+            events.append(self.launch("scan_add_loop", (chunks - 1,),
+                                      (math.gcd(chunks - 1, 16),), out, sums))
+        return events, (out, x.length)
+
     def scan(self, inputs):
         """Chunks scanned, their totals scanned in chunks too, each chunk adjusted by the total
         before it: a whole scan when there is one chunk of totals (the bench task), else the
@@ -344,6 +361,8 @@ class Reference:
         if chunk % 8 == 0 and chunk // 8 <= self.device.max_work_group_size and n > 0 and \
                 n % chunk == 0:
             candidates["scan_chunks_vec"] = partial(self.scan_vec, inputs)
+        if n > 0 and n % chunk == 0:
+            candidates["scan_chunks_loop"] = partial(self.scan_loop, inputs)
         return self.best("scan", candidates)
 
     def histogram_zeroed(self, key: str, bins: int) -> tuple[cl.Buffer, cl.Event]:

@@ -95,9 +95,18 @@ def test_the_in_place_steps_race_nowhere_under_oclgrind(capfd):
     assert oclgrind_findings(SKLANSKY, "sklansky.fcl", capfd) == ""
 
 
+# Of doubles, whose sums keep their order on a CPU; of ints, the serial kernel is one loop
+# (fcl.codegen.reassociate, tests/test_reassociate.py).
+SKLANSKY_DOUBLES = SKLANSKY.replace("(fn i => (i * 7) % 10)", "(fn i => i2d ((i * 7) % 10))") \
+    .replace("sklansky 5 addi", "sklansky 5 addd").replace("forceAndPrint ", "forceAndPrintDouble ")
+
+
 def test_a_serial_kernel_reads_each_rows_total_before_the_rows_loop():
-    source = compiled_source(SKLANSKY, block_size=32, target="cpu")
+    source = compiled_source(SKLANSKY_DOUBLES, block_size=32, target="cpu")
     lines = source.splitlines()
     # Step 3 (rows of 8 of which 4 change): the total of each row of 8, read once per row.
     row = next(k for k, line in enumerate(lines) if "_changed_row < 4;" in line)
-    assert "int c_" in lines[row + 1] and "_changed_col < 4;" in lines[row + 2]
+    assert "double c_" in lines[row + 1] and "_changed_col < 4;" in lines[row + 2]
+    assert run_cl(SKLANSKY_DOUBLES, block_size=32, target="cpu")[0] == \
+        run_interp(SKLANSKY_DOUBLES)
+    assert "folded_0" in compiled_source(SKLANSKY, block_size=32, target="cpu")

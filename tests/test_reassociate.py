@@ -1,6 +1,6 @@
-"""A serial kernel's tree reduction of a run of ints regrouped into one loop in index order
-(fcl.codegen.reassociate): the kernel's shape, and the interpreter's output on both targets for
-sums that wrap, for min and max, and for the cases it must leave alone."""
+"""A serial kernel's tree reduction or scan of a run of ints regrouped into one loop in index
+order (fcl.codegen.reassociate): the kernel's shape, and the interpreter's output on both
+targets for sums that wrap, for min and max, and for the cases it must leave alone."""
 from pathlib import Path
 
 import pytest
@@ -36,6 +36,15 @@ val main = do<grid> {
   forceAndPrint 4 r
 }
 """
+SCAN = "val n = 4096\nval perItem = 8\n" + (ROOT.parent / "bench" / "scan.fcl").read_text()
+# The bench's scan by warps: two chunks of 2048, then their two totals scanned.
+WARP_SCAN = SCAN + """
+val main = do<grid> {
+  xs <- forcePull<grid> (generate 4096 (fn i => i * 1000003 + 2147483000)) ;
+  r <- scan (scanWarps addi) perItem addi 0 xs ;
+  forceAndPrint 4096 r
+}
+"""
 DOUBLES = program("""  xs <- forcePull<grid> (generate 2048 (fn i => divd 1.0 (i2d (i + 1)))) ;
   r <- reducePart addd 0.0 xs ;
   forceAndPrintDouble 4 r""")
@@ -57,6 +66,18 @@ def test_a_warp_reduction_on_a_cpu_is_one_loop_over_the_work_groups_elements():
     assert "arr_3[b_4] = folded_0;" in kernel
 
 
+def test_a_warp_scan_on_a_cpu_is_one_loop_storing_each_prefix():
+    regrouped = cpu_kernels(WARP_SCAN)[1]
+    first = regrouped.split("kernel kernel")[2]
+    assert "private" not in first and "local int" not in first
+    assert "seqfor (at_0 < 2048) {" in first and first.count("seqfor (") == 1
+    assert "folded_0 = (folded_0 + arr_1[((b_4 * 2048) + at_0)]);" in first
+    assert "arr_3[((b_4 * 2048) + at_0)] = folded_0;" in first
+    # The chunks' totals, 2048 elements apart, are not a run: that kernel keeps its steps.
+    totals = regrouped.split("kernel kernel")[3]
+    assert "folded" not in totals and "private" in totals
+
+
 def test_min_and_max_are_regrouped_too():
     regrouped = cpu_kernels(MAXIMA)[1]
     assert "int folded_0 = -2147483648;" in regrouped
@@ -70,8 +91,9 @@ def test_what_is_not_a_runs_reduction_is_left_alone(text):
     assert regrouped == before
 
 
-@pytest.mark.parametrize("text", [WRAPPING, MAXIMA, PADDED_WITH_ONE, TWICE],
-                         ids=["wrapping", "maxima", "padded-with-one", "elements-twice"])
+@pytest.mark.parametrize("text", [WRAPPING, MAXIMA, PADDED_WITH_ONE, TWICE, WARP_SCAN],
+                         ids=["wrapping", "maxima", "padded-with-one", "elements-twice",
+                              "warp-scan"])
 def test_the_results_are_the_interpreters_on_both_targets(text):
     expected = run_interp(text)
     for target in ("cpu", "gpu"):

@@ -1,29 +1,34 @@
-"""A serial kernel's reduction of a run of elements, regrouped into one loop in index order.
+"""A serial kernel's reduction or scan of a run of elements, regrouped into one loop in index
+order.
 
 A tree reduction, as the thesis and `reduceWarp` write it, combines a work-group's elements in
-pairs through local or private arrays. In a serial kernel (a CPU device) one work-item runs the
-whole tree: the pairs' strided reads and the arrays between steps keep the C compiler from the
-loop it vectorizes best, one accumulator over consecutive elements. On PoCL 3.1 the bench's
-warp reduction took 2.9 times a work-item summing its 512 ints (bench/README.md,
-"Reassociation").
+pairs through local or private arrays; `scanWarp`'s Hillis-Steele steps combine each lane with
+one 1, 2, 4, ... before it. In a serial kernel (a CPU device) one work-item runs the whole tree:
+the pairs' strided reads and the arrays between steps keep the C compiler from the loop it
+vectorizes best, one accumulator over consecutive elements. On PoCL 3.1 the bench's warp
+reduction took 2.9 times a work-item summing its 512 ints (bench/README.md, "Reassociation").
 
 This step runs what one iteration of the group loop computes on symbols: loops of known bounds
 unrolled, the scratch arrays (private, local) followed element by element, each value either
-an int known while compiling (or over the group's variables) or the combination of global
-elements by one operation. When the iteration's only effect is to store, once, the combination
-of a run of consecutive elements of one array, each taken once, by an operation on ints that is
-associative and commutative (+ and * wrap; &, |, ^, min, max), the iteration becomes
+an int known while compiling (or over the group's variables) or a run of consecutive elements
+of one global array combined by one operation. It regroups an iteration whose only effect is
 
-    acc = identity; for t < L: acc = acc op x[first + t]; out[i] = acc
+- a reduction: one store of a run's combination, or
+- an inclusive scan: stores to consecutive elements, the k-th the combination of the run's
+  first k + 1 elements,
 
-which equals the tree's result for every input: wrapping arithmetic is arithmetic modulo 2^32.
-Anything else (a branch, a check that may fail, doubles, an element read twice) leaves the
-kernel as it is.
+by an operation on ints that is associative and commutative (+ and * wrap; &, |, ^, min,
+max), each element taken once, into
+
+    acc = identity; for t < L: { acc = acc op x[first + t]; (out[at + t] = acc) } (out[i] = acc)
+
+which computes what the tree does for every input: wrapping arithmetic is arithmetic modulo
+2^32. Anything else (a branch, a check that may fail, doubles, an element taken twice) leaves
+the kernel as it is.
 """
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from fcl.codegen.kernel import Kernel, LocalArray, group_body
 from fcl.il import ir
@@ -31,11 +36,11 @@ from fcl.il.simplify import linear, mk_bin, rebuild
 from fcl.il.traverse import expr_reads, stmt_exprs
 
 IDENTITY = {"+": 0, "*": 1, "|": 0, "^": 0, "&": -1, "min": 2**31 - 1, "max": -2**31}
-BUDGET = 50_000  # statements and leaves followed before giving up: compile time stays small
+BUDGET = 20_000  # statements and runs followed before giving up: 0.2 s at most
 
 
 class _GiveUp(Exception):
-    """The iteration is not one reduction of a run of elements."""
+    """The iteration is not one reduction or scan of a run of elements."""
 
 
 @dataclass(frozen=True)
@@ -44,24 +49,36 @@ class Known:
     expr: ir.Expr
 
 
-Leaf = tuple[str, tuple[tuple[str, int], ...], int]
+Terms = tuple[tuple[str, int], ...]  # an index's terms over the group's variables
 
 
-@dataclass
+@dataclass(frozen=True)
 class Fold:
-    """Global elements combined by `op` (None: a single element). An element is (array,
-    the index's terms over the group's variables, its constant)."""
+    """Elements of one global array combined by `op` (None: a single element): those whose
+    index is `terms` plus a constant in one of `runs` (half-open, disjoint, in order, none
+    next to another). `first` is the element at the first run's start."""
     op: str | None
-    leaves: Counter[Leaf]
-    where: dict[Leaf, ir.Index] = field(default_factory=dict)  # an element -> its index expression
+    array: str
+    terms: Terms
+    runs: tuple[tuple[int, int], ...]
+    first: ir.Index
 
 
 Value = Known | Fold
 
 
+@dataclass(frozen=True)
+class Regrouped:
+    op: str
+    first: ir.Index       # the run's first element
+    length: int
+    out: ir.Var           # the global array stored to
+    at: ir.Expr           # where: the reduction's one element, or the scan's first
+
+
 def reassociate(kernel: Kernel) -> Kernel:
     """The serial kernel with its group iteration regrouped (see the module docstring); other
-    kernels, and iterations that are not such a reduction, as they are."""
+    kernels, and iterations that are neither a reduction nor a scan of a run, as they are."""
     if not kernel.serial or kernel.group_var is None:
         return kernel
     body, rewrap = group_body(kernel)
@@ -69,19 +86,22 @@ def reassociate(kernel: Kernel) -> Kernel:
         s.var.name for s in ir.walk(body) if isinstance(s, ir.Alloc)}
     if not _worth_following(body, scratch):
         return kernel
+    follow = _Follow(scratch)
     try:
-        found = _Follow(scratch).iteration(body)
+        follow.run(body)
+        found, scan = follow.regrouped()
     except _GiveUp:
         return kernel
-    loop = _loop(found, _taken(kernel))
+    loop = _loop(found, scan, _taken(kernel))
     used = {x.array.name for s in ir.walk(loop) for e in stmt_exprs(s) for x in expr_reads(e)}
+    what = "scan" if scan else "combination"
     return replace(
         kernel, body=rewrap(loop),
         private=[(v, n) for v, n in kernel.private if v.name in used],
         locals=[a for a in kernel.locals if a.var.name in used],
         slots=[kept for slot in kernel.slots if (kept := _kept(slot, used))],
-        notes=(*kernel.notes, f"each work-group's {found.op} of {found.length} elements is one "
-                              "loop in index order (the operation is regrouped)"))
+        notes=(*kernel.notes, f"each work-group's {what} by {found.op} of {found.length} "
+                              "elements is one loop in index order (the operation regrouped)"))
 
 
 def _kept(slot: list[LocalArray], used: set[str]) -> list[LocalArray]:
@@ -89,8 +109,8 @@ def _kept(slot: list[LocalArray], used: set[str]) -> list[LocalArray]:
 
 
 def _worth_following(body: list[ir.Stmt], scratch: set[str]) -> bool:
-    """A cheap look first: one store outside the scratch arrays, some inside them, and only
-    loops, stores and declarations."""
+    """A cheap look first: stores inside the scratch arrays and outside, and only loops,
+    stores and declarations."""
     outside = inside = 0
     for s in ir.walk(body):
         if isinstance(s, ir.Store):
@@ -100,17 +120,7 @@ def _worth_following(body: list[ir.Stmt], scratch: set[str]) -> bool:
                 outside += 1
         elif not isinstance(s, (ir.SeqFor, ir.Declare, ir.Assign, ir.Alloc)):
             return False
-    return outside == 1 and inside > 0
-
-
-@dataclass(frozen=True)
-class Reduction:
-    array: ir.Var        # the global array stored to
-    index: ir.Expr       # where
-    op: str
-    source: ir.Var       # the array whose run is combined
-    first: ir.Expr       # the run's first element's index
-    length: int
+    return outside > 0 and inside > 0
 
 
 class _Follow:
@@ -118,30 +128,37 @@ class _Follow:
         self.scratch = scratch
         self.env: dict[str, Value] = {}
         self.memory: dict[tuple[str, int], Value] = {}
-        self.stored: list[tuple[ir.Var, ir.Expr, Value]] = []
-        self.written: set[str] = set()
+        self.stored: dict[tuple[str, Terms, int], tuple[ir.Var, ir.Expr, Value]] = {}
         self.spent = 0
 
-    def iteration(self, body: list[ir.Stmt]) -> Reduction:
-        self.run(body)
-        if len(self.stored) != 1:
+    def regrouped(self) -> tuple[Regrouped, bool]:
+        """What the iteration stored, as a reduction (False) or a scan (True)."""
+        stores = sorted(self.stored.items(), key=lambda item: item[0][2])
+        folds = [value for _, (_, _, value) in stores]
+        if not all(isinstance(f, Fold) for f in folds):
             raise _GiveUp
-        ((array, index, value),) = self.stored
-        if not isinstance(value, Fold) or value.op not in IDENTITY \
-                or ir.elem_of(array) != ir.INT:
+        if len({key[:2] for key, _ in stores}) != 1:
+            raise _GiveUp  # several arrays, or indices apart by more than a constant
+        out, at, _ = stores[0][1]
+        runs = [f.runs for f in folds]  # type: ignore[union-attr]
+        first: Fold = folds[0]  # type: ignore[assignment]
+        op = next((f.op for f in folds if f.op is not None), None)  # type: ignore[union-attr]
+        if op not in IDENTITY or ir.elem_of(out) != ir.INT or out.name == first.array or any(
+                len(r) != 1 or r[0][0] != runs[0][0][0] or f.op not in (None, op)  # type: ignore[union-attr]
+                or (f.array, f.terms) != (first.array, first.terms)  # type: ignore[union-attr]
+                for f, r in zip(folds, runs)):
             raise _GiveUp
-        sources = {leaf[:2] for leaf in value.leaves}
-        if len(sources) != 1 or any(count != 1 for count in value.leaves.values()):
-            raise _GiveUp
-        ((source, _),) = sources
-        if source in self.written:
-            raise _GiveUp
-        consts = sorted(leaf[2] for leaf in value.leaves)
-        if consts != list(range(consts[0], consts[0] + len(consts))) or len(consts) < 2:
-            raise _GiveUp
-        first = min(value.leaves, key=lambda leaf: leaf[2])
-        read = value.where[first]
-        return Reduction(array, index, value.op, read.array, read.index, len(consts))
+        (start, stop), = runs[0]
+        if len(folds) == 1:
+            if stop - start < 2:
+                raise _GiveUp
+            return Regrouped(op, first.first, stop - start, out, at), False
+        # A scan: the k-th of consecutive elements holds the run's first k + 1.
+        base = stores[0][0][2]
+        for k, ((_, _, const), _) in enumerate(stores):
+            if const != base + k or runs[k][0][1] != start + k + 1:
+                raise _GiveUp
+        return Regrouped(op, first.first, len(folds), out, at), True
 
     def spend(self, amount: int = 1) -> None:
         self.spent += amount
@@ -156,11 +173,10 @@ class _Follow:
             elif isinstance(s, (ir.Declare, ir.Assign)):
                 if isinstance(s.var.type, ir.ArrayType):
                     raise _GiveUp  # an alias: its reads would pass for a global array's
-                value = s.init if isinstance(s, ir.Declare) else s.value
-                self.env[s.var.name] = self.value(value)
+                self.env[s.var.name] = self.value(s.init if isinstance(s, ir.Declare)
+                                                  else s.value)
             elif isinstance(s, ir.SeqFor):
-                bound = self.known_int(s.bound)
-                for k in range(bound):
+                for k in range(self.known_int(s.bound)):
                     self.env[s.var.name] = Known(ir.Const(k, ir.INT))
                     self.run(s.body)
                 self.env.pop(s.var.name, None)
@@ -175,10 +191,13 @@ class _Follow:
             self.memory[(s.array.name, self.known_int(s.index))] = value
             return
         index = self.value(s.index)
-        if not isinstance(index, Known) or self.stored:
+        if not isinstance(index, Known):
             raise _GiveUp
-        self.written.add(s.array.name)
-        self.stored.append((s.array, index.expr, value))
+        terms, const = _split(index.expr)
+        key = (s.array.name, terms, const)
+        if key in self.stored:
+            raise _GiveUp  # stored twice: only the last would count
+        self.stored[key] = (s.array, index.expr, value)
 
     def known_int(self, e: ir.Expr) -> int:
         value = self.value(e)
@@ -204,7 +223,10 @@ class _Follow:
                 return Known(mk_bin(e.op, left.expr, right.expr, e.type))
             if e.type != ir.INT or e.op not in IDENTITY:
                 raise _GiveUp
-            return self.combine(e.op, left, right)
+            combined = _combine(e.op, left, right)
+            if isinstance(combined, Fold):
+                self.spend(len(combined.runs))
+            return combined
         if isinstance(e, ir.Un):
             arg = self.value(e.arg)
             if isinstance(arg, Known):
@@ -221,28 +243,47 @@ class _Follow:
         index = self.value(e.index)
         if not isinstance(index, Known):
             raise _GiveUp
-        terms, const = linear(index.expr)
-        symbolic = tuple(sorted((key, coef) for key, (_, coef) in terms.items() if coef))
-        leaf = (name, symbolic, const)
-        self.spend()
-        return Fold(None, Counter([leaf]), {leaf: ir.Index(e.array, index.expr)})
+        terms, const = _split(index.expr)
+        return Fold(None, name, terms, ((const, const + 1),), ir.Index(e.array, index.expr))
 
-    def combine(self, op: str, left: Value, right: Value) -> Value:
-        parts = []
-        for part in (left, right):
-            if isinstance(part, Known):
-                # The identity drops out (a padded run's neutral elements); nothing else may.
-                if not (isinstance(part.expr, ir.Const) and part.expr.value == IDENTITY[op]):
-                    raise _GiveUp
-                continue
-            if part.op not in (None, op):
+
+def _split(index: ir.Expr) -> tuple[Terms, int]:
+    terms, const = linear(index)
+    return tuple(sorted((key, coef) for key, (_, coef) in terms.items() if coef)), const
+
+
+def _combine(op: str, left: Value, right: Value) -> Value:
+    """Two runs of the same array, next to each other, combined by op."""
+    parts = []
+    for part in (left, right):
+        if isinstance(part, Known):
+            # The identity drops out (a padded run's neutral elements); nothing else may.
+            if not (isinstance(part.expr, ir.Const) and part.expr.value == IDENTITY[op]):
                 raise _GiveUp
-            parts.append(part)
-        if len(parts) == 1:
-            return parts[0]
-        a, b = parts
-        self.spend(len(a.leaves) + len(b.leaves))
-        return Fold(op, a.leaves + b.leaves, {**a.where, **b.where})
+            continue
+        if part.op not in (None, op):
+            raise _GiveUp
+        parts.append(part)
+    if len(parts) == 1:
+        return replace(parts[0], op=op)
+    a, b = sorted(parts, key=lambda f: f.runs[0])  # op is commutative
+    if (a.array, a.terms) != (b.array, b.terms):
+        raise _GiveUp
+    return Fold(op, a.array, a.terms, _merged(a.runs, b.runs), a.first)
+
+
+def _merged(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]
+            ) -> tuple[tuple[int, int], ...]:
+    """The runs of both, those next to each other joined; an element in both gives up."""
+    out: list[tuple[int, int]] = []
+    for start, stop in sorted(a + b):
+        if out and start < out[-1][1]:
+            raise _GiveUp  # an element taken twice
+        if out and start == out[-1][1]:
+            out[-1] = (out[-1][0], stop)
+        else:
+            out.append((start, stop))
+    return tuple(out)
 
 
 def _taken(kernel: Kernel) -> set[str]:
@@ -261,10 +302,12 @@ def _fresh(base: str, taken: set[str]) -> ir.Var:
     return ir.Var(f"{base}_{n}", ir.INT)
 
 
-def _loop(found: Reduction, taken: set[str]) -> list[ir.Stmt]:
+def _loop(found: Regrouped, scan: bool, taken: set[str]) -> list[ir.Stmt]:
     acc, t = _fresh("folded", taken), _fresh("at", taken)
-    element = ir.Index(found.source, mk_bin("+", found.first, t, ir.INT))
+    element = ir.Index(found.first.array, mk_bin("+", found.first.index, t, ir.INT))
+    step: list[ir.Stmt] = [ir.Assign(acc, ir.Bin(found.op, acc, element, ir.INT))]
+    if scan:
+        step.append(ir.Store(found.out, mk_bin("+", found.at, t, ir.INT), acc))
     return [ir.Declare(acc, ir.Const(IDENTITY[found.op], ir.INT)),
-            ir.SeqFor(t, ir.Const(found.length, ir.INT),
-                      [ir.Assign(acc, ir.Bin(found.op, acc, element, ir.INT))]),
-            ir.Store(found.array, found.index, acc)]
+            ir.SeqFor(t, ir.Const(found.length, ir.INT), step),
+            *([] if scan else [ir.Store(found.out, found.at, acc)])]

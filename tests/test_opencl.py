@@ -387,6 +387,12 @@ def test_arrays_only_touched_at_the_own_position_become_registers():
     ("", "", True),
     ("ys }", "ys ; forceAndPrint 64 (push<grid> xs) }", False),  # xs is used later
     ("index xs (c * 16 + j)", "index xs (63 - (c * 16 + j))", False),  # another item's element
+    # Where c == 0, xs[j] is the element written (the scan's last kernel reads so) ...
+    ("index xs (c * 16 + j) + c", "if c == 0 then index xs j else index xs (c * 16 + j) + c",
+     True),
+    # ... where c == 1 it is not.
+    ("index xs (c * 16 + j) + c", "if c == 1 then index xs j else index xs (c * 16 + j) + c",
+     False),
 ])
 def test_kernels_write_in_place_into_arrays_nothing_reads_afterwards(old, new, in_place):
     from fcl.il import ir

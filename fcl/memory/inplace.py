@@ -13,7 +13,8 @@ The rewrite is safe when every element is written by one statement instance that
 old value first, and no other instance reads it:
 
 * the kernel has exactly one store to `out`, at index e, and mentions `inp` only as reads
-  `inp[e]` (the same expression) inside the stored value; it does not read `out`;
+  `inp[e]` inside the stored value (in a branch of a select on `v == c`, an index equal to e
+  with c for v); it does not read `out`;
 * e is a linear function of the loops around the store (constant bounds), with coefficients
   that give every iteration its own element (as the digits of a mixed-radix number);
 * `inp` and `out` are allocated in global memory in the same statement list as the kernel,
@@ -27,8 +28,8 @@ from dataclasses import replace
 from typing import TypeAlias
 
 from fcl.il import ir
-from fcl.il.simplify import linear
-from fcl.il.traverse import assigned, map_bodies, names, reads_of, stmt_exprs
+from fcl.il.simplify import linear, rebuild
+from fcl.il.traverse import assigned, map_bodies, names, stmt_exprs, sub_exprs
 from fcl.memory.copies import is_kernel, rebuild_stmt
 from fcl.memory.decisions import Notes, note
 
@@ -94,13 +95,11 @@ def _candidate(stmts: list[ir.Stmt], p: int, changed: set[str]):
             or any(_mentions(s, out.var.name) for s in stmts[stmts.index(out) + 1:p]) \
             or not _injective(store.index, loops, kernel):
         return None
-    index = ir.expr_key(store.index)
     for name, inp in allocs.items():
         if name == out.var.name or name in changed or inp.var.type != out.var.type \
                 or not _fits(out.size, inp.size, changed):
             continue
-        reads = _reads(store.value, name)
-        if reads and all(r == index for r in reads) and name not in names(store.index) \
+        if _own_reads(store.value, name, store.index, {}) and name not in names(store.index) \
                 and not _elsewhere(kernel.body, name, store) \
                 and not any(_mentions(s, name) for s in stmts[p + 1:]) \
                 and not _copied(stmts, name):
@@ -154,10 +153,35 @@ def _fits(size: ir.Expr, capacity: ir.Expr, changed: set[str]) -> bool:
     return ir.expr_key(size) == ir.expr_key(capacity) and not names(size) & changed
 
 
-def _reads(e: ir.Expr, name: str) -> list[str] | None:
-    """The indices (keyed) of e's reads of array `name`; None if e uses it otherwise."""
-    found = reads_of(e, name)
-    return None if found is None else [ir.expr_key(x.index) for x in found]
+def _own_reads(e: ir.Expr, name: str, own: ir.Expr, known: dict[str, ir.Expr]) -> bool:
+    """Whether e reads array `name`, and only at index `own`, and uses it no other way. Inside
+    the branch of a select on `v == c`, both indices are compared with c for v (the scan's
+    last kernel reads `inp[j]` when its chunk `c == 0`, writing `out[c * chunk + j]`)."""
+    reads = 0
+
+    def walk(x: ir.Expr, known: dict[str, ir.Expr]) -> bool:
+        nonlocal reads
+        if isinstance(x, ir.Select):
+            fixed = _fixed_by(x.cond)
+            return walk(x.cond, known) and walk(x.else_, known) and \
+                walk(x.then, {**known, **fixed})
+        if isinstance(x, ir.Index) and x.array.name == name:
+            reads += 1
+            return name not in names(x.index) and ir.expr_key(rebuild(x.index, known)) == \
+                ir.expr_key(rebuild(own, known))
+        if isinstance(x, ir.Var):
+            return x.name != name
+        return all(walk(part, known) for part in sub_exprs(x))
+    return walk(e, known) and reads > 0
+
+
+def _fixed_by(cond: ir.Expr) -> dict[str, ir.Expr]:
+    """{v: c} when cond is `v == c` for an int variable v and constant c."""
+    if isinstance(cond, ir.Bin) and cond.op == "==":
+        for var, const in ((cond.left, cond.right), (cond.right, cond.left)):
+            if isinstance(var, ir.Var) and var.type == ir.INT and isinstance(const, ir.Const):
+                return {var.name: const}
+    return {}
 
 
 def _mentions(s: ir.Stmt, name: str) -> bool:

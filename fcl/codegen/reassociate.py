@@ -36,6 +36,7 @@ from fcl.il.simplify import linear, mk_bin, rebuild
 from fcl.il.traverse import expr_reads, stmt_exprs
 
 IDENTITY = {"+": 0, "*": 1, "|": 0, "^": 0, "&": -1, "min": 2**31 - 1, "max": -2**31}
+MAX_SIZE = 64
 BUDGET = 20_000  # statements and runs followed before giving up: 0.2 s at most
 
 
@@ -45,8 +46,10 @@ class _GiveUp(Exception):
 
 @dataclass(frozen=True)
 class Known:
-    """An int or bool known while compiling, or an expression over the group's variables."""
+    """An int or bool known while compiling, or an expression over the group's variables (of
+    at most MAX_SIZE parts: a value growing with each iteration is no index)."""
     expr: ir.Expr
+    size: int = 1
 
 
 Terms = tuple[tuple[str, int], ...]  # an index's terms over the group's variables
@@ -220,7 +223,13 @@ class _Follow:
         if isinstance(e, ir.Bin):
             left, right = self.value(e.left), self.value(e.right)
             if isinstance(left, Known) and isinstance(right, Known):
-                return Known(mk_bin(e.op, left.expr, right.expr, e.type))
+                made = mk_bin(e.op, left.expr, right.expr, e.type)
+                if isinstance(made, ir.Const):
+                    return Known(made)
+                size = left.size + right.size + 1
+                if size > MAX_SIZE:
+                    raise _GiveUp
+                return Known(made, size)
             if e.type != ir.INT or e.op not in IDENTITY:
                 raise _GiveUp
             combined = _combine(e.op, left, right)
@@ -230,7 +239,7 @@ class _Follow:
         if isinstance(e, ir.Un):
             arg = self.value(e.arg)
             if isinstance(arg, Known):
-                return Known(rebuild(ir.Un(e.op, arg.expr, e.type), {}))
+                return Known(rebuild(ir.Un(e.op, arg.expr, e.type), {}), arg.size + 1)
         raise _GiveUp
 
     def element(self, e: ir.Index) -> Value:

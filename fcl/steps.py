@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from fcl.codegen.blocking import register_blocks
+from fcl.codegen.checkfirst import checks_first
 from fcl.codegen.fuse import fuse
 from fcl.codegen.kernel import Kernel, Launch
 from fcl.codegen.kernelize import kernelize
@@ -86,6 +87,10 @@ def _il(fn: Callable[[list[ir.Stmt]], list[ir.Stmt]]) -> Callable[[Program, Sett
 
 def _each_kernel(fn: Callable[[Kernel], Kernel]) -> Callable[[Program, Settings], Program]:
     return lambda program, _settings: map_kernels(program, fn)
+
+
+def _on_cpu(fn: Callable[[Kernel], Kernel]) -> Callable[[Program, Settings], Program]:
+    return lambda program, settings: map_kernels(program, fn) if settings.serial else program
 
 
 def _memory(fn: Callable[[list[ir.Stmt]], list[ir.Stmt]]
@@ -168,6 +173,9 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
          "unclamped", _each_kernel(unclamp)),
     Step("reads", "an element of an array the kernel never writes, read again and again, is "
          "read once into a variable", _each_kernel(read_once)),
+    Step("checks first", "on a CPU, a loop's leading checks are made in a loop of their own "
+         "first, which vectorizes; the loop then runs without them unless one fails",
+         _on_cpu(checks_first)),
     Step("blocking", "in a serial kernel, a reduction into rows of private accumulators keeps "
          "blocks of rows in OpenCL vectors through the reduction's loop",
          _each_kernel(register_blocks)),

@@ -85,17 +85,17 @@ def _interchange(s: SerialFor, prefix: list[ir.Declare], acc: ir.Var, init: ir.E
                                        ir.Store(each, s.var, init, span=s.span)], span=s.span)
     last = SerialFor(s.var, s.bound, [*prefix, *map_exprs(suffix, accumulator)], span=s.span)
     return [
-        *_renamed([first], "_init"),
+        *renamed([first], "_init"),
         ir.SeqFor(loop.var, loop.bound, [
             SerialFor(s.var, s.bound, [*prefix, *map_exprs(work, accumulator),
                                        ir.Store(each, s.var, accumulator(step.value),
                                                 span=step.span)], span=s.span)],
                   span=loop.span),
-        *_renamed([last], "_out"),
+        *renamed([last], "_out"),
     ]
 
 
-def _renamed(stmts: list[ir.Stmt], suffix: str) -> list[ir.Stmt]:
+def renamed(stmts: list[ir.Stmt], suffix: str) -> list[ir.Stmt]:
     """The statements with every variable they declare (loop variables included) renamed with
     `suffix`: the copies of a loop that interchange makes each declare their own names."""
     fresh = {t.var.name: ir.Var(t.var.name + suffix, t.var.type) for t in ir.walk(stmts)

@@ -173,7 +173,7 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
          "unclamped", _each_kernel(unclamp)),
     Step("reads", "an element of an array the kernel never writes, read again and again, is "
          "read once into a variable", _each_kernel(read_once)),
-    Step("checks first", "on a CPU, a loop's leading checks are made in a loop of their own "
+    Step("checks-first", "on a CPU, a loop's leading checks are made in a loop of their own "
          "first, which vectorizes; the loop then runs without them unless one fails",
          _on_cpu(checks_first)),
     Step("blocking", "in a serial kernel, a reduction into rows of private accumulators keeps "

@@ -29,7 +29,7 @@ def test_a_rows_loop_checks_its_columns_in_a_loop_without_exits_first():
 
 def test_gpu_kernels_keep_their_checks_in_the_loop():
     steps = after(product(**LONG_ROWS), target="gpu")
-    assert steps["checks first"] == steps["reads"]
+    assert steps["checks-first"] == steps["reads"]
 
 
 # Where the bad column is: a row's first, a middle and the last element of the last row, in

@@ -1,4 +1,4 @@
-"""A loop's checks made first, in a loop of their own, on a CPU (the `checks first` step).
+"""A loop's checks made first, in a loop of their own, on a CPU (the `checks-first` step).
 
 A check inside a loop ends with a branch out of the kernel when it fails, which keeps the C
 compiler from vectorizing the loop: the sparse product's loop over a row checks each element's

@@ -242,8 +242,9 @@ __kernel REQD1(SCAN_GROUP) void scan_add_vec(__global int* out,
 #endif
 
 // For CPUs: a work-item per chunk scans its CHUNK consecutive ints by a plain loop (its total
-// to sums); one work-item scans the totals; each chunk after the first adds the total of those
-// before it. pip's PoCL ran it in half scan_chunks_vec's time (bench/README.md, "Reassociation").
+// to sums); one work-item scans the totals, in chunks of CHUNK as scan_chunks does (the original
+// repository's scan.fcl scans them so); each chunk after the first adds the total before it.
+// pip's PoCL ran it in half scan_chunks_vec's time (bench/README.md, "Reassociation").
 __kernel void scan_chunks_loop(__global const int* restrict in, __global int* restrict out,
                                __global int* restrict sums) {
     size_t c = get_global_id(0);
@@ -256,7 +257,10 @@ __kernel void scan_chunks_loop(__global const int* restrict in, __global int* re
 
 __kernel void scan_totals_loop(__global int* sums, int count) {
     uint running = 0;
-    for (int k = 0; k < count; k++) sums[k] = (int)(running += (uint)sums[k]);
+    for (int k = 0; k < count; k++) {
+        if (k % CHUNK == 0) running = 0;
+        sums[k] = (int)(running += (uint)sums[k]);
+    }
 }
 
 __kernel void scan_add_loop(__global int* restrict out, __global const int* restrict scanned) {

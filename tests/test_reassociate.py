@@ -4,6 +4,7 @@ targets for sums that wrap, for min and max, and for the cases it must leave alo
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from runs import run_cl, run_interp
 from test_serial import after
@@ -103,3 +104,25 @@ def test_the_results_are_the_interpreters_on_both_targets(text):
 def test_the_gpus_kernels_are_not_regrouped():
     steps = after(WRAPPING, "gpu")
     assert steps["reassociate"] == steps["split"]
+
+
+# Random trees: an operation, a length (padded or not), a block size, the thesis's tree or the
+# warps', and values that overflow; the CPU's kernels against the interpreter. (A full
+# reduction: its one value does not depend on the block size, which the interpreter does not
+# share.)
+TREES = {"thesis": "reduceFull", "warps": "reduceFullWarps"}
+NEUTRAL = {"addi": "0", "muli": "1", "maxi": "(0 - 2147483647 - 1)", "mini": "2147483647"}
+
+
+@settings(max_examples=8, deadline=None)
+@given(op=st.sampled_from(sorted(NEUTRAL)), tree=st.sampled_from(sorted(TREES)),
+       block=st.sampled_from([8, 16, 32]), groups=st.integers(1, 3),
+       short=st.integers(0, 5), scale=st.integers(1, 2_000_000_000))
+def test_random_trees_print_what_the_interpreter_prints(op, tree, block, groups, short, scale):
+    n = max(1, groups * 2 * block - short)
+    text = f"val n = {n}\n" + REDUCE.split("\n", 1)[1] + (
+        f"\nval main = do<grid> {{\n  xs <- forcePull<grid> (generate {n} (fn i => "
+        f"(i * {scale}) % 1000003 - 500001)) ;\n  r <- {TREES[tree]} {op} {NEUTRAL[op]} xs ;\n"
+        "  forceAndPrint 1 (push<grid> (generate 1 (fn i => r)))\n}\n")
+    expected = run_interp(text)
+    assert expected.strip() and run_cl(text, target="cpu", block_size=block) == (expected, "")

@@ -24,6 +24,14 @@ WRAPPING = program("""  xs <- forcePull<grid> (generate 2048 (fn i => i * 100000
 MAXIMA = program("""  xs <- forcePull<grid> (generate 2048 (fn i => (i * 7919) % 2039 - 1000)) ;
   r <- reducePart maxi (0 - 5000) xs ;
   forceAndPrint 4 r""")
+# 1000 elements in chunks of 512: the second half of the last chunk's pairs is padding.
+PADDED = REDUCE.replace("val n = 2048", "val n = 1000") + """
+val main = do<grid> {
+  xs <- forcePull<grid> (generate 1000 (fn i => i * 1000003 + 2147483000)) ;
+  r <- reducePartWarps addi 0 xs ;
+  forceAndPrint 2 r
+}
+"""
 # Padding with 1 for a sum: the padded elements count, so the tree is not a run's sum.
 PADDED_WITH_ONE = program("""  xs <- forcePull<grid> (generate 1000 (fn i => i)) ;
   r <- reducePart addi 1 xs ;
@@ -79,6 +87,13 @@ def test_a_warp_scan_on_a_cpu_is_one_loop_storing_each_prefix():
     assert "folded" not in totals and "private" in totals
 
 
+def test_a_padded_run_is_two_loops_the_second_guarded():
+    kernel = cpu_kernels(PADDED)[1].split("kernel kernel")[2]
+    assert "seqfor (at_0 < 256) {" in kernel and "seqfor (at_1 < 256) {" in kernel
+    assert "folded_0 = (folded_0 + arr_1[((b_4 * 512) + at_0)]);" in kernel
+    assert "< 1000) ? arr_1[(((b_4 * 512) + at_1) + 256)] : 0));" in kernel
+
+
 def test_min_and_max_are_regrouped_too():
     regrouped = cpu_kernels(MAXIMA)[1]
     assert "int folded_0 = -2147483648;" in regrouped
@@ -92,8 +107,9 @@ def test_what_is_not_a_runs_reduction_is_left_alone(text):
     assert regrouped == before
 
 
-@pytest.mark.parametrize("text", [WRAPPING, MAXIMA, PADDED_WITH_ONE, TWICE, WARP_SCAN],
-                         ids=["wrapping", "maxima", "padded-with-one", "elements-twice",
+@pytest.mark.parametrize("text", [WRAPPING, MAXIMA, PADDED, PADDED_WITH_ONE, TWICE,
+                                  WARP_SCAN],
+                         ids=["wrapping", "maxima", "padded", "padded-with-one", "elements-twice",
                               "warp-scan"])
 def test_the_results_are_the_interpreters_on_both_targets(text):
     expected = run_interp(text)

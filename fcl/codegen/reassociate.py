@@ -18,7 +18,8 @@ of one global array combined by one operation. It regroups an iteration whose on
   first k + 1 elements,
 
 by an operation on ints that is associative and commutative (+ and * wrap; &, |, ^, min,
-max), each element taken once, into
+max), each element taken once (a padded array's element `i < n ? x[i] : identity` counts as
+x[i] below n), into
 
     acc = identity; for t < L: { acc = acc op x[first + t]; (out[at + t] = acc) } (out[i] = acc)
 
@@ -28,6 +29,7 @@ the kernel as it is.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 
 from fcl.codegen.kernel import Kernel, LocalArray, group_body
@@ -53,18 +55,23 @@ class Known:
 
 
 Terms = tuple[tuple[str, int], ...]  # an index's terms over the group's variables
+Run = tuple[int, int, bool]  # start, stop, guarded
 
 
 @dataclass(frozen=True)
 class Fold:
     """Elements of one global array combined by `op` (None: a single element): those whose
     index is `terms` plus a constant in one of `runs` (half-open, disjoint, in order, none
-    next to another). `first` is the element at the first run's start."""
+    next to another of the same kind). `first` is the element at the first run's start. A
+    guarded run's elements count only below `limit`, `pad` in their place from there on (a
+    padded array's reads, `i < n ? x[i] : pad`)."""
     op: str | None
     array: str
     terms: Terms
-    runs: tuple[tuple[int, int], ...]
+    runs: tuple[Run, ...]
     first: ir.Index
+    limit: ir.Expr | None = None
+    pad: int | None = None
 
 
 Value = Known | Fold
@@ -74,9 +81,14 @@ Value = Known | Fold
 class Regrouped:
     op: str
     first: ir.Index       # the run's first element
-    length: int
+    parts: tuple[tuple[int, int, bool], ...]  # (offset, length, guarded) in order
+    limit: ir.Expr | None  # the guarded parts' (see Fold)
     out: ir.Var           # the global array stored to
     at: ir.Expr           # where: the reduction's one element, or the scan's first
+
+    @property
+    def length(self) -> int:
+        return sum(length for _, length, _ in self.parts)
 
 
 def reassociate(kernel: Kernel) -> Kernel:
@@ -104,7 +116,15 @@ def reassociate(kernel: Kernel) -> Kernel:
         locals=[a for a in kernel.locals if a.var.name in used],
         slots=[kept for slot in kernel.slots if (kept := _kept(slot, used))],
         notes=(*kernel.notes, f"each work-group's {what} by {found.op} of {found.length} "
-                              "elements is one loop in index order (the operation regrouped)"))
+                              f"elements runs in index order, {_loops(found)} (the operation "
+                              "regrouped)"))
+
+
+def _loops(found: Regrouped) -> str:
+    if len(found.parts) == 1:
+        return "one loop"
+    padded = sum(guarded for _, _, guarded in found.parts)
+    return f"{len(found.parts)} loops ({padded} over a padded array's end)"
 
 
 def _kept(slot: list[LocalArray], used: set[str]) -> list[LocalArray]:
@@ -143,25 +163,31 @@ class _Follow:
         if len({key[:2] for key, _ in stores}) != 1:
             raise _GiveUp  # several arrays, or indices apart by more than a constant
         out, at, _ = stores[0][1]
-        runs = [f.runs for f in folds]  # type: ignore[union-attr]
         first: Fold = folds[0]  # type: ignore[assignment]
+        last: Fold = folds[-1]  # type: ignore[assignment]
         op = next((f.op for f in folds if f.op is not None), None)  # type: ignore[union-attr]
         if op not in IDENTITY or ir.elem_of(out) != ir.INT or out.name == first.array or any(
-                len(r) != 1 or r[0][0] != runs[0][0][0] or f.op not in (None, op)  # type: ignore[union-attr]
-                or (f.array, f.terms) != (first.array, first.terms)  # type: ignore[union-attr]
-                for f, r in zip(folds, runs)):
+                f.op not in (None, op) or (f.array, f.terms) != (first.array, first.terms)  # type: ignore[union-attr]
+                or _span(f.runs) != (first.runs[0][0], f.runs[-1][1])  # type: ignore[union-attr]
+                or (f.pad is not None and f.pad != IDENTITY[op])  # type: ignore[union-attr]
+                for f in folds):
             raise _GiveUp
-        (start, stop), = runs[0]
+        start = first.runs[0][0]
+        parts = tuple((a - start, b - a, guarded) for a, b, guarded in last.runs)
+        limits = {ir.expr_key(f.limit) for f in folds if f.limit is not None}  # type: ignore[union-attr]
+        if len(limits) > 1:
+            raise _GiveUp
+        found = Regrouped(op, first.first, parts, last.limit, out, at)
         if len(folds) == 1:
-            if stop - start < 2:
+            if found.length < 2:
                 raise _GiveUp
-            return Regrouped(op, first.first, stop - start, out, at), False
+            return found, False
         # A scan: the k-th of consecutive elements holds the run's first k + 1.
         base = stores[0][0][2]
-        for k, ((_, _, const), _) in enumerate(stores):
-            if const != base + k or runs[k][0][1] != start + k + 1:
+        for k, ((_, _, const), (_, _, fold)) in enumerate(stores):
+            if const != base + k or fold.runs[-1][1] != start + k + 1:  # type: ignore[union-attr]
                 raise _GiveUp
-        return Regrouped(op, first.first, len(folds), out, at), True
+        return found, True
 
     def spend(self, amount: int = 1) -> None:
         self.spent += amount
@@ -217,9 +243,9 @@ class _Follow:
             return self.element(e)
         if isinstance(e, ir.Select):
             cond = self.value(e.cond)
-            if not (isinstance(cond, Known) and isinstance(cond.expr, ir.Const)):
-                raise _GiveUp
-            return self.value(e.then if cond.expr.value else e.else_)
+            if isinstance(cond, Known) and isinstance(cond.expr, ir.Const):
+                return self.value(e.then if cond.expr.value else e.else_)
+            return self.guarded(cond, self.value(e.then), self.value(e.else_))
         if isinstance(e, ir.Bin):
             left, right = self.value(e.left), self.value(e.right)
             if isinstance(left, Known) and isinstance(right, Known):
@@ -253,7 +279,21 @@ class _Follow:
         if not isinstance(index, Known):
             raise _GiveUp
         terms, const = _split(index.expr)
-        return Fold(None, name, terms, ((const, const + 1),), ir.Index(e.array, index.expr))
+        return Fold(None, name, terms, ((const, const + 1, False),),
+                    ir.Index(e.array, index.expr))
+
+    def guarded(self, cond: Value, then: Value, else_: Value) -> Fold:
+        """`i < n ? x[i] : pad`, one element of a padded array."""
+        if not (isinstance(cond, Known) and isinstance(cond.expr, ir.Bin)
+                and cond.expr.op == "<" and isinstance(then, Fold) and then.op is None
+                and isinstance(else_, Known) and isinstance(else_.expr, ir.Const)):
+            raise _GiveUp
+        index, limit = cond.expr.left, cond.expr.right
+        if _split(index) != (then.terms, then.runs[0][0]) or next(expr_reads(limit), None):
+            raise _GiveUp
+        (start, stop, _), = then.runs
+        return replace(then, runs=((start, stop, True),), limit=limit,
+                       pad=int(else_.expr.value))
 
 
 def _split(index: ir.Expr) -> tuple[Terms, int]:
@@ -276,23 +316,38 @@ def _combine(op: str, left: Value, right: Value) -> Value:
     if len(parts) == 1:
         return replace(parts[0], op=op)
     a, b = sorted(parts, key=lambda f: f.runs[0])  # op is commutative
-    if (a.array, a.terms) != (b.array, b.terms):
+    if (a.array, a.terms) != (b.array, b.terms) or _differ(a.limit, b.limit, ir.expr_key) \
+            or _differ(a.pad, b.pad, int):
         raise _GiveUp
-    return Fold(op, a.array, a.terms, _merged(a.runs, b.runs), a.first)
+    return Fold(op, a.array, a.terms, _merged(a.runs, b.runs), a.first,
+                a.limit if a.limit is not None else b.limit, a.pad if a.pad is not None else b.pad)
 
 
-def _merged(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]
-            ) -> tuple[tuple[int, int], ...]:
-    """The runs of both, those next to each other joined; an element in both gives up."""
-    out: list[tuple[int, int]] = []
-    for start, stop in sorted(a + b):
+def _differ(a, b, key) -> bool:
+    """Whether both are given and differ (by key)."""
+    return a is not None and b is not None and key(a) != key(b)
+
+
+def _merged(a: tuple[Run, ...], b: tuple[Run, ...]) -> tuple[Run, ...]:
+    """The runs of both, those of a kind next to each other joined; an element in both gives
+    up."""
+    out: list[Run] = []
+    for start, stop, guarded in sorted(a + b):
         if out and start < out[-1][1]:
             raise _GiveUp  # an element taken twice
-        if out and start == out[-1][1]:
-            out[-1] = (out[-1][0], stop)
+        if out and start == out[-1][1] and guarded == out[-1][2]:
+            out[-1] = (out[-1][0], stop, guarded)
         else:
-            out.append((start, stop))
+            out.append((start, stop, guarded))
     return tuple(out)
+
+
+def _span(runs: tuple[Run, ...]) -> tuple[int, int] | None:
+    """(start, stop) of runs that follow each other with no gap; None if there is one."""
+    for (_, stop, _), (start, _, _) in itertools.pairwise(runs):
+        if stop != start:
+            return None
+    return runs[0][0], runs[-1][1]
 
 
 def _taken(kernel: Kernel) -> set[str]:
@@ -312,11 +367,22 @@ def _fresh(base: str, taken: set[str]) -> ir.Var:
 
 
 def _loop(found: Regrouped, scan: bool, taken: set[str]) -> list[ir.Stmt]:
-    acc, t = _fresh("folded", taken), _fresh("at", taken)
-    element = ir.Index(found.first.array, mk_bin("+", found.first.index, t, ir.INT))
-    step: list[ir.Stmt] = [ir.Assign(acc, ir.Bin(found.op, acc, element, ir.INT))]
-    if scan:
-        step.append(ir.Store(found.out, mk_bin("+", found.at, t, ir.INT), acc))
-    return [ir.Declare(acc, ir.Const(IDENTITY[found.op], ir.INT)),
-            ir.SeqFor(t, ir.Const(found.length, ir.INT), step),
+    """One loop per part of the run (guarded or not), in order, into one accumulator."""
+    acc = _fresh("folded", taken)
+    identity = ir.Const(IDENTITY[found.op], ir.INT)
+    loops: list[ir.Stmt] = []
+    for offset, length, guarded in found.parts:
+        t = _fresh("at", taken)
+        at = mk_bin("+", t, ir.Const(offset, ir.INT), ir.INT)
+        index = mk_bin("+", found.first.index, at, ir.INT)
+        element: ir.Expr = ir.Index(found.first.array, index)
+        if guarded:
+            assert found.limit is not None
+            element = ir.Select(ir.Bin("<", index, found.limit, ir.BOOL), element, identity,
+                                ir.INT)
+        step: list[ir.Stmt] = [ir.Assign(acc, ir.Bin(found.op, acc, element, ir.INT))]
+        if scan:
+            step.append(ir.Store(found.out, mk_bin("+", found.at, at, ir.INT), acc))
+        loops.append(ir.SeqFor(t, ir.Const(length, ir.INT), step))
+    return [ir.Declare(acc, identity), *loops,
             *([] if scan else [ir.Store(found.out, found.at, acc)])]

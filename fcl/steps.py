@@ -151,8 +151,8 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
     Step("split", "in a serial kernel, a loop over a tile's (row, column) becomes two loops, "
          "the column innermost, and what a row reads the same for every column is read "
          "before its loop", _each_kernel(split)),
-    Step("reassociate", "in a serial kernel, a work-group's sum (or other associative and "
-         "commutative operation on ints) of a run of elements is one loop in index order",
+    Step("reassociate", "in a serial kernel, a work-group's sum or scan of a run of ints (or "
+         "its min, max, product, &, |, ^) is one loop in index order",
          _each_kernel(reassociate)),
     Step("fuse", "in a serial kernel, a loop whose elements the next loop reads once each is "
          "computed inside it: a reduction tree adds in registers", _each_kernel(fuse)),

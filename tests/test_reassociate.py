@@ -130,6 +130,7 @@ TREES = {"thesis": "reduceFull", "warps": "reduceFullWarps"}
 NEUTRAL = {"addi": "0", "muli": "1", "maxi": "(0 - 2147483647 - 1)", "mini": "2147483647"}
 
 
+@pytest.mark.slow  # 5-7 s
 @settings(max_examples=8, deadline=None)
 @given(op=st.sampled_from(sorted(NEUTRAL)), tree=st.sampled_from(sorted(TREES)),
        block=st.sampled_from([8, 16, 32]), groups=st.integers(1, 3),

@@ -24,7 +24,7 @@ from dataclasses import replace
 from fcl.codegen.kernel import FailFlag, Kernel
 from fcl.codegen.serial import renamed
 from fcl.il import ir
-from fcl.il.traverse import assigned, expr_reads, map_bodies, names, stmt_exprs
+from fcl.il.traverse import assigned, expr_reads, fresh_var, map_bodies, mentioned, names
 
 MIN_TRIPS = 32  # shorter loops keep their checks (16 and 64 measured no better)
 
@@ -32,29 +32,22 @@ MIN_TRIPS = 32  # shorter loops keep their checks (16 and 64 measured no better)
 def checks_first(kernel: Kernel) -> Kernel:
     """The kernel with each loop whose checks lead its body split as above."""
     written = {s.array.name for s in ir.walk(kernel.body) if isinstance(s, ir.Store)}
-    taken = {v for s in ir.walk(kernel.body) for e in stmt_exprs(s, targets=True)
-             for v in names(e)}
-    made: list[str] = []
-
-    def fresh() -> ir.Var:
-        n = len(made)
-        while f"failing_{n}" in taken:
-            n += 1
-        made.append(f"failing_{n}")
-        taken.add(made[-1])
-        return ir.Var(made[-1], ir.INT)
+    taken = mentioned(kernel.body)
+    split_any = False
 
     def block(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+        nonlocal split_any
         out: list[ir.Stmt] = []
         for s in stmts:
-            split = _split(s, written, fresh) if isinstance(s, ir.SeqFor) else None
+            split = _split(s, written, taken) if isinstance(s, ir.SeqFor) else None
+            split_any |= split is not None
             out += split if split is not None else [map_bodies(s, block)]
         return out
     body = block(kernel.body)
-    return replace(kernel, body=body) if made else kernel
+    return replace(kernel, body=body) if split_any else kernel
 
 
-def _split(loop: ir.SeqFor, written: set[str], fresh) -> list[ir.Stmt] | None:
+def _split(loop: ir.SeqFor, written: set[str], taken: set[str]) -> list[ir.Stmt] | None:
     body = loop.body
     if not all(isinstance(s, (ir.Declare, ir.Assign, ir.Store, FailFlag)) for s in body):
         return None  # nested loops or branches: left as they are
@@ -66,14 +59,13 @@ def _split(loop: ir.SeqFor, written: set[str], fresh) -> list[ir.Stmt] | None:
         return None
     leading, checks = body[:first], body[first:last]
     changed = assigned(body) | {s.var.name for s in body[first:] if isinstance(s, ir.Declare)}
-    exprs = [s.init for s in leading if isinstance(s, ir.Declare)] + \
-        [s.cond for s in checks if isinstance(s, FailFlag)]
-    for e in exprs:
-        if names(e) & changed - {s.var.name for s in leading if isinstance(s, ir.Declare)} \
-                or any(read.array.name in written for read in expr_reads(e)):
-            return None
-    failing = fresh()
     conds = [s.cond for s in checks if isinstance(s, FailFlag)]
+    inits = [s.init for s in leading if isinstance(s, ir.Declare)]
+    changed -= {s.var.name for s in leading if isinstance(s, ir.Declare)}
+    for e in inits + conds:
+        if names(e) & changed or any(read.array.name in written for read in expr_reads(e)):
+            return None
+    failing = fresh_var("failing", ir.INT, taken)
     any_fails = conds[0]
     for cond in conds[1:]:
         any_fails = ir.Bin("||", any_fails, cond, ir.BOOL)

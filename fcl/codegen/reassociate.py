@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from fcl.codegen.kernel import Kernel, LocalArray, group_body
 from fcl.il import ir
 from fcl.il.simplify import linear, mk_bin, rebuild
-from fcl.il.traverse import expr_reads, stmt_exprs
+from fcl.il.traverse import expr_reads, fresh_var, mentioned, stmt_exprs
 
 IDENTITY = {"+": 0, "*": 1, "|": 0, "^": 0, "&": -1, "min": 2**31 - 1, "max": -2**31}
 MAX_SIZE = 64
@@ -107,7 +107,7 @@ def reassociate(kernel: Kernel) -> Kernel:
         found, scan = follow.regrouped()
     except _GiveUp:
         return kernel
-    loop = _loop(found, scan, _taken(kernel))
+    loop = _loop(found, scan, mentioned(kernel.body))
     used = {x.array.name for s in ir.walk(loop) for e in stmt_exprs(s) for x in expr_reads(e)}
     what = "scan" if scan else "combination"
     return replace(
@@ -157,25 +157,22 @@ class _Follow:
     def regrouped(self) -> tuple[Regrouped, bool]:
         """What the iteration stored, as a reduction (False) or a scan (True)."""
         stores = sorted(self.stored.items(), key=lambda item: item[0][2])
-        folds = [value for _, (_, _, value) in stores]
-        if not all(isinstance(f, Fold) for f in folds):
-            raise _GiveUp
-        if len({key[:2] for key, _ in stores}) != 1:
-            raise _GiveUp  # several arrays, or indices apart by more than a constant
+        folds = [value for _, (_, _, value) in stores if isinstance(value, Fold)]
+        if len(folds) != len(stores) or len({key[:2] for key, _ in stores}) != 1:
+            raise _GiveUp  # a value known, several arrays, or indices apart by a variable
         out, at, _ = stores[0][1]
-        first: Fold = folds[0]  # type: ignore[assignment]
-        last: Fold = folds[-1]  # type: ignore[assignment]
-        op = next((f.op for f in folds if f.op is not None), None)  # type: ignore[union-attr]
+        first, last = folds[0], folds[-1]
+        op = next((f.op for f in folds if f.op is not None), None)
+        start = first.runs[0][0]
         if op not in IDENTITY or ir.elem_of(out) != ir.INT or out.name == first.array or any(
-                f.op not in (None, op) or (f.array, f.terms) != (first.array, first.terms)  # type: ignore[union-attr]
-                or _span(f.runs) != (first.runs[0][0], f.runs[-1][1])  # type: ignore[union-attr]
-                or (f.pad is not None and f.pad != IDENTITY[op])  # type: ignore[union-attr]
+                f.op not in (None, op) or (f.array, f.terms) != (first.array, first.terms)
+                or _span(f.runs) != (start, f.runs[-1][1])
+                or f.runs != _cut(last.runs, f.runs[-1][1])  # guarded alike in every fold
+                or (f.pad is not None and f.pad != IDENTITY[op])
                 for f in folds):
             raise _GiveUp
-        start = first.runs[0][0]
         parts = tuple((a - start, b - a, guarded) for a, b, guarded in last.runs)
-        limits = {ir.expr_key(f.limit) for f in folds if f.limit is not None}  # type: ignore[union-attr]
-        if len(limits) > 1:
+        if len({ir.expr_key(f.limit) for f in folds if f.limit is not None}) > 1:
             raise _GiveUp
         found = Regrouped(op, first.first, parts, last.limit, out, at)
         if len(folds) == 1:
@@ -184,8 +181,8 @@ class _Follow:
             return found, False
         # A scan: the k-th of consecutive elements holds the run's first k + 1.
         base = stores[0][0][2]
-        for k, ((_, _, const), (_, _, fold)) in enumerate(stores):
-            if const != base + k or fold.runs[-1][1] != start + k + 1:  # type: ignore[union-attr]
+        for k, (((_, _, const), _), fold) in enumerate(zip(stores, folds)):
+            if const != base + k or fold.runs[-1][1] != start + k + 1:
                 raise _GiveUp
         return found, True
 
@@ -342,6 +339,11 @@ def _merged(a: tuple[Run, ...], b: tuple[Run, ...]) -> tuple[Run, ...]:
     return tuple(out)
 
 
+def _cut(runs: tuple[Run, ...], stop: int) -> tuple[Run, ...]:
+    """The runs up to `stop`."""
+    return tuple((a, min(b, stop), guarded) for a, b, guarded in runs if a < stop)
+
+
 def _span(runs: tuple[Run, ...]) -> tuple[int, int] | None:
     """(start, stop) of runs that follow each other with no gap; None if there is one."""
     for (_, stop, _), (start, _, _) in itertools.pairwise(runs):
@@ -350,29 +352,13 @@ def _span(runs: tuple[Run, ...]) -> tuple[int, int] | None:
     return runs[0][0], runs[-1][1]
 
 
-def _taken(kernel: Kernel) -> set[str]:
-    found: dict[str, ir.Var] = {}
-    for s in ir.walk(kernel.body):
-        for e in stmt_exprs(s, targets=True):
-            ir.expr_vars(e, found)
-    return set(found)
-
-
-def _fresh(base: str, taken: set[str]) -> ir.Var:
-    n = 0
-    while f"{base}_{n}" in taken:
-        n += 1
-    taken.add(f"{base}_{n}")
-    return ir.Var(f"{base}_{n}", ir.INT)
-
-
 def _loop(found: Regrouped, scan: bool, taken: set[str]) -> list[ir.Stmt]:
     """One loop per part of the run (guarded or not), in order, into one accumulator."""
-    acc = _fresh("folded", taken)
+    acc = fresh_var("folded", ir.INT, taken)
     identity = ir.Const(IDENTITY[found.op], ir.INT)
     loops: list[ir.Stmt] = []
     for offset, length, guarded in found.parts:
-        t = _fresh("at", taken)
+        t = fresh_var("at", ir.INT, taken)
         at = mk_bin("+", t, ir.Const(offset, ir.INT), ir.INT)
         index = mk_bin("+", found.first.index, at, ir.INT)
         element: ir.Expr = ir.Index(found.first.array, index)

@@ -160,6 +160,16 @@ def mentioned(stmts: list[ir.Stmt]) -> set[str]:
             for name in names(e)}
 
 
+def fresh_var(base: str, t: ir.ILType, taken: set[str]) -> ir.Var:
+    """A variable named `base_N` for the first N whose name is not in `taken` (which gains
+    it)."""
+    n = 0
+    while f"{base}_{n}" in taken:
+        n += 1
+    taken.add(f"{base}_{n}")
+    return ir.Var(f"{base}_{n}", t)
+
+
 def declared(stmts: list[ir.Stmt]) -> set[str]:
     """Every variable the statements declare, loop variables included."""
     return {s.var.name for s in ir.walk(stmts)

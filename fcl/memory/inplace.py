@@ -99,7 +99,7 @@ def _candidate(stmts: list[ir.Stmt], p: int, changed: set[str]):
         if name == out.var.name or name in changed or inp.var.type != out.var.type \
                 or not _fits(out.size, inp.size, changed):
             continue
-        if _own_reads(store.value, name, store.index, {}) and name not in names(store.index) \
+        if _own_reads(store.value, name, store.index) and name not in names(store.index) \
                 and not _elsewhere(kernel.body, name, store) \
                 and not any(_mentions(s, name) for s in stmts[p + 1:]) \
                 and not _copied(stmts, name):
@@ -153,7 +153,7 @@ def _fits(size: ir.Expr, capacity: ir.Expr, changed: set[str]) -> bool:
     return ir.expr_key(size) == ir.expr_key(capacity) and not names(size) & changed
 
 
-def _own_reads(e: ir.Expr, name: str, own: ir.Expr, known: dict[str, ir.Expr]) -> bool:
+def _own_reads(e: ir.Expr, name: str, own: ir.Expr) -> bool:
     """Whether e reads array `name`, and only at index `own`, and uses it no other way. Inside
     the branch of a select on `v == c`, both indices are compared with c for v (the scan's
     last kernel reads `inp[j]` when its chunk `c == 0`, writing `out[c * chunk + j]`)."""
@@ -172,7 +172,7 @@ def _own_reads(e: ir.Expr, name: str, own: ir.Expr, known: dict[str, ir.Expr]) -
         if isinstance(x, ir.Var):
             return x.name != name
         return all(walk(part, known) for part in sub_exprs(x))
-    return walk(e, known) and reads > 0
+    return walk(e, {}) and reads > 0
 
 
 def _fixed_by(cond: ir.Expr) -> dict[str, ir.Expr]:

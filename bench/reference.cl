@@ -332,14 +332,57 @@ __kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global con
 }
 
 MATMUL(matmul, int)
+// matmul_rows8: matmul_vec8 with each vector of B made of 8 scalar loads, which the code
+// generator loads as one: pip's PoCL calls a function for each vloadN, and its accumulators
+// then live in memory across the call (FCL's register blocking prints them so, for that reason).
+#define ROW8(p) (p)[0], (p)[1], (p)[2], (p)[3], (p)[4], (p)[5], (p)[6], (p)[7]
+#define MATMUL_ROWS8(name, T, T8) \
+__kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global const T* B, \
+                                               __global T* C, int wA, int wB) { \
+    size_t c = 16 * get_global_id(0), r = 4 * get_global_id(1); \
+    __global const T* a = A + r * wA; \
+    T8 c0 = 0, c1 = 0, c2 = 0, c3 = 0, d0 = 0, d1 = 0, d2 = 0, d3 = 0; \
+    for (int k = 0; k < wA; k++) { \
+        __global const T* bk = B + (size_t)k * wB + c; \
+        T8 b = (T8)(ROW8(bk)), e = (T8)(ROW8(bk + 8)); \
+        T a0 = a[k], a1 = a[wA + k], a2 = a[2 * wA + k], a3 = a[3 * wA + k]; \
+        c0 += a0 * b; c1 += a1 * b; c2 += a2 * b; c3 += a3 * b; \
+        d0 += a0 * e; d1 += a1 * e; d2 += a2 * e; d3 += a3 * e; \
+    } \
+    vstore8(c0, 0, C + r * wB + c); vstore8(d0, 1, C + r * wB + c); \
+    vstore8(c1, 0, C + (r + 1) * wB + c); vstore8(d1, 1, C + (r + 1) * wB + c); \
+    vstore8(c2, 0, C + (r + 2) * wB + c); vstore8(d2, 1, C + (r + 2) * wB + c); \
+    vstore8(c3, 0, C + (r + 3) * wB + c); vstore8(d3, 1, C + (r + 3) * wB + c); \
+}
+
 MATMUL_VEC8(matmul_vec8, int, int8)
 MATMUL_VEC(matmul_vec, int, int16)
+MATMUL_ROWS8(matmul_rows8, int, int8)
 
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 MATMUL(matmul_double, double)
 MATMUL_VEC8(matmul_vec8_double, double, double8)
 MATMUL_VEC(matmul_vec_double, double, double16)
+// matmul_rows8 for doubles: each row of 16 in four double4 made of scalar loads.
+#define ROW4(p) (p)[0], (p)[1], (p)[2], (p)[3]
+__kernel REQD2(MATMUL_GX, MATMUL_GY) void matmul_rows4_double(
+        __global const double* A, __global const double* B, __global double* C, int wA, int wB) {
+    size_t c = 16 * get_global_id(0), r = 4 * get_global_id(1);
+    __global const double* a = A + r * wA;
+    double4 acc[4][4] = {{0}};
+    for (int k = 0; k < wA; k++) {
+        __global const double* bk = B + (size_t)k * wB + c;
+        double4 b[4] = {(double4)(ROW4(bk)), (double4)(ROW4(bk + 4)), (double4)(ROW4(bk + 8)),
+                        (double4)(ROW4(bk + 12))};
+        for (int i = 0; i < 4; i++) {
+            double ai = a[i * wA + k];
+            for (int h = 0; h < 4; h++) acc[i][h] += ai * b[h];
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        for (int h = 0; h < 4; h++) vstore4(acc[i][h], h, C + (r + i) * wB + c);
+}
 #endif
 
 // Histograms: `counts[bin[i]] += 1` for every i. histogram_zero clears the bins (each run starts

@@ -413,7 +413,7 @@ class Reference:
         return [event], (out, hA * wB)
 
     def matmul_vec(self, inputs, kernel: str):
-        hA, wA, wB = self.s.matmul  # matmul_vec and matmul_vec8: 16 columns per work-item
+        hA, wA, wB = self.s.matmul  # matmul_vec, _vec8 and _rows8: 16 columns per work-item
         out = self.out(kernel, hA * wB, np.dtype(inputs["a"].dtype).itemsize)
         event = self.launch(kernel, (wB // 16, hA // 4), self.matmul_group, inputs["a"].buffer,
                             inputs["b"].buffer, out, np.int32(wA), np.int32(wB))
@@ -422,7 +422,8 @@ class Reference:
     def matmul(self, inputs, kernel: str = "matmul"):
         hA, _, wB = self.s.matmul
         candidates = {kernel: partial(self.matmul_sdk, inputs, kernel)}
-        for wide in ("matmul_vec", "matmul_vec8"):
+        rows = "matmul_rows4" if kernel.endswith("double") else "matmul_rows8"
+        for wide in ("matmul_vec", "matmul_vec8", rows):
             vec = kernel.replace("matmul", wide)
             if wB % 16 == 0 and hA % 4 == 0 and vec in self.kernels and self.works(vec):
                 candidates[vec] = partial(self.matmul_vec, inputs, vec)

@@ -177,7 +177,8 @@ BACKEND_STEPS: tuple[Step | Fixpoint, ...] = (
          "first, which vectorizes; the loop then runs without them unless one fails",
          _on_cpu(checks_first)),
     Step("blocking", "in a serial kernel, a reduction into rows of private accumulators keeps "
-         "blocks of rows in OpenCL vectors through the reduction's loop",
+         "blocks of rows in OpenCL vectors through the reduction's loop, and the running totals "
+         "a loop adds them to through that loop",
          _each_kernel(register_blocks)),
 )
 

@@ -6,7 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runs import compiled_source, run_cl, run_interp
+from fcl import pipeline
+from fcl.codegen.blocking import RegisterBlocked
+from fcl.codegen.carried import carried
+from fcl.il import ir
+from runs import compiled_source, run_cl, run_interp, session_for
 from test_oclgrind import oclgrind_findings
 from test_serial import after
 
@@ -82,3 +86,90 @@ def test_rows_narrower_than_a_vector_and_gpu_kernels_are_left_alone():
 
 def test_the_blocked_kernel_is_clean_under_oclgrind(capfd):
     assert oclgrind_findings(INTS, "product.fcl", capfd, target="cpu") == ""
+
+
+def rectangle(steps: int, doubles: bool) -> str:
+    """An 8 x 8·steps by 8·steps x 16 product in tiles of 8: two tiles of C, each a `power`
+    loop of `steps` steps (more than the lowering unrolls)."""
+    wide = 8 * steps
+    if doubles:
+        a, b, ops = "divd (i2d ((i * 7) % 13 - 6)) 3.0", "divd (i2d ((i * 5) % 11 - 5)) 7.0", \
+            "addd muld 0.0"
+    else:
+        a, b, ops = "(i * 7) % 13 - 6 + i * 40000", "(i * 5) % 11 - 5 + i * 90000", "addi muli 0"
+    show = "forceAndPrintDouble" if doubles else "forceAndPrint"
+    return f"""{TILED}
+val main = do<grid> {{
+  a <- forcePull<grid> (generate (8 * {wide}) (fn i => {a}));
+  b <- forcePull<grid> (generate ({wide} * 16) (fn i => {b}));
+  c <- matmulTiled {ops} 8 8 {wide} 16 a b;
+  {show} (8 * 16) c
+}}
+"""
+
+
+def carried_kernel(text: str):
+    session = session_for(text)
+    compiled = pipeline.compile_program(session, pipeline.main_root(session),
+                                        pipeline.CompileOptions(target="cpu"))
+    found = [s for kernel in compiled.kernels for s in ir.walk(kernel.body)
+             if isinstance(s, RegisterBlocked) and s.carry is not None]
+    return compiled, found
+
+
+@pytest.mark.parametrize("steps", [17, 18])  # the running totals end in either local array
+@pytest.mark.parametrize("doubles", [False, True])
+def test_a_power_loops_running_totals_stay_in_registers(steps, doubles):
+    text = rectangle(steps, doubles)
+    compiled, found = carried_kernel(text)
+    assert len(found) == 1 and found[0].carry.loop.name.startswith("iter_")
+    lines = compiled.source.splitlines()
+    start = next(k for k, line in enumerate(lines) if "_row_block < 8; " in line)
+    end = next(k for k in range(start, len(lines)) if lines[k].startswith(lines[start][:-len(
+        lines[start].lstrip())] + "}"))
+    block = lines[start:end]
+    loop = next(k for k, line in enumerate(block) if line.lstrip().startswith("for (int iter_"))
+    # The totals are loaded before the power loop and stored after it; inside it no local
+    # array is read: the tiles' elements come from the global arrays they were copied from.
+    assert all("_v" in line for line in block[1:loop])
+    tiles = {s.var.name for s in ir.walk(found[0].body) if isinstance(s, ir.Alloc)}
+    assert len(tiles) == 2
+    assert not any(name in line for line in block[loop:] for name in {*tiles, "next_"})
+    assert sum("vstore" in line and "cur_" in line for line in block[loop:]) == loop - 1
+    out, err = run_cl(text, target="cpu")
+    assert err == "" and out == run_interp(text)  # doubles to the last digit
+    if not doubles:
+        i, j = np.arange(8 * 8 * steps, dtype=np.int64), np.arange(8 * steps * 16, dtype=np.int64)
+        a = ((i * 7) % 13 - 6 + i * 40000).reshape(8, 8 * steps)
+        b = ((j * 5) % 11 - 5 + j * 90000).reshape(8 * steps, 16)
+        want = ((a @ b + 2**31) % 2**32 - 2**31).flatten()
+        assert out.strip() == "[" + ",".join(map(str, want)) + "]"
+
+
+def test_running_totals_are_kept_only_where_nothing_reads_what_the_loop_no_longer_leaves():
+    _, (blocked,) = carried_kernel(rectangle(17, False))
+    loop = blocked.body[0]
+    cur, nxt = blocked.carry.total, loop.body[-1].var
+    before = [ir.Declare(cur, ir.Var("buf_a", cur.type)),
+              ir.Declare(nxt, ir.Var("buf_b", cur.type))]
+    private = {blocked.found.acc.name}
+    assert carried(loop, before, [], [loop], private) is not None
+    acc = blocked.found.acc
+    for read in (ir.Index(nxt, ir.Const(0, ir.INT)), ir.Index(ir.Var("buf_a", cur.type),
+                                                              ir.Const(0, ir.INT))):
+        after = [ir.Store(ir.Var("out", acc.type), ir.Const(0, ir.INT), read)]
+        assert carried(loop, before, after, [loop], private) is None
+    # The accumulators read elsewhere in the kernel, or not private; a tile's source written.
+    elsewhere = [ir.Store(ir.Var("out", acc.type), ir.Const(0, ir.INT),
+                          ir.Index(acc, ir.Const(0, ir.INT)))]
+    assert carried(loop, before, [], [loop, *elsewhere], private) is None
+    assert carried(loop, before, [], [loop], set()) is None
+    tiles = {s.var.name for s in ir.walk([loop]) if isinstance(s, ir.Alloc)}
+    tile_source = next(s.value.array for s in ir.walk([loop])
+                       if isinstance(s, ir.Store) and s.array.name in tiles)
+    written = [ir.Store(tile_source, ir.Const(0, ir.INT), ir.Const(0, ir.INT))]
+    assert carried(loop, before, [], [loop, *written], private) is None
+
+
+def test_the_carried_kernel_is_clean_under_oclgrind(capfd):
+    assert oclgrind_findings(rectangle(17, False), "product.fcl", capfd, target="cpu") == ""

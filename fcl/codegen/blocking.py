@@ -48,12 +48,29 @@ class RegisterBlocked(ir.Stmt):
 
     body: list[ir.Stmt]
     found: Nest
+    carry: Carry | None = None
 
     def show_il(self, indent: int) -> str:
         n = self.found
         head = f"blocked in registers: {n.block} rows x {n.width} of {n.acc.name}, " \
                f"vectors of {n.lanes}"
+        if self.carry is not None:
+            head += f", running totals of {self.carry.total.name} through {self.carry.loop.name}"
         return ir.show_block(head, self.body, indent)
+
+
+@dataclass(frozen=True)
+class Carry:
+    """A loop around the nest (fcl.codegen.carried): each of its steps sets the accumulators
+    to `init`, runs the nest, and combines them into `total` (`total op acc`, or `acc op total`
+    unless total_left), the running totals held in vectors through the loop."""
+
+    loop: ir.Var
+    bound: ir.Expr
+    init: ir.Expr
+    total: ir.Var
+    op: str
+    total_left: bool
 
 
 @dataclass(frozen=True)
@@ -81,13 +98,17 @@ def register_blocks(kernel: Kernel) -> Kernel:
     array, marked for printing with its accumulators in registers; other kernels as they are."""
     if not kernel.serial:
         return kernel
+    from fcl.codegen.carried import carried  # it reads this module's nests
     private = {var.name for var, _ in kernel.private}
 
     def block(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
-        for s in stmts:
+        for k, s in enumerate(stmts):
             found = nest(s) if isinstance(s, ir.SeqFor) else None
-            if found is not None and found.acc.name in private:
+            with_totals = carried(s, stmts[:k], stmts[k + 1:], kernel.body, private)
+            if with_totals is not None:
+                out.append(with_totals)
+            elif found is not None and found.acc.name in private:
                 out.append(RegisterBlocked([s], found, span=s.span))
             else:
                 out.append(map_bodies(s, block))
@@ -99,21 +120,11 @@ def nest(s: ir.Stmt) -> Nest | None:
     """The nest s is (see Nest), when its accumulators can be blocked; else None."""
     if not isinstance(s, ir.SeqFor) or len(s.body) != 1:
         return None
-    row_loop = s.body[0]
-    if not isinstance(row_loop, ir.SeqFor) or not isinstance(row_loop.bound, ir.Const):
+    grid = grid_store(s.body[0])
+    if grid is None:
         return None
-    definitions: dict[str, ir.Expr] = {}
-    *row_decls, col_loop = row_loop.body
-    if not isinstance(col_loop, ir.SeqFor) or not isinstance(col_loop.bound, ir.Const) \
-            or not _int_declarations(row_decls, definitions):
-        return None
-    *col_decls, store = col_loop.body
-    if not isinstance(store, ir.Store) or store.combine is not None \
-            or not _int_declarations(col_decls, definitions):
-        return None
-    acc, elem = store.array, ir.elem_of(store.array)
-    rows, width = int(row_loop.bound.value), int(col_loop.bound.value)
-    if elem not in ELEMENT or rows < 1 or width < 1:
+    acc, elem, rows, width = grid.store.array, ir.elem_of(grid.store.array), grid.rows, grid.width
+    if elem not in ELEMENT:
         return None
     lanes = VECTOR_BYTES // ELEMENT[elem][1]
     if width % lanes:
@@ -122,23 +133,60 @@ def nest(s: ir.Stmt) -> Nest | None:
                  None)
     if block is None:
         return None
-    own = rebuild(store.index, definitions)
-    value = store.value
+    value = grid.store.value
     if not (isinstance(value, ir.Bin) and value.op in VECTOR_OPS[elem] and value.type == elem):
         return None
     acc_left = isinstance(value.left, ir.Index) and value.left.array.name == acc.name
     update, rest = (value.left, value.right) if acc_left else (value.right, value.left)
-    if not (isinstance(update, ir.Index) and update.array.name == acc.name) \
-            or ir.expr_key(rebuild(update.index, definitions)) != ir.expr_key(own):
+    if not (isinstance(update, ir.Index) and update.array.name == acc.name
+            and grid.at_own(update.index)):
         return None
-    rest = rebuild(rest, definitions)
-    loops = {s.var.name, row_loop.var.name, col_loop.var.name}
-    if acc.name in names(rest) or acc.name in names(own) or names(s.bound) & loops \
-            or not _is_row_major(own, row_loop.var, col_loop.var, rows, width) \
-            or not _vectorizable(rest, col_loop.var.name, elem):
+    rest = rebuild(rest, grid.definitions)
+    loops = {s.var.name, grid.row.name, grid.col.name}
+    if acc.name in names(rest) or names(s.bound) & loops \
+            or not vectorizable(rest, grid.col.name, elem):
         return None
-    return Nest(s.var, s.bound, row_loop.var, rows, col_loop.var, width, acc, value.op,
+    return Nest(s.var, s.bound, grid.row, rows, grid.col, width, acc, value.op,
                 acc_left, rest, lanes, block)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """`for row < rows: for col < width: array[row * width + col] = value`, with int
+    declarations (no reads) before the column loop and the store; `definitions` inlines them."""
+
+    row: ir.Var
+    rows: int
+    col: ir.Var
+    width: int
+    store: ir.Store
+    definitions: dict[str, ir.Expr]
+
+    def at_own(self, index: ir.Expr) -> bool:
+        """Whether `index`, read inside the nest, is the element the store writes."""
+        return ir.expr_key(rebuild(index, self.definitions)) == \
+            ir.expr_key(rebuild(self.store.index, self.definitions))
+
+
+def grid_store(s: ir.Stmt) -> Grid | None:
+    """The Grid s is, its store's index checked row-major by evaluation; else None."""
+    if not isinstance(s, ir.SeqFor) or not isinstance(s.bound, ir.Const):
+        return None
+    definitions: dict[str, ir.Expr] = {}
+    *row_decls, col_loop = s.body
+    if not isinstance(col_loop, ir.SeqFor) or not isinstance(col_loop.bound, ir.Const) \
+            or not _int_declarations(row_decls, definitions):
+        return None
+    *col_decls, store = col_loop.body
+    if not isinstance(store, ir.Store) or store.combine is not None \
+            or not _int_declarations(col_decls, definitions):
+        return None
+    rows, width = int(s.bound.value), int(col_loop.bound.value)
+    own = rebuild(store.index, definitions)
+    if rows < 1 or width < 1 or store.array.name in names(own) \
+            or not _is_row_major(own, s.var, col_loop.var, rows, width):
+        return None
+    return Grid(s.var, rows, col_loop.var, width, store, definitions)
 
 
 def _int_declarations(stmts: list[ir.Stmt], definitions: dict[str, ir.Expr]) -> bool:
@@ -168,7 +216,7 @@ def column_base(index: ir.Expr, col: str) -> ir.Expr | None:
     return None if col in names(base) else base
 
 
-def _vectorizable(e: ir.Expr, col: str, elem: str) -> bool:
+def vectorizable(e: ir.Expr, col: str, elem: str) -> bool:
     """Whether e can be computed for consecutive columns in vectors of `elem` (see vector_text)."""
     if col not in names(e):
         return ir.type_of(e) == elem
@@ -176,7 +224,7 @@ def _vectorizable(e: ir.Expr, col: str, elem: str) -> bool:
         return ir.elem_of(e.array) == elem and column_base(e.index, col) is not None
     if isinstance(e, ir.Bin):
         return e.type == elem and e.op in VECTOR_OPS[elem] and \
-            _vectorizable(e.left, col, elem) and _vectorizable(e.right, col, elem)
+            vectorizable(e.left, col, elem) and vectorizable(e.right, col, elem)
     return False
 
 
@@ -203,10 +251,10 @@ def blocked_lines(s: RegisterBlocked, scalar: Callable[[ir.Expr, bool], str]
                              for k in offsets)
         return f"(({vector})({elements}))"
 
-    def store(value: str, base: str, h: int) -> str:
-        if ir.elem_of(n.acc) == ir.INT:
+    def store(value: str, array: ir.Var, base: str, h: int) -> str:
+        if ir.elem_of(array) == ir.INT:
             value = f"as_int{n.lanes}({value})"
-        return f"vstore{n.lanes}({value}, {h}, {acc} + {base});"
+        return f"vstore{n.lanes}({value}, {h}, {array.name} + {base});"
 
     def vector_text(e: ir.Expr, h: int) -> str:
         if n.col.name not in names(e):
@@ -224,20 +272,38 @@ def blocked_lines(s: RegisterBlocked, scalar: Callable[[ir.Expr, bool], str]
     rows = [ir.Bin("+", first, ir.Const(r, ir.INT), ir.INT) if r else first
             for r in range(n.block)]
     bases = [scalar(ir.Bin("*", row, ir.Const(n.width, ir.INT), ir.INT), True) for row in rows]
-    for r in range(n.block):
-        for h in range(loads):
-            lines.append((1, f"{vector} {name(r, h)} = {load(n.acc, bases[r], h)};"))
+    names_of = [(r, h) for r in range(n.block) for h in range(loads)]
+    carry, depth = s.carry, 1
+    if carry is None:
+        lines += [(1, f"{vector} {name(r, h)} = {load(n.acc, bases[r], h)};") for r, h in names_of]
+    else:
+        total = carry.total.name
+        lines += [(1, f"{vector} {total}_v{r}_{h} = {load(carry.total, bases[r], h)};")
+                  for r, h in names_of]
+        loop = carry.loop.name
+        lines.append((1, f"for (int {loop} = 0; {loop} < {scalar(carry.bound, False)}; "
+                         f"{loop}++) {{"))
+        init = vector_text(carry.init, 0)
+        lines += [(2, f"{vector} {name(r, h)} = ({vector})({init});") for r, h in names_of]
+        depth = 2
     red = n.red.name
-    lines.append((1, f"for (int {red} = 0; {red} < {scalar(n.red_bound, False)}; {red}++) {{"))
+    lines.append((depth, f"for (int {red} = 0; {red} < {scalar(n.red_bound, False)}; "
+                         f"{red}++) {{"))
     for r, row in enumerate(rows):
         value = rebuild(n.value, {n.row.name: row})
         for h in range(loads):
             step = vector_text(value, h)
             parts = (name(r, h), step) if n.acc_left else (step, name(r, h))
-            lines.append((2, f"{name(r, h)} = {parts[0]} {n.op} {parts[1]};"))
-    lines.append((1, "}"))
-    for r in range(n.block):
-        for h in range(loads):
-            lines.append((1, store(name(r, h), bases[r], h)))
+            lines.append((depth + 1, f"{name(r, h)} = {parts[0]} {n.op} {parts[1]};"))
+    lines.append((depth, "}"))
+    if carry is None:
+        lines += [(1, store(name(r, h), n.acc, bases[r], h)) for r, h in names_of]
+    else:
+        for r, h in names_of:
+            parts = (f"{total}_v{r}_{h}", name(r, h))
+            left, right = parts if carry.total_left else parts[::-1]
+            lines.append((2, f"{total}_v{r}_{h} = {left} {carry.op} {right};"))
+        lines.append((1, "}"))
+        lines += [(1, store(f"{total}_v{r}_{h}", carry.total, bases[r], h)) for r, h in names_of]
     lines.append((0, "}"))
     return lines

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from fcl.codegen.blocking import register_blocks
+from fcl.codegen.carried import register_blocks
 from fcl.codegen.checkfirst import checks_first
 from fcl.codegen.fuse import fuse
 from fcl.codegen.kernel import Kernel, Launch

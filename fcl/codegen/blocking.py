@@ -6,12 +6,12 @@ serial.py's `interchange` leaves a tiled matrix product's reduction, in a serial
 
 with `acc` a private array. The C compiler vectorizes the column loop but loads and stores the
 accumulators in every step of k: LLVM 15 leaves its loop of two vector iterations a loop, and the
-array in memory. This step marks such a nest (`RegisterBlocked`), and `emit` prints it with the k
-loop inside a loop over blocks of rows: each block's accumulators are vectors of 32 bytes (8 ints
-or floats, 4 doubles) loaded before the k loop, updated in registers and stored after it. f's
-reads along the column become vector loads; what does not depend on the column stays scalar (an
-element of A's row, read once per row of the block and step of k). The vectors are OpenCL's own,
-so no C compiler's vectoriser is relied on.
+array in memory. The `blocking` step (`carried.register_blocks`) marks such a nest
+(`RegisterBlocked`), and `emit` prints it with the k loop inside a loop over blocks of rows: each
+block's accumulators are vectors of 32 bytes (8 ints or floats, 4 doubles) loaded before the k
+loop, updated in registers and stored after it. f's reads along the column become vector loads;
+what does not depend on the column stays scalar (an element of A's row, read once per row of the
+block and step of k). The vectors are OpenCL's own, so no C compiler's vectoriser is relied on.
 
 Every element still takes its steps of k in the program's order, and each step's operations are
 the program's, in uint for ints (which wrap) and with contraction off for doubles: results keep
@@ -22,15 +22,14 @@ its time on PoCL 3.1.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from fcl.codegen.kernel import Kernel
 from fcl.il import ir
 from fcl.il.numeric import evaluate
 from fcl.il.simplify import mk_bin, rebuild
-from fcl.il.traverse import expr_reads, map_bodies, names
+from fcl.il.traverse import expr_reads, names
 
 VECTOR_BYTES = 32  # one AVX register; wider vectors crash LLVM 14 in some kernels (bench/README)
 REGISTERS = 8  # accumulator vectors per block: with the column's loads, they fit 16 registers
@@ -91,29 +90,6 @@ class Nest:
     value: ir.Expr
     lanes: int
     block: int
-
-
-def register_blocks(kernel: Kernel) -> Kernel:
-    """The serial kernel with each nest that `nest` recognises, reading a private accumulator
-    array, marked for printing with its accumulators in registers; other kernels as they are."""
-    if not kernel.serial:
-        return kernel
-    from fcl.codegen.carried import carried  # it reads this module's nests
-    private = {var.name for var, _ in kernel.private}
-
-    def block(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
-        out: list[ir.Stmt] = []
-        for k, s in enumerate(stmts):
-            found = nest(s) if isinstance(s, ir.SeqFor) else None
-            with_totals = carried(s, stmts[:k], stmts[k + 1:], kernel.body, private)
-            if with_totals is not None:
-                out.append(with_totals)
-            elif found is not None and found.acc.name in private:
-                out.append(RegisterBlocked([s], found, span=s.span))
-            else:
-                out.append(map_bodies(s, block))
-        return out
-    return replace(kernel, body=block(kernel.body))
 
 
 def nest(s: ir.Stmt) -> Nest | None:

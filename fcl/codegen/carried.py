@@ -39,10 +39,34 @@ from fcl.codegen.blocking import (
     nest,
     vectorizable,
 )
+from fcl.codegen.kernel import Kernel
 from fcl.il import ir
 from fcl.il.numeric import evaluate
 from fcl.il.simplify import linear, mk_bin, rebuild
 from fcl.il.traverse import map_bodies, map_children, mentioned, names
+
+
+def register_blocks(kernel: Kernel) -> Kernel:
+    """The `blocking` step: the serial kernel with each loop `carried` recognises, and each
+    other nest that blocking.nest recognises reading a private accumulator array, marked for
+    printing with its accumulators in registers; other kernels as they are."""
+    if not kernel.serial:
+        return kernel
+    private = {var.name for var, _ in kernel.private}
+
+    def block(stmts: list[ir.Stmt]) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        for k, s in enumerate(stmts):
+            found = nest(s) if isinstance(s, ir.SeqFor) else None
+            with_totals = carried(s, stmts[:k], stmts[k + 1:], kernel.body, private)
+            if with_totals is not None:
+                out.append(with_totals)
+            elif found is not None and found.acc.name in private:
+                out.append(RegisterBlocked([s], found, span=s.span))
+            else:
+                out.append(map_bodies(s, block))
+        return out
+    return replace(kernel, body=block(kernel.body))
 
 
 def carried(s: ir.Stmt, before: list[ir.Stmt], after: list[ir.Stmt], kernel: list[ir.Stmt],

@@ -58,10 +58,18 @@ def test_failures_are_the_interpreters(case, column, offset):
     assert (reports[0][1] is None) == (case == "fine"), reports[0]
 
 
-def test_a_rows_position_fails_before_an_earlier_elements_column():
+@pytest.mark.parametrize(("column", "expected"), [
     # The interpreter makes a row's elements, checking where each lies, before it reads the
-    # vector at their columns: element 12 past the values is reported, not element 11's column.
-    text = product(column="if i == 11 then 8 else i % 8", offset="r * 5")
-    expected = "index 12 is out of bounds for an array of length 12 (in work-item 2)"
-    for backend in ("interp", "opencl:cpu"):
+    # vector at their columns: element 12 past the values is reported, not element 11's column;
+    ("if i == 11 then 8 else i % 8",
+     "index 12 is out of bounds for an array of length 12 (in work-item 2)"),
+    # ... but row by row: a column past the vector in an earlier row is reported first.
+    ("if i == 6 then 8 else i % 8",
+     "index 8 is out of bounds for an array of length 8 (in work-item 1)"),
+])
+def test_a_rows_position_fails_before_an_earlier_elements_column(column, expected):
+    text = product(column=column, offset="r * 5")
+    # Flattened (opencl:gpu), each element that fails its column checks its row's positions
+    # first, as its row's work-item does not flattened (opencl:cpu).
+    for backend in ("interp", "opencl:cpu", "opencl:gpu"):
         assert run(text, backend)[1].message == expected, backend

@@ -5,7 +5,7 @@ where they can and fail, where they fail, as the interpreter does (docs/compiler
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fcl import checks
 from fcl.errors import FCLError
@@ -100,29 +100,42 @@ def _hoisted(element: list[ir.Stmt], j: ir.Var, length: ir.Expr) -> list[ir.Stmt
     order, then where the one whose index steps with j (by 1 or -1) leaves its array later
     on, naming the first index outside, as the element that fails first would. None unless
     every check is of the element's own code at top level, at most one stepping with j."""
+    count, row_checks = _hoisted_prefix(element, j, length)
+    every = sum(isinstance(s, ir.Fail) for s in element)
+    return row_checks if count == every and not _nested_fails(element) else None
+
+
+def _nested_fails(element: list[ir.Stmt]) -> bool:
+    return any(fails([s]) for s in element if not isinstance(s, ir.Fail))
+
+
+def _hoisted_prefix(element: list[ir.Stmt], j: ir.Var, length: ir.Expr
+                    ) -> tuple[int, list[ir.Stmt]]:
+    """How many of the element's first checks _hoisted's rules make for the whole row, and
+    those checks so made (see _hoisted); the first check they cannot make ends the prefix."""
     local = declared(element)
     stepping: ir.Fail | None = None
     step: int | None = None
     at_first: list[ir.Stmt] = []
+    count = 0
     for s in element:
         if not isinstance(s, ir.Fail):
             if fails([s]):
-                return None
+                break
             continue
         if local & (names(s.cond) | {n for v in s.values for n in names(v)}):
-            return None
+            break
         if j.name in names(s.cond):
-            if stepping is not None:
-                return None
+            if stepping is not None or _step(s, j) is None:
+                break
             stepping, step = s, _step(s, j)
-            if step is None:
-                return None
         zero: dict[str, ir.Expr] = {j.name: _c(0)}
         at_first.append(ir.Fail(rebuild(s.cond, zero), s.message,
                                 [rebuild(v, zero) for v in s.values], s.hint, s.places,
                                 span=s.span, inside=s.inside))
+        count += 1
     if stepping is None:
-        return at_first
+        return count, at_first
     where, bound = stepping.values[0], stepping.values[1]
     last = rebuild(where, {j.name: mk_bin("-", length, _c(1), I)})
     outside, first_out = (mk_bin(">=", last, bound, B), bound) if step == 1 \
@@ -130,7 +143,7 @@ def _hoisted(element: list[ir.Stmt], j: ir.Var, length: ir.Expr) -> list[ir.Stmt
     later = ir.Fail(mk_bin("&&", mk_bin(">", length, _c(1), B), outside, B), stepping.message,
                     [first_out, bound, *stepping.values[2:]], stepping.hint, stepping.places,
                     span=stepping.span, inside=stepping.inside)
-    return [*at_first, later]
+    return count, [*at_first, later]
 
 
 def _step(check: ir.Fail, j: ir.Var) -> int | None:
@@ -153,12 +166,41 @@ def made_row(lw: Lowerer, part: Part, r: ir.Expr, checked: bool) -> Pull:
     return row
 
 
-def made_element(lw: Lowerer, part: Part, row: Pull, k: ir.Expr) -> ir.Expr:
-    """Element k of a row, without the checks a kernel made before (_check_elements)."""
+def made_element(lw: Lowerer, part: Part, row: Pull, k: ir.Expr,
+                 side_by_side: bool = False) -> ir.Expr:
+    """Element k of a row, without the checks a kernel made before (_check_elements). Made
+    side by side with the other rows' elements (flattened), not in a loop over its row that
+    checks in the interpreter's order (fcl.il.stops), the checks the row's first checks come
+    before are preceded by those (_row_checks_first)."""
     with lw.capture() as made:
         value = row.fn(k)
+    if part.element_fails and side_by_side:
+        made = _row_checks_first(lw, row, made)
     _emit_unchecked(lw, made, part.elements_checked)
     return value
+
+
+def _row_checks_first(lw: Lowerer, row: Pull, made: list[ir.Stmt]) -> list[ir.Stmt]:
+    """The element's code, each check it keeps after the first checks that can be made for
+    the whole row (_hoisted_prefix) preceded by those, made for the whole row, where it fails:
+    the interpreter makes every element's first checks before any element's later ones (a
+    gather's), so a row that fails both reports the first, whichever element fails first."""
+    j = lw.fresh("j", I)
+    with lw.capture() as element:
+        row.fn(j)
+    count, row_checks = _hoisted_prefix(element, j, row.length)
+    if not count or _nested_fails(made):
+        return made
+    out: list[ir.Stmt] = []
+    seen = 0
+    for s in made:
+        if isinstance(s, ir.Fail):
+            if seen >= count:
+                out += [replace(c, cond=mk_bin("&&", s.cond, c.cond, B)) for c in row_checks
+                        if isinstance(c, ir.Fail)]
+            seen += 1
+        out.append(s)
+    return out
 
 
 def _emit_unchecked(lw: Lowerer, made: list[ir.Stmt], checked: bool) -> None:

@@ -211,7 +211,7 @@ class _Flat:
                 for part, values in zip(self.parts, tiles):
                     made = made_row(lw, part, row, checked=True)
                     lw.emit(ir.Store(values, u, made_element(lw, part, made, mk_bin(
-                        "-", mk_bin("+", first, u, I), begins, I))))
+                        "-", mk_bin("+", first, u, I), begins, I), side_by_side=True)))
             # Always so; said to the prover, which then drops the checks of the row's index
             # into its descriptor (`offsets[r]`) that the row's element makes.
             lw.emit(ir.If(mk_bin("&&", mk_bin(">=", row, _c(0), B),

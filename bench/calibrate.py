@@ -1,7 +1,7 @@
 """Micro-benchmarks for the GPU profiles' assumed entries (fcl/analysis/gpu.py, docs/costs.md):
-launch overhead, memory latency, the requests a warp keeps in flight, bandwidth, the cost of a
-barrier and the rate of atomics, each measured with profiling events on the device given, as the
-median of a few runs."""
+launch overhead, memory latency and the latency of a load the caches hold, the requests a warp
+keeps in flight, bandwidth, the cost of a barrier and the rate of atomics, each measured with
+profiling events on the device given, as the median of a few runs."""
 from __future__ import annotations
 
 import statistics
@@ -105,6 +105,15 @@ def calibrate(device: Device, scale: float = 1.0, repeats: int = 5) -> dict[str,
     chase_ms = _median_ms(lambda: [k["chase"](queue, (1,), (1,), nexts, scratch,
                                                  np.int32(steps))], repeats)
     latency_ns = chase_ms * 1e6 / steps
+    # ... and through 1 KB, which an L1 cache holds after the first lap.
+    small = 256
+    order = np.random.default_rng(2).permutation(small).astype(np.int32)
+    cycle = np.empty(small, np.int32)
+    cycle[order] = np.roll(order, -1)
+    held = cl.Buffer(ctx, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=cycle)
+    cached_ms = _median_ms(lambda: [k["chase"](queue, (1,), (1,), held, scratch,
+                                                  np.int32(steps))], repeats)
+    cache_ns = cached_ms * 1e6 / steps
 
     # Requests in flight: w chains at once take w steps per step of one chain where nothing
     # overlaps, one where all do. The most overlapped over w = 2, 4, 8, 16; w chains overlap
@@ -141,5 +150,5 @@ def calibrate(device: Device, scale: float = 1.0, repeats: int = 5) -> dict[str,
                                                                np.int32(spread))], repeats)
         rates[name] = items / (ms / 1000)
     return {"launch_overhead_us": launch_us, "memory_latency_ns": latency_ns,
-            "requests_in_flight": overlapped,
+            "cache_latency_ns": cache_ns, "requests_in_flight": overlapped,
             "memory_bandwidth_bytes_per_s": bandwidth, "barrier_ns": barrier_ns, **rates}

@@ -95,7 +95,8 @@ def report(device_id: str | None, quick: bool, runs: int) -> dict:
             if row.get("predicted_ms") else None
     measured = calibrate(device, 0.01 if quick else 1.0, repeats=3 if quick else 7)
     assumed = {key: value for key, value in asdict(profile).items()
-               if key in ("launch_overhead_us", "memory_latency_ns", "memory_bandwidth")}
+               if key in ("launch_overhead_us", "memory_latency_ns", "cache_latency_ns",
+                          "memory_bandwidth")}
     assumed["requests_in_flight"] = REQUESTS_IN_FLIGHT
     notebooks = [] if quick else [row for path in sorted(NOTEBOOKS.glob("[01]*.ipynb"))
                                   for row in bench_cells(path, 5, device_id)]

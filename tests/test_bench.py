@@ -176,9 +176,10 @@ def test_the_gpu_report_measures_tasks_calibration_and_notebook_cells(tmp_path):
     assert all(row["predicted_over_measured"] > 0 and row["fcl_ms"] > 0
                for row in report["tasks"])
     measured = report["calibration"]["measured"]
-    assert set(measured) == {"launch_overhead_us", "memory_latency_ns", "requests_in_flight",
-                             "memory_bandwidth_bytes_per_s", "barrier_ns",
+    assert set(measured) == {"launch_overhead_us", "memory_latency_ns", "cache_latency_ns",
+                             "requests_in_flight", "memory_bandwidth_bytes_per_s", "barrier_ns",
                              "atomics_distinct_per_s", "atomics_one_element_per_s"}
+    assert report["calibration"]["profile_assumes"]["cache_latency_ns"] > 0
     assert all(value >= 0 for value in measured.values())
     assert measured["memory_bandwidth_bytes_per_s"] > 0 and measured["launch_overhead_us"] > 0
     assert report["calibration"]["profile_assumes"]["launch_overhead_us"] > 0

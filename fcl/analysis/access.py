@@ -276,8 +276,10 @@ def simt_by_site(trace: KernelTrace, sites: list[Site]) -> list[SiteSimt]:
 class Rounds(NamedTuple):
     rounds: int        # a warp's waits for its global requests, summed over the warps ...
     requests: int      # ... the requests it issues in them (repeated loads left out) ...
-    busiest: int = 0   # ... and the most rounds one warp waits for: those with a load (a
-                       # warp does not wait for its stores)
+    busiest: int = 0   # ... the most rounds one warp waits for: those with a load (a warp
+                       # does not wait for its stores) ...
+    cached: int = 0    # ... and of those, the rounds whose loads all read sectors its lanes
+                       # loaded in earlier rounds: its SM's L1 holds them (the busiest warp's)
 
 
 def request_rounds(trace: KernelTrace, sites: list[Site], in_flight: int) -> Rounds:
@@ -286,28 +288,56 @@ def request_rounds(trace: KernelTrace, sites: list[Site], in_flight: int) -> Rou
     starts a round of its own when it needs a value loaded in the current round (Site.needs) or
     follows a barrier. A load repeating one of the work-item's earlier loads is no request
     (repeated_loads). A warp takes as many rounds as its busiest lane, and a lane whose log was
-    cut short as many as its logged part in proportion to all it did."""
+    cut short as many as its logged part in proportion to all it did. A lane's round is cached
+    when its loads all read sectors the lane loaded in earlier rounds (a work-item walking
+    consecutive elements reads each sector several times); a warp's rounds are cached but for
+    as many as its lane with the most uncached ones waits for."""
     counted = np.zeros(len(sites), bool)  # the sites that count: global accesses, barriers
+    array_code = np.full(len(sites), -1, np.int64)  # a global load's array, by site
+    item_bytes = np.ones(len(sites), np.int64)
+    arrays: dict[str, int] = {}
     for site in sites:
         counted[site.id] = site.kind == "barrier" or (site.is_memory and site.space == "global")
+        if site.kind == "load" and site.space == "global" and site.array is not None:
+            array_code[site.id] = arrays.setdefault(site.array, len(arrays))
+            item_bytes[site.id] = ir.ITEM_BYTES[site.elem] if site.elem else 1
     counted_entries = counted[trace.site] & ~repeated_loads(trace, sites)
-    known: dict[bytes, Rounds] = {}  # lanes of a warp mostly run the same sequence: count once
-    by_warp: dict[int, Rounds] = {}  # each warp's busiest lane
+    # lanes of a warp mostly run the same sequence: its rounds are counted once
+    known: dict[bytes, tuple[Rounds, np.ndarray]] = {}
+    by_warp: dict[int, tuple[int, ...]] = {}  # rounds, requests, waits, uncached
     for start, end in zip(*lane_runs(trace.lane)):
-        sequence = trace.site[start:end][counted_entries[start:end]]
+        entries = np.flatnonzero(counted_entries[start:end]) + start
+        sequence = trace.site[entries]
         key = sequence.tobytes()
         if key not in known:
             known[key] = _rounds([sites[s] for s in sequence], in_flight)
-        rounds = known[key]
+        counts, round_of = known[key]
+        loads = array_code[sequence] >= 0
+        sector = array_code[sequence[loads]] << 40 | (
+            trace.index[entries[loads]].astype(np.int64) * item_bytes[sequence[loads]]
+            // SECTOR_BYTES)
+        lane_counts = (*counts[:3], counts.busiest - _cached(round_of[loads], sector))
         lane = int(trace.lane[start])
         if trace.made is not None and trace.made[lane] > end - start:
             # A log cut short: the work-item is taken to go on as it began (a long loop).
-            rounds = Rounds(*(round(n * trace.made[lane] / (end - start)) for n in rounds))
+            lane_counts = tuple(round(n * trace.made[lane] / (end - start)) for n in lane_counts)
         warp = lane // WARP_SIZE
-        by_warp[warp] = Rounds(*map(max, by_warp.get(warp, Rounds(0, 0)), rounds))
-    return Rounds(sum(r.rounds for r in by_warp.values()),
-                  sum(r.requests for r in by_warp.values()),
-                  max((r.busiest for r in by_warp.values()), default=0))
+        by_warp[warp] = tuple(map(max, by_warp.get(warp, (0, 0, 0, 0)), lane_counts))
+    # The busiest warp: the most rounds uncached, then the most in all.
+    waits, uncached = max(((w, u) for _, _, w, u in by_warp.values()),
+                          key=lambda wu: (wu[1], wu[0]), default=(0, 0))
+    return Rounds(sum(r[0] for r in by_warp.values()), sum(r[1] for r in by_warp.values()),
+                  waits, waits - uncached)
+
+
+def _cached(round_of: np.ndarray, sector: np.ndarray) -> int:
+    """How many rounds of a lane's loads (round_of: each load's round, sector: its sector)
+    read only sectors the lane loaded in an earlier round."""
+    if not sector.size:
+        return 0
+    _, first, which = np.unique(sector, return_index=True, return_inverse=True)
+    fresh = round_of <= round_of[first][which.reshape(-1)]  # the sector's first round
+    return int(np.unique(round_of).size - np.unique(round_of[fresh]).size)
 
 
 def repeated_loads(trace: KernelTrace, sites: list[Site]) -> np.ndarray:
@@ -347,19 +377,22 @@ def lane_runs(lane: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, np.r_[starts[1:], lane.size]
 
 
-def _rounds(sequence: list[Site], in_flight: int) -> Rounds:
+def _rounds(sequence: list[Site], in_flight: int) -> tuple[Rounds, np.ndarray]:
+    """A lane's rounds (see request_rounds), and the round of each entry of its sequence."""
     rounds = issued = requests = waits = 0
     loaded: set[str] = set()
-    for site in sequence:
+    round_of = np.zeros(len(sequence), np.int64)
+    for k, site in enumerate(sequence):
         if site.kind == "barrier":
             issued = 0
             continue
         if issued in (0, in_flight) or site.needs & loaded:
             rounds, issued = rounds + 1, 0
             loaded = set()
+        round_of[k] = rounds
         issued += 1
         requests += 1
         if site.kind == "load" and site.array is not None:
             waits += not loaded
             loaded.add(site.array)
-    return Rounds(rounds, requests, waits)
+    return Rounds(rounds, requests, waits), round_of

@@ -75,11 +75,12 @@ class KernelCosts:
     float_flops: float = field(default=0.0, kw_only=True)  # ... and on floats
     # The rounds of global requests its warps wait through, summed over the traced work-group's
     # warps (access.request_rounds): fewer than its requests where a warp keeps several on
-    # their way at once; the requests issued in them (a repeated load is none); and the most
-    # rounds one warp waits for (those with a load).
+    # their way at once; the requests issued in them (a repeated load is none); the most
+    # rounds one warp waits for (those with a load), and how many of those its L1 serves.
     request_rounds: int = field(default=0, kw_only=True)
     issued_requests: int = field(default=0, kw_only=True)
     busiest_rounds: int = field(default=0, kw_only=True)
+    busiest_cached_rounds: int = field(default=0, kw_only=True)
     # Occupancy and time on a GPU, when one is chosen (fcl.explain sets it) ...
     predicted: KernelPrediction | None = field(default=None, kw_only=True)
     # ... and the time measured on the device that ran it: median kernel time per run, in ms.
@@ -148,7 +149,7 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         warp_barriers=warp_barriers, flops=_flops(trace, sites, "flops") / items,
         float_flops=_flops(trace, sites, "float_flops") / items,
         request_rounds=rounds.rounds, issued_requests=rounds.requests,
-        busiest_rounds=rounds.busiest)
+        busiest_rounds=rounds.busiest, busiest_cached_rounds=rounds.cached)
 
 
 def in_flight(costs: KernelCosts) -> float:

@@ -56,6 +56,7 @@ class GPU:
     fp32_flops: float         # FLOP/s on floats, the same way
     launch_overhead_us: float  # assumed
     memory_latency_ns: float   # assumed
+    cache_latency_ns: float    # assumed: a load its SM's L1 holds
     sources: tuple[Citation, ...]
 
     @property

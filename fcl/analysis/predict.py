@@ -4,7 +4,8 @@ the traced work-group's counts, small enough to check by hand (docs/costs.md der
 Per launch of g work-groups, each term is the time one resource of the GPU needs for the work:
 
     DRAM     g × distinct sectors per group × 32 B / achievable bandwidth
-    latency  g ÷ groups at once × the most rounds one warp waits for × memory latency
+    latency  g ÷ groups at once × the rounds one warp waits for most, each a memory
+             latency, or a cache latency where its L1 holds the sectors it reads
     L1       g × sectors per group × 32 B / (L1_BYTES_PER_CLOCK × active SMs × clock)
     local    g × bank passes per group / (active SMs × clock)   (a pass: 32 banks × 4 B)
     issue    g × lane accesses per group / (32 × SIMT efficiency) / (active SMs × clock)
@@ -83,7 +84,8 @@ class KernelWork:
     subgroups: bool = False   # ... priced as sub-group barriers (else as the work-group's)
     float_flops: float = 0.0  # operations on floats per work-group
     request_rounds: int = 0   # rounds of global requests its warps wait through (0: one each)
-    busiest_rounds: int = 0   # ... and the most of them one warp waits for (with a load)
+    busiest_rounds: int = 0   # ... the most of them one warp waits for (with a load) ...
+    busiest_cached_rounds: int = 0  # ... and how many of those read only sectors its L1 holds
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,8 @@ def kernel_work(costs, registers: int) -> KernelWork:
         accesses * costs.block_size, costs.simt_efficiency, costs.barriers,
         costs.global_atomics, costs.distinct_sectors, costs.flops * costs.block_size,
         costs.warp_barriers, float_flops=costs.float_flops * costs.block_size,
-        request_rounds=costs.request_rounds, busiest_rounds=costs.busiest_rounds)
+        request_rounds=costs.request_rounds, busiest_rounds=costs.busiest_rounds,
+        busiest_cached_rounds=costs.busiest_cached_rounds)
 
 
 def predict_kernel(gpu: GPU, work: KernelWork) -> KernelPrediction:
@@ -175,7 +178,9 @@ def _launch_terms(gpu: GPU, work: KernelWork, resident: Occupancy,
         "DRAM": dram_bytes / bandwidth if dram_bytes else 0.0,
         # A warp waits for its rounds one after another, however many warps the others keep
         # busy: where one warp has more rounds than the rest, it alone takes this long.
-        "latency": groups / at_once * work.busiest_rounds * gpu.memory_latency_ns * 1e-9,
+        "latency": groups / at_once * 1e-9 * (
+            (work.busiest_rounds - work.busiest_cached_rounds) * gpu.memory_latency_ns
+            + work.busiest_cached_rounds * gpu.cache_latency_ns),
         "L1": l1_bytes / (L1_BYTES_PER_CLOCK * sm_clocks),
         "local memory": groups * work.local_passes / sm_clocks,
         "issue": groups * issued / (ISSUE_PER_CLOCK * sm_clocks),

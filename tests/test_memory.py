@@ -18,6 +18,7 @@ from fcl.memory.plan import memory_plan
 from fclgen import memory_programs
 from runs import run_cl, run_interp, session_for
 from test_oclgrind import oclgrind_findings
+from test_serial import after
 
 # Two parts computed by their own kernels, concatenated, then sampled.
 CONCAT = """\
@@ -379,10 +380,14 @@ def test_needleman_wunsch_writes_each_diagonals_blocks_in_place(n, b, steps):
     # The matrix lives in one block: the steps no longer need a second one.
     matrix = [block for block in plan.blocks if block.length == (n + 1) ** 2]
     assert len(matrix) == 1
-    # The diagonal's blocks, computed apart, stay apart, and the plan says why.
-    kept = [d for d in decisions(plan, "short-circuit") if not d.done]
-    assert kept and all(d.block == updates[0].block for d in kept)
-    assert "update gathers from" in kept[0].why and "needs that index inverted" in kept[0].why
+    # The diagonal's blocks are built in the matrix, through the inverse of the update's
+    # index: no update kernel, no compact array left (scatter.py).
+    built = decisions(plan, "short-circuit")
+    assert len(built) == len(updates) and all(d.done for d in built)
+    assert all(d.block == updates[0].array for d in built)  # inside the array it makes
+    assert "the inverse of the update's index" in built[0].why
+    assert "reads" in built[0].why and "nowhere it writes" in built[0].why
+    assert [b for b in plan.blocks if b.length is None or b.length < (n + 1) ** 2] == []
     expected = nw_reference(sizes)
     assert printed(same_everywhere(text)) == list(expected)
 
@@ -396,7 +401,7 @@ def test_lu_decomposition_writes_the_trailing_blocks_in_place(n, b):
     assert updates and all(d.done for d in updates)
     assert "(bc_" in updates[0].why and "only at its own element" in updates[0].why
     kept = [d for d in decisions(plan, "short-circuit") if not d.done]
-    assert kept and all("update gathers from" in d.why for d in kept)
+    assert kept and all("only an update from one compact array" in d.why for d in kept)
     got = np.array(printed(same_everywhere(text)))
     # Printed to 5 decimals: within rounding of the unblocked factors.
     assert np.abs(got - lud_reference({"n": n})).max() < 1e-4
@@ -422,6 +427,44 @@ val main = do<grid> {
     assert first.done and "only the elements where ((i_4 & 1) == 1) change" in first.why
     assert first.saved == 8 * 2 * 4  # the 8 even ints each step keeps, read and written
     assert same_everywhere(own) == "[0,7,2,15,4,23,6,31,8,39,10,47,12,55,14,63]\n"
+
+
+# Each step moves 8 elements computed apart into every fourth element of the array, from 1.
+SCATTERED = """\
+val main = do<grid> {{
+  r <- power<grid> 3 (fn k => fn xs => do<grid> {{
+         t <- forcePull<grid> (generate 8 (fn j => index xs (j * 4 + {read}) + k));
+         return<grid> (push<grid> (generate 32 (fn i =>
+           if i % 4 == 1 then index t (i / 4) else index xs i)))
+       }}) (return<grid> (push<grid> (generate 32 (fn i => i))));
+  forceAndPrint 32 (push<grid> r)
+}}
+"""
+
+
+@pytest.mark.parametrize(("read", "done", "printed"), [
+    (0, True, "[0,2,2,3,4,6,6,7,8,10,10,11,12,14,14,15,16,18,18,19,20,22,22,23,24,26,26,27,"
+              "28,30,30,31]"),
+    # The kernel making t reads the elements t goes into: t stays apart.
+    (1, False, "[0,4,2,3,4,8,6,7,8,12,10,11,12,16,14,15,16,20,18,19,20,24,22,23,24,28,26,27,"
+               "28,32,30,31]"),
+])
+def test_an_updates_compact_array_is_built_in_place_where_the_inverse_is_proven(read, done,
+                                                                                printed):
+    text = SCATTERED.format(read=read)
+    scattered = [d for d in decisions(plan_of(text), "short-circuit")
+                 if d.array.startswith("arr_")]  # t, at each of the 3 steps
+    assert len(scattered) == 3 and all(d.done == done for d in scattered)
+    if done:  # i / 4 under i % 4 == 1, inverted: 4 j + 1
+        assert "[j] is buf_1[((j * 4) + 1)], the inverse of the update's index" in \
+            scattered[0].why
+        # No compact array left, nor the update moving it.
+        planned = after(text, target="gpu")["short-circuit"]
+        assert not any(d.array in planned for d in scattered) and planned.count("parfor") == 4
+    else:
+        assert scattered[0].why == f"the kernel making {scattered[0].array} reads buf_1 where " \
+                                   "it would write"
+    assert same_everywhere(text) == printed + "\n"
 
 
 @pytest.mark.slow  # 10-20 s on Oclgrind

@@ -16,11 +16,11 @@ from typing import TypeGuard
 import numpy as np
 
 from fcl.il import ir
-from fcl.il.lower import clamp_parts
 from fcl.il.numeric import evaluate, with_declarations
 from fcl.il.traverse import expr_reads, names, stmt_exprs
 from fcl.memory.copies import allocs, first_statement_using, mentions, paths, rebuild_stmt
 from fcl.memory.decisions import Notes, at_line, copied_bytes, note
+from fcl.memory.scatter import scattered
 
 BOOL = ir.BOOL
 
@@ -156,31 +156,12 @@ def update_masked(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] |
         return None
     note(notes, "update", True, out.name, inp.name, None, _done(kernel, store, inp),
          kernel.span, masked_bytes(kernel, prefix, store, inp))
-    _note_gathers(notes, kernel, prefix, store, inp,
-                  {name: stmts[at] for name, at in known.items()})
     rest = [rebuild_stmt(s, {out.name: inp, inp.name: out}) for s in stmts[p + 1:]]
-    return stmts[:p] + [masked_kernel(kernel, prefix, store, inp)] + rest
-
-
-def _note_gathers(notes: Notes, kernel: ir.ParFor, prefix: list[ir.Stmt], store: ir.Store,
-                  inp: ir.Var, made: dict[str, ir.Stmt]) -> None:
-    """Why the arrays a masked update copies from at an index other than its own element (NW's
-    blocks of a diagonal, computed apart; `made`: the allocations in sight) stay apart."""
-    found: set[str] = set()
-    exprs = [x for t in prefix for x in stmt_exprs(t)] + [store.value]
-    for read in (r for x in exprs for r in expr_reads(x)):
-        name = read.array.name
-        if name in (inp.name, store.array.name) or name not in made or name in found \
-                or own_element(read, kernel.var.name):
-            continue
-        found.add(name)
-        index = read.index
-        while (parts := clamp_parts(index)) is not None:  # shown as the program indexes
-            index = parts[1]
-        note(notes, "short-circuit", False, name, inp.name, None,
-             f"{inp.name}'s update gathers from {name} at {ir.show_expr(index)}: building "
-             f"{name} in {inp.name} needs that index inverted, which the planner does not do",
-             made[name].span)
+    update = masked_kernel(kernel, prefix, store, inp)
+    built = scattered(None, stmts[:p], update, inp, out, notes)
+    if built is not None:  # the array the update gathers from is built in inp: no update
+        return built + rest
+    return stmts[:p] + [update] + rest
 
 
 def _done(kernel: ir.ParFor, store: ir.Store, inp: ir.Var) -> str:
@@ -229,9 +210,11 @@ def update_loop_masked(loop: ir.SeqFor | ir.While, before: list[ir.Stmt], step: 
     note(notes, "update", True, nxt.name, cur.name, None,
          _done(kernel, store, cur) + "; the buffers no longer swap", kernel.span,
          masked_bytes(kernel, prefix, store, cur, loop) if isinstance(loop, ir.SeqFor) else None)
-    _note_gathers(notes, kernel, prefix, store, cur,
-                  {name: before[at] for name, at in allocs(before).items()})
-    return replace(loop, body=[*before, masked_kernel(kernel, prefix, store, cur)])
+    update = masked_kernel(kernel, prefix, store, cur)
+    built = scattered(loop, before, update, cur, nxt, notes)
+    if built is not None:  # the array the update gathers from is built in cur: no update
+        return replace(loop, body=built)
+    return replace(loop, body=[*before, update])
 
 
 def reads_before(before: list[ir.Stmt], cur: ir.Var, nxt: ir.Var) -> str | None:

@@ -1,7 +1,7 @@
 """The `short-circuit` step: each copy kernel of the host program, in order, is made an alias
 or a view of its source, has its parts built in its place (copies.py), or, a loop step changing
-a few elements, writes them in place (updates.py, masked.py); where none applies, it stays as it
-is. Then a kernel that maps an array nothing reads afterwards has its result built in that
+a few elements, writes them in place (updates.py, masked.py), the array it gathers them from
+built where they go (scatter.py); where none applies, it stays as it is. Then a kernel that maps an array nothing reads afterwards has its result built in that
 array's memory (inplace.py): the short-circuit of a map. Inside kernels, a work-group's step
 changing some elements of a local array writes them in place (local.py), as do the steps of a
 work-group's loop that each change a moving band of one (waves.py)."""
@@ -36,11 +36,14 @@ def remove_copies(stmts: list[ir.Stmt], notes: Notes = None) -> list[ir.Stmt]:
                 _keep(notes, tried)
                 stmts = changed
                 continue  # the same position holds the next statement
+            attempts = len(tried)
             updated = update_in_place(stmts, p, tried)
             if updated is None and not any(d.kind == "update" for d in tried):
                 updated = update_masked(stmts, p, tried)  # the elements changed are no range
-            # A step updated in place was no copy to short-circuit: only the update is noted.
-            _keep(notes, [d for d in tried if d.done or updated is None or d.kind == "update"])
+            # A step updated in place was no copy to short-circuit: only what the update
+            # decided is noted.
+            _keep(notes, [d for d in tried[:attempts] if d.done or updated is None]
+                  + tried[attempts:])
             if updated is not None:
                 p += len(updated) - len(stmts)  # past the kernels writing in place
                 stmts = updated

@@ -2,8 +2,12 @@
 at its place (an arrow where its elements run backwards), with the decisions listed below."""
 from __future__ import annotations
 
+import math
 from html import escape
 
+import numpy as np
+
+from fcl.lmad.core import LMAD
 from fcl.memory.plan import MemoryPlan, plan_text
 
 WIDTH = 640        # the bar of the largest block
@@ -36,14 +40,14 @@ def plan_svg(plan: MemoryPlan) -> str:
             label = f"{placed.array}: {placed.place}" if placed.place is not None \
                 else f"{placed.array}: all of it"
             if placed.place is not None and block.length:
-                ((size, stride),) = placed.place.dims
-                first = min(placed.place.offset, placed.place.offset + (size - 1) * stride)
-                x = LEFT + bar * first / length
-                w = max(2.0, bar * size / length)
-                arrow = "  \u2190 backwards" if stride < 0 else ""
-                parts.append(f"<rect x='{x:.1f}' y='{y + 2}' width='{w:.1f}' height='14' "
-                             f"fill='{fill}' opacity='0.85'><title>{escape(label)}</title></rect>")
-                label += arrow
+                for first, size in _runs(placed.place):
+                    x = LEFT + bar * first / length
+                    w = max(2.0, bar * size / length)
+                    parts.append(f"<rect x='{x:.1f}' y='{y + 2}' width='{w:.1f}' height='14' "
+                                 f"fill='{fill}' opacity='0.85'><title>{escape(label)}</title>"
+                                 f"</rect>")
+                if placed.place.rank == 1 and placed.place.dims[0][1] < 0:
+                    label += "  \u2190 backwards"
             parts.append(f"<text x='{LEFT + 6}' y='{y + 30}'>{escape(label)}</text>")
             y += ROW + 16
         y += 6
@@ -56,3 +60,23 @@ def plan_svg(plan: MemoryPlan) -> str:
     width = max(LEFT + WIDTH + 160, text_width)
     return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{y + 8}' "
             f"font-family='monospace' font-size='11'>{''.join(parts)}</svg>")
+
+
+MAX_RUNS = 4096  # runs of a place drawn apiece; more are drawn as the span they cover
+
+
+def _runs(place: LMAD) -> list[tuple[int, int]]:
+    """(first element, count) of each run of consecutive elements a place covers (a block of
+    rows, several runs: NW's blocks in the matrix, fcl/memory/scatter.py)."""
+    if place.rank == 1:
+        ((size, stride),) = place.dims
+        return [(min(place.offset, place.offset + (size - 1) * stride), size)]
+    low, high = place.bounds()
+    if math.prod(place.shape) > MAX_RUNS * 64:
+        return [(low, high - low + 1)]
+    points = np.unique(np.asarray(place.points(), np.int64))
+    starts = np.flatnonzero(np.diff(points, prepend=points[0] - 2) != 1)
+    ends = np.append(starts[1:], points.size)
+    if starts.size > MAX_RUNS:
+        return [(low, high - low + 1)]
+    return [(int(points[a]), int(b - a)) for a, b in zip(starts, ends)]

@@ -272,7 +272,8 @@ class Part:
 @st.composite
 def memory_programs(draw) -> Program:
     """Forced parts concatenated (in either order, a part maybe reversed), a slice of the
-    result, updated a few elements at a time in a `power` loop, and printed; a part may be used
+    result, updated a few elements at a time in a `power` loop (computed in place, or gathered
+    from an array computed apart), and printed; a part may be used
     again after the concatenation (which keeps it out of the result's memory)."""
     sizes = [draw(st.integers(1, 40)) for _ in range(2)]
     exprs = [draw(int_exprs) for _ in range(2)]
@@ -300,13 +301,28 @@ def memory_programs(draw) -> Program:
     else:
         where, changes = f"i % {every} == {upto % every}", (lambda i: i % every == upto % every)
     neighbour = f" + index xs ((i + {length - 1}) % {length})" if left else ""
-    lines.append(f"  u <- power<grid> {rounds} (fn k => fn xs => return<grid> (push<grid> "
-                 f"(generate {length} (fn i => if {where} then index xs i + k + 1{neighbour} "
-                 f"else index xs i)))) (return<grid> (push<grid> s)) ;")
     updated = list(sliced)
-    for k in range(rounds):
-        updated = [wrap(v + k + 1 + (updated[(i - 1) % length] if left else 0)) if changes(i)
-                   else v for i, v in enumerate(updated)]
+    if draw(st.booleans()):
+        lines.append(f"  u <- power<grid> {rounds} (fn k => fn xs => return<grid> (push<grid> "
+                     f"(generate {length} (fn i => if {where} then index xs i + k + 1"
+                     f"{neighbour} else index xs i)))) (return<grid> (push<grid> s)) ;")
+        for k in range(rounds):
+            updated = [wrap(v + k + 1 + (updated[(i - 1) % length] if left else 0))
+                       if changes(i) else v for i, v in enumerate(updated)]
+    else:
+        # Every m-th element from r gathered from a compact array computed apart, which reads
+        # the elements at some offset (at r: those it goes into) (fcl/memory/scatter.py).
+        r, at = upto % every, draw(st.integers(0, every - 1))
+        count = len(range(r, length, every))
+        lines.append(f"  u <- power<grid> {rounds} (fn k => fn xs => do<grid> {{ "
+                     f"t <- forcePull<grid> (generate {count} (fn j => "
+                     f"index xs ((j * {every} + {at}) % {length}) + k)) ; "
+                     f"return<grid> (push<grid> (generate {length} (fn i => "
+                     f"if i % {every} == {r} then index t (i / {every}) else index xs i))) }}) "
+                     f"(return<grid> (push<grid> s)) ;")
+        for k in range(rounds):
+            t = [wrap(updated[(j * every + at) % length] + k) for j in range(count)]
+            updated = [t[i // every] if i % every == r else v for i, v in enumerate(updated)]
     lines.append(f"  forceAndPrint {length} (push<grid> u)")
     expected = [updated]
     if draw(st.booleans()):  # a part used again: it cannot live inside c

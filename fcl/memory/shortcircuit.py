@@ -1,10 +1,11 @@
-"""The `short-circuit` step: each copy kernel of the host program, in order, is made an alias
-or a view of its source, has its parts built in its place (copies.py), or, a loop step changing
-a few elements, writes them in place (updates.py, masked.py), the array it gathers them from
-built where they go (scatter.py); where none applies, it stays as it is. Then a kernel that maps an array nothing reads afterwards has its result built in that
-array's memory (inplace.py): the short-circuit of a map. Inside kernels, a work-group's step
-changing some elements of a local array writes them in place (local.py), as do the steps of a
-work-group's loop that each change a moving band of one (waves.py)."""
+"""The `short-circuit` step: each copy kernel of the host program, in order, is made an alias or a
+view of its source, has its parts built in its place (copies.py), or, a loop step changing a few
+elements, writes them in place (updates.py, masked.py), the array it gathers them from built
+where they go (scatter.py); where none applies, it stays as it is. Then a kernel that maps an
+array nothing reads afterwards has its result built in that array's memory (inplace.py): the
+short-circuit of a map. Inside kernels, a work-group's step changing some elements of a local
+array writes them in place (local.py), as do the steps of a work-group's loop that each change a
+moving band of one (waves.py)."""
 from __future__ import annotations
 
 from fcl.il import ir

@@ -158,7 +158,7 @@ def update_masked(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.Stmt] |
          kernel.span, masked_bytes(kernel, prefix, store, inp))
     rest = [rebuild_stmt(s, {out.name: inp, inp.name: out}) for s in stmts[p + 1:]]
     update = masked_kernel(kernel, prefix, store, inp)
-    built = scattered(None, stmts[:p], update, inp, out, notes)
+    built = scattered(None, stmts[:p], update, stmts[p + 1:], inp, out, notes)
     if built is not None:  # the array the update gathers from is built in inp: no update
         return built + rest
     return stmts[:p] + [update] + rest
@@ -194,9 +194,10 @@ def overwrites(s: ir.Stmt, array: str, level: str = "grid") -> bool:
 
 
 def update_loop_masked(loop: ir.SeqFor | ir.While, before: list[ir.Stmt], step: ir.Stmt,
-                       cur: ir.Var, nxt: ir.Var, notes: Notes) -> ir.Stmt | None:
+                       cur: ir.Var, nxt: ir.Var, after: list[ir.Stmt], notes: Notes
+                       ) -> ir.Stmt | None:
     """The loop, its step storing into cur under a mask and its buffers no longer swapping; None
-    if it may not."""
+    if it may not. `after`: the statements after the loop."""
     found = masked_parts(step)
     if found is None or found[3].name != cur.name or found[2].array.name != nxt.name:
         return None
@@ -211,7 +212,7 @@ def update_loop_masked(loop: ir.SeqFor | ir.While, before: list[ir.Stmt], step: 
          _done(kernel, store, cur) + "; the buffers no longer swap", kernel.span,
          masked_bytes(kernel, prefix, store, cur, loop) if isinstance(loop, ir.SeqFor) else None)
     update = masked_kernel(kernel, prefix, store, cur)
-    built = scattered(loop, before, update, cur, nxt, notes)
+    built = scattered(loop, before, update, after, cur, nxt, notes)
     if built is not None:  # the array the update gathers from is built in cur: no update
         return replace(loop, body=built)
     return replace(loop, body=[*before, update])

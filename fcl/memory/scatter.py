@@ -40,11 +40,13 @@ MAX_ELEMENTS = 1 << 24  # elements times steps a mask is evaluated over at most
 
 
 def scattered(loop: ir.SeqFor | ir.While | None, before: list[ir.Stmt], update: ir.ParFor,
-              cur: ir.Var, home: ir.Var, notes: Notes) -> list[ir.Stmt] | None:
+              after: list[ir.Stmt], cur: ir.Var, home: ir.Var, notes: Notes
+              ) -> list[ir.Stmt] | None:
     """`before`, the statements before the masked `update` of cur (in the body of `loop`, or
     of an unrolled step where loop is None), without the compact array the update gathers
     from, the kernel making it writing into cur instead; None where that cannot be proven
-    (noted). The plan places the array in `home`, the array the update makes."""
+    (noted). `after`: the statements after the update (or the loop). The plan places the
+    array in `home`, the array the update makes."""
     *prefix, write = update.body
     if not (isinstance(write, ir.If) and len(write.then) == 1 and not write.else_
             and isinstance(write.then[0], ir.Store)):
@@ -69,6 +71,9 @@ def scattered(loop: ir.SeqFor | ir.While | None, before: list[ir.Stmt], update: 
     if t.name not in made:
         return None
     why, making = _maker(before, made[t.name], t, cur)
+    if why is None and t.name in mentioned(after):
+        why = f"{t.name} is used after the update"
+    found = None
     if why is None:
         assert making is not None
         definitions: dict[str, ir.Expr] = {}
@@ -79,7 +84,6 @@ def scattered(loop: ir.SeqFor | ir.While | None, before: list[ir.Stmt], update: 
         where = rebuild(write.cond, definitions)
         j = fresh_var("j", INT, mentioned([*before, update]))
         found = invert(gather, where, e, j)
-        inverse = None if found is None else found[0]
         if found is None:
             why = f"the update's index into {t.name}, {ir.show_expr(index)}, is no mixed-radix " \
                   f"number of the element's digits that the planner can invert"
@@ -90,11 +94,11 @@ def scattered(loop: ir.SeqFor | ir.While | None, before: list[ir.Stmt], update: 
         return None
     alloc = before[made[t.name]]
     assert isinstance(alloc, ir.Alloc) and making is not None and found is not None
-    inverse, radices = found
+    inverse, factors = found
     steps = _steps(loop)
     over = "" if loop is None else f" over the loop's {len(steps or [])} steps"
     shown = ir.show_expr(rebuild(inverse, {j.name: ir.Var("j", INT)}))
-    note(notes, "short-circuit", True, t.name, home.name, _place(inverse, radices, j, alloc),
+    note(notes, "short-circuit", True, t.name, home.name, _place(inverse, factors, j, alloc),
          f"{t.name}[j] is {cur.name}[{shown}], the inverse of the update's index "
          f"{ir.show_expr(gather)}, by evaluation{over}; the kernel making {t.name} reads "
          f"{cur.name} nowhere it writes", alloc.span, _saved(steps, before, alloc, t))

@@ -163,7 +163,7 @@ def update_loop_in_place(stmts: list[ir.Stmt], p: int, notes: Notes) -> list[ir.
     new_loop = _update_range(loop, before, found, cur, nxt, tried) if found is not None \
         else None
     if new_loop is None and not tried:  # no range of elements changed: perhaps under a mask
-        new_loop = update_loop_masked(loop, before, step, cur, nxt, notes)
+        new_loop = update_loop_masked(loop, before, step, cur, nxt, stmts[p + 1:], notes)
     elif notes is not None:
         notes.extend(tried)
     if new_loop is None:

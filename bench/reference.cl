@@ -313,30 +313,13 @@ __kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global con
     vstore16(c2, c, C + (r + 2) * wB); vstore16(c3, c, C + (r + 3) * wB); \
 }
 
-#define MATMUL_VEC8(name, T, T8) \
-__kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global const T* B, \
-                                               __global T* C, int wA, int wB) { \
-    size_t c = 2 * get_global_id(0), r = 4 * get_global_id(1); \
-    __global const T* a = A + r * wA; \
-    T8 c0 = 0, c1 = 0, c2 = 0, c3 = 0, d0 = 0, d1 = 0, d2 = 0, d3 = 0; \
-    for (int k = 0; k < wA; k++) { \
-        T8 b = vload8(c, B + (size_t)k * wB), e = vload8(c + 1, B + (size_t)k * wB); \
-        T a0 = a[k], a1 = a[wA + k], a2 = a[2 * wA + k], a3 = a[3 * wA + k]; \
-        c0 += a0 * b; c1 += a1 * b; c2 += a2 * b; c3 += a3 * b; \
-        d0 += a0 * e; d1 += a1 * e; d2 += a2 * e; d3 += a3 * e; \
-    } \
-    vstore8(c0, c, C + r * wB); vstore8(d0, c + 1, C + r * wB); \
-    vstore8(c1, c, C + (r + 1) * wB); vstore8(d1, c + 1, C + (r + 1) * wB); \
-    vstore8(c2, c, C + (r + 2) * wB); vstore8(d2, c + 1, C + (r + 2) * wB); \
-    vstore8(c3, c, C + (r + 3) * wB); vstore8(d3, c + 1, C + (r + 3) * wB); \
-}
-
-MATMUL(matmul, int)
-// matmul_rows8: matmul_vec8 with each vector of B made of 8 scalar loads, which the code
-// generator loads as one: pip's PoCL calls a function for each vloadN, and its accumulators
-// then live in memory across the call (FCL's register blocking prints them so, for that reason).
+// matmul_rows8 makes each vector of B of 8 scalar loads, which the code generator loads as one:
+// pip's PoCL calls a function for each vloadN, and its accumulators then live in memory across
+// the call (FCL's register blocking prints them so, for that reason).
+#define VLOAD8(T8, p) vload8(0, p)
 #define ROW8(p) (p)[0], (p)[1], (p)[2], (p)[3], (p)[4], (p)[5], (p)[6], (p)[7]
-#define MATMUL_ROWS8(name, T, T8) \
+#define SCALARS8(T8, p) ((T8)(ROW8(p)))
+#define MATMUL_VEC8(name, T, T8, LOAD8) \
 __kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global const T* B, \
                                                __global T* C, int wA, int wB) { \
     size_t c = 16 * get_global_id(0), r = 4 * get_global_id(1); \
@@ -344,7 +327,7 @@ __kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global con
     T8 c0 = 0, c1 = 0, c2 = 0, c3 = 0, d0 = 0, d1 = 0, d2 = 0, d3 = 0; \
     for (int k = 0; k < wA; k++) { \
         __global const T* bk = B + (size_t)k * wB + c; \
-        T8 b = (T8)(ROW8(bk)), e = (T8)(ROW8(bk + 8)); \
+        T8 b = LOAD8(T8, bk), e = LOAD8(T8, bk + 8); \
         T a0 = a[k], a1 = a[wA + k], a2 = a[2 * wA + k], a3 = a[3 * wA + k]; \
         c0 += a0 * b; c1 += a1 * b; c2 += a2 * b; c3 += a3 * b; \
         d0 += a0 * e; d1 += a1 * e; d2 += a2 * e; d3 += a3 * e; \
@@ -355,14 +338,15 @@ __kernel REQD2(MATMUL_GX, MATMUL_GY) void name(__global const T* A, __global con
     vstore8(c3, 0, C + (r + 3) * wB + c); vstore8(d3, 1, C + (r + 3) * wB + c); \
 }
 
-MATMUL_VEC8(matmul_vec8, int, int8)
+MATMUL(matmul, int)
+MATMUL_VEC8(matmul_vec8, int, int8, VLOAD8)
 MATMUL_VEC(matmul_vec, int, int16)
-MATMUL_ROWS8(matmul_rows8, int, int8)
+MATMUL_VEC8(matmul_rows8, int, int8, SCALARS8)
 
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 MATMUL(matmul_double, double)
-MATMUL_VEC8(matmul_vec8_double, double, double8)
+MATMUL_VEC8(matmul_vec8_double, double, double8, VLOAD8)
 MATMUL_VEC(matmul_vec_double, double, double16)
 // matmul_rows8 for doubles: each row of 16 in four double4 made of scalar loads.
 #define ROW4(p) (p)[0], (p)[1], (p)[2], (p)[3]

@@ -18,15 +18,19 @@ ROOT = Path(__file__).parent
 TILED = (ROOT.parent / "bench" / "matmul.fcl").read_text().split("val product")[0]
 
 
-def product(side: int, tile: int, doubles: bool) -> str:
-    """A side x side product in tiles of tile x tile; doubles whose sums depend on the order of
-    the additions."""
+def elements(doubles: bool) -> tuple[str, str, str, str]:
+    """A's and B's elements, matmulTiled's operations and the printer: doubles whose sums
+    depend on the order of the additions, or ints that wrap."""
     if doubles:
-        a, b, ops = "divd (i2d ((i * 7) % 13 - 6)) 3.0", "divd (i2d ((i * 5) % 11 - 5)) 7.0", \
-            "addd muld 0.0"
-    else:
-        a, b, ops = "(i * 7) % 13 - 6 + i * 40000", "(i * 5) % 11 - 5 + i * 90000", "addi muli 0"
-    show = "forceAndPrintDouble" if doubles else "forceAndPrint"
+        return "divd (i2d ((i * 7) % 13 - 6)) 3.0", "divd (i2d ((i * 5) % 11 - 5)) 7.0", \
+            "addd muld 0.0", "forceAndPrintDouble"
+    return "(i * 7) % 13 - 6 + i * 40000", "(i * 5) % 11 - 5 + i * 90000", "addi muli 0", \
+        "forceAndPrint"
+
+
+def product(side: int, tile: int, doubles: bool) -> str:
+    """A side x side product in tiles of tile x tile."""
+    a, b, ops, show = elements(doubles)
     return f"""val n = {side}
 {TILED}
 val main = do<grid> {{
@@ -92,12 +96,7 @@ def rectangle(steps: int, doubles: bool) -> str:
     """An 8 x 8·steps by 8·steps x 16 product in tiles of 8: two tiles of C, each a `power`
     loop of `steps` steps (more than the lowering unrolls)."""
     wide = 8 * steps
-    if doubles:
-        a, b, ops = "divd (i2d ((i * 7) % 13 - 6)) 3.0", "divd (i2d ((i * 5) % 11 - 5)) 7.0", \
-            "addd muld 0.0"
-    else:
-        a, b, ops = "(i * 7) % 13 - 6 + i * 40000", "(i * 5) % 11 - 5 + i * 90000", "addi muli 0"
-    show = "forceAndPrintDouble" if doubles else "forceAndPrint"
+    a, b, ops, show = elements(doubles)
     return f"""{TILED}
 val main = do<grid> {{
   a <- forcePull<grid> (generate (8 * {wide}) (fn i => {a}));

@@ -370,12 +370,8 @@ def _read_places(making: ir.Stmt, cur: ir.Var, env: dict) -> np.ndarray | None:
     found: list[np.ndarray] = [np.zeros(0, np.int64)]
 
     def visit(stmts: list[ir.Stmt], env: dict) -> bool:
-        env = dict(env)
         for s in stmts:
-            if isinstance(s, ir.Declare):
-                value = evaluate(s.init, env)
-                if value is not None:
-                    env[s.var.name] = value
+            env = with_declarations([s], env)
             for x in stmt_exprs(s):
                 for read, conds in _guarded_reads(x, cur.name, []):
                     index = read.index

@@ -15,6 +15,7 @@ from fcl.il import ir
 from fcl.lmad.core import LMAD
 from fcl.memory.check import lifetimes, plan_problems
 from fcl.memory.plan import memory_plan
+from fcl.viz.blocks import plan_svg
 from fclgen import memory_programs
 from runs import run_cl, run_interp, session_for
 from test_oclgrind import oclgrind_findings
@@ -388,6 +389,12 @@ def test_needleman_wunsch_writes_each_diagonals_blocks_in_place(n, b, steps):
     assert "the inverse of the update's index" in built[0].why
     assert "reads" in built[0].why and "nowhere it writes" in built[0].why
     assert [b for b in plan.blocks if b.length is None or b.length < (n + 1) ** 2] == []
+    if steps < 17:  # unrolled: each step's blocks drawn where they lie, b runs of b per block
+        first = next(d for d in built if d.why.startswith(f"{d.array}[j]"))
+        place = next(p.place for block in plan.blocks for p in block.arrays
+                     if p.array == first.array)
+        assert place.dims == ((1, b * (n + 1) - b), (b, n + 1), (b, 1))
+        assert plan_svg(plan).count(f"<title>{first.array}: ") == b
     expected = nw_reference(sizes)
     assert printed(same_everywhere(text)) == list(expected)
 

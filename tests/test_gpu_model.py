@@ -448,7 +448,7 @@ def rounds_of(cell: str) -> tuple[int, int, int, str]:
                               "h100")[-1]
     row = next(line for line in costs_text([costs]).splitlines()
                if line.startswith("global requests in flight per warp"))
-    return (costs.request_rounds, costs.issued_requests,
+    return (costs.rounds.rounds, costs.rounds.requests,
             costs.load_requests + costs.store_requests, row.split()[-1])
 
 
@@ -493,13 +493,13 @@ def test_a_loop_over_a_row_waits_for_its_bounds_once():
     # first loaded: L1 holds it.
     costs = predicted_kernels(f"do<grid> {{ xs <- forcePull<grid> (iota 4096); {rows} }}",
                               "h100")[-1]
-    assert (costs.busiest_rounds, costs.busiest_cached_rounds) == (3, 1)
+    assert (costs.rounds.busiest, costs.rounds.cached) == (3, 1)
     # Rows of 16 (offsets 16r): 4 rounds of elements over 2 sectors, each loaded by the first
     # of its two rounds.
     longer = rows.replace("8 * r", "16 * r")
     costs = predicted_kernels(f"do<grid> {{ xs <- forcePull<grid> (iota 8192); {longer} }}",
                               "h100")[-1]
-    assert (costs.busiest_rounds, costs.busiest_cached_rounds) == (5, 2)
+    assert (costs.rounds.busiest, costs.rounds.cached) == (5, 2)
 
 
 @pytest.mark.slow  # 2-4 s

@@ -13,6 +13,7 @@ import numpy as np
 
 from fcl.analysis.access import (
     SECTOR_BYTES,
+    Rounds,
     SiteSummary,
     distinct_sectors,
     request_rounds,
@@ -73,14 +74,9 @@ class KernelCosts:
     # the trace was cut short).
     flops: float = field(default=0.0, kw_only=True)
     float_flops: float = field(default=0.0, kw_only=True)  # ... and on floats
-    # The rounds of global requests its warps wait through, summed over the traced work-group's
-    # warps (access.request_rounds): fewer than its requests where a warp keeps several on
-    # their way at once; the requests issued in them (a repeated load is none); the most
-    # rounds one warp waits for (those with a load), and how many of those its L1 serves.
-    request_rounds: int = field(default=0, kw_only=True)
-    issued_requests: int = field(default=0, kw_only=True)
-    busiest_rounds: int = field(default=0, kw_only=True)
-    busiest_cached_rounds: int = field(default=0, kw_only=True)
+    # The rounds of global requests its warps wait through (access.request_rounds): fewer than
+    # its requests where a warp keeps several on their way at once.
+    rounds: Rounds = field(default=Rounds(0, 0), kw_only=True)
     # Occupancy and time on a GPU, when one is chosen (fcl.explain sets it) ...
     predicted: KernelPrediction | None = field(default=None, kw_only=True)
     # ... and the time measured on the device that ran it: median kernel time per run, in ms.
@@ -148,13 +144,13 @@ def kernel_costs(trace: KernelTrace, sites) -> KernelCosts:
         list(trace.groups_per_launch), trace.truncated, summaries, busiest=_busiest(trace),
         warp_barriers=warp_barriers, flops=_flops(trace, sites, "flops") / items,
         float_flops=_flops(trace, sites, "float_flops") / items,
-        request_rounds=rounds.rounds, issued_requests=rounds.requests,
-        busiest_rounds=rounds.busiest, busiest_cached_rounds=rounds.cached)
+        rounds=rounds)
 
 
 def in_flight(costs: KernelCosts) -> float:
     """The global requests a warp of the kernel has on their way at once, on average."""
-    return costs.issued_requests / costs.request_rounds if costs.request_rounds else 1.0
+    rounds = costs.rounds
+    return rounds.requests / rounds.rounds if rounds.rounds else 1.0
 
 
 def _busiest(trace: KernelTrace) -> float:
@@ -188,7 +184,7 @@ ROWS = [
      if c.global_stores else "–"),
     ("lines per warp store", lambda c: _number(c.store_lines) if c.global_stores else "–"),
     ("global requests in flight per warp",
-     lambda c: _number(round(in_flight(c), 2)) if c.request_rounds else "–"),
+     lambda c: _number(round(in_flight(c), 2)) if c.rounds.rounds else "–"),
     # Requests' sectors, and of those the distinct ones: the rest are served by the caches.
     ("sectors per group (from DRAM)",
      lambda c: f"{_number(c.sectors)} ({c.distinct_sectors})"

@@ -134,8 +134,8 @@ def kernel_work(costs, registers: int) -> KernelWork:
         accesses * costs.block_size, costs.simt_efficiency, costs.barriers,
         costs.global_atomics, costs.distinct_sectors, costs.flops * costs.block_size,
         costs.warp_barriers, float_flops=costs.float_flops * costs.block_size,
-        request_rounds=costs.request_rounds, busiest_rounds=costs.busiest_rounds,
-        busiest_cached_rounds=costs.busiest_cached_rounds)
+        request_rounds=costs.rounds.rounds, busiest_rounds=costs.rounds.busiest,
+        busiest_cached_rounds=costs.rounds.cached)
 
 
 def predict_kernel(gpu: GPU, work: KernelWork) -> KernelPrediction:

@@ -12,6 +12,7 @@ earlier than the program makes it.
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -54,17 +55,20 @@ class _Reads:
     def stmts(self, stmts: list[ir.Stmt], known: Known) -> list[ir.Stmt]:
         known = dict(known)  # a variable declared in this list serves the rest of it
         out: list[ir.Stmt] = []
+        each = [Counter(ir.expr_key(read) for read in array_reads([s])) for s in stmts]
+        remaining = sum(each, Counter())  # the reads of the statements from the k-th on
         for k, s in enumerate(stmts):
             s = map_stmt_exprs(s, lambda e: _replaced(e, known))
             for read in self._candidates(s):
                 key = ir.expr_key(read)
-                if key in known or _count(stmts[k:], key) < 2:
+                if key in known or remaining[key] < 2:
                     continue
                 var = self._fresh(read)
                 out.append(ir.Declare(var, read, span=s.span))
                 known[key] = var
                 s = map_stmt_exprs(s, lambda e: _replaced(e, known))
             out.append(map_bodies(s, lambda body: self.stmts(body, known)))
+            remaining -= each[k]
         return out
 
     def _candidates(self, s: ir.Stmt) -> Iterator[ir.Index]:
@@ -110,10 +114,6 @@ def _unconditional_reads(e: ir.Expr) -> Iterator[ir.Index]:
         for part in (getattr(e, name) for name in ir.field_names(e)):
             if isinstance(part, ir.Expr):
                 yield from _unconditional_reads(part)
-
-
-def _count(stmts: list[ir.Stmt], key: str) -> int:
-    return sum(ir.expr_key(read) == key for read in array_reads(stmts))
 
 
 def _replaced(e: ir.Expr, known: Known) -> ir.Expr:

@@ -36,7 +36,7 @@ from fcl.memory.copies import allocs, paths
 from fcl.memory.decisions import Notes, copied_bytes, note
 
 INT, BOOL = ir.INT, ir.BOOL
-MAX_ELEMENTS = 1 << 24  # elements times steps a mask is evaluated over at most
+MAX_ELEMENTS = 1 << 24  # elements (times steps, one by one) a mask is evaluated over at most
 
 
 def scattered(loop: ir.SeqFor | ir.While | None, before: list[ir.Stmt], update: ir.ParFor,
@@ -311,6 +311,8 @@ def _mask_counts(where: ir.Expr, e: str, n: int, loop: str | None, steps: int,
     """How many of the n elements the mask holds for at each step: the conjuncts that do not
     change with the step evaluated once, and then either one equation `S(e) == step` counted
     for all steps at once, or the rest evaluated step by step where that is few enough."""
+    if n > MAX_ELEMENTS:
+        return None
     changing = set() if loop is None else {loop}
     for s in declared:
         if isinstance(s, ir.Declare) and names(s.init) & changing:

@@ -13,14 +13,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TypeGuard
 
-import numpy as np
-
 from fcl.il import ir
-from fcl.il.numeric import evaluate, with_declarations
+from fcl.il.simplify import rebuild
 from fcl.il.traverse import expr_reads, names, stmt_exprs
 from fcl.memory.copies import allocs, first_statement_using, mentions, paths, rebuild_stmt
 from fcl.memory.decisions import Notes, at_line, copied_bytes, note
-from fcl.memory.scatter import scattered
+from fcl.memory.scatter import inlined, mask_counts, scattered
 
 BOOL = ir.BOOL
 
@@ -101,26 +99,14 @@ def masked_bytes(kernel: ir.ParFor, prefix: list[ir.Stmt], store: ir.Store, inp:
     """The bytes the copy of the unchanged elements would have read and written, over the
     loop's iterations: the mask evaluated at every element (and iteration), where the sizes
     are known when compiling; None where they are not, or the mask is not plain arithmetic."""
-    if not isinstance(kernel.bound, ir.Const):
+    steps = ir.Const(1, ir.INT) if loop is None else loop.bound
+    if not (isinstance(kernel.bound, ir.Const) and isinstance(steps, ir.Const)):
         return None
-    where = mask(store.value, inp.name, kernel.var.name)
-    rounds: list[int | None] = [None]
-    if loop is not None:
-        if not isinstance(loop.bound, ir.Const):
-            return None
-        rounds = list(range(int(loop.bound.value)))
-    elements = np.arange(int(kernel.bound.value), dtype=np.int64)
-    kept = 0
-    for k in rounds:
-        env: dict[str, np.ndarray | int] = {kernel.var.name: elements}
-        if loop is not None and k is not None:
-            env[loop.var.name] = k
-        env = with_declarations(prefix, env)
-        changes = evaluate(where, env)
-        if changes is None:
-            return None
-        kept += len(elements) - int(np.count_nonzero(np.broadcast_to(changes, elements.shape)))
-    return copied_bytes(kept, inp)
+    n, e = int(kernel.bound.value), kernel.var.name
+    where = rebuild(mask(store.value, inp.name, e), inlined(prefix))
+    counts = mask_counts(where, e, n, None if loop is None else loop.var.name,
+                         int(steps.value), [], limit=None)
+    return None if counts is None else copied_bytes(sum(n - c for c in counts), inp)
 
 
 def masked_kernel(kernel: ir.ParFor, prefix: list[ir.Stmt], store: ir.Store,

@@ -30,7 +30,15 @@ from fcl.il import ir
 from fcl.il.lower import clamp_parts
 from fcl.il.numeric import evaluate, with_declarations
 from fcl.il.simplify import linear, mk_bin, rebuild
-from fcl.il.traverse import expr_reads, fresh_var, map_bodies, mentioned, names, stmt_exprs
+from fcl.il.traverse import (
+    expr_reads,
+    fresh_var,
+    map_bodies,
+    mentioned,
+    names,
+    stmt_exprs,
+    sub_exprs,
+)
 from fcl.lmad.core import LMAD
 from fcl.memory.copies import allocs, paths
 from fcl.memory.decisions import Notes, copied_bytes, note
@@ -76,10 +84,7 @@ def scattered(loop: ir.SeqFor | ir.While | None, before: list[ir.Stmt], update: 
     found = None
     if why is None:
         assert making is not None
-        definitions: dict[str, ir.Expr] = {}
-        for s in prefix:
-            if isinstance(s, ir.Declare):
-                definitions[s.var.name] = rebuild(s.init, definitions)
+        definitions = inlined(prefix)
         gather = rebuild(index, definitions)
         where = rebuild(write.cond, definitions)
         j = fresh_var("j", INT, mentioned([*before, update]))
@@ -88,7 +93,8 @@ def scattered(loop: ir.SeqFor | ir.While | None, before: list[ir.Stmt], update: 
             why = f"the update's index into {t.name}, {ir.show_expr(index)}, is no mixed-radix " \
                   f"number of the element's digits that the planner can invert"
         else:
-            why = _disproved(loop, before, making, t, cur, update, gather, where, found[0], j)
+            why = _disproved(loop, before, making, t, made[t.name], cur, update, gather,
+                             where, found[0], j)
     if why is not None:
         note(notes, "short-circuit", False, t.name, cur.name, None, why, before[made[t.name]].span)
         return None
@@ -104,6 +110,15 @@ def scattered(loop: ir.SeqFor | ir.While | None, before: list[ir.Stmt], update: 
          f"{cur.name} nowhere it writes", alloc.span, _saved(steps, before, alloc, t))
     return [_store_in(s, t, cur, inverse, j, update.bound) if s is making else s
             for s in before if s is not alloc]
+
+
+def inlined(stmts: list[ir.Stmt]) -> dict[str, ir.Expr]:
+    """The values of the statements' declarations, each with the earlier ones substituted."""
+    definitions: dict[str, ir.Expr] = {}
+    for s in stmts:
+        if isinstance(s, ir.Declare):
+            definitions[s.var.name] = rebuild(s.init, definitions)
+    return definitions
 
 
 def _maker(before: list[ir.Stmt], at: int, t: ir.Var, cur: ir.Var
@@ -194,7 +209,7 @@ def _pairs(exprs: list[ir.Expr], expr_of: dict[str, ir.Expr]
     quotients: dict[str, tuple[str, int]] = {}
     remainders: dict[str, tuple[str, int]] = {}
     for x in exprs:
-        for node in _nodes(x):
+        for node in _nodes(x):  # every sub-expression
             if not (isinstance(node, ir.Bin) and isinstance(node.right, ir.Const)):
                 continue
             n, whole = int(node.right.value), ir.expr_key(node.left)
@@ -212,10 +227,8 @@ def _pairs(exprs: list[ir.Expr], expr_of: dict[str, ir.Expr]
 
 def _nodes(x: ir.Expr):
     yield x
-    for child in (getattr(x, f, None) for f in ("left", "right", "arg", "cond", "then",
-                                                "else_", "index")):
-        if isinstance(child, ir.Expr):
-            yield from _nodes(child)
+    for child in sub_exprs(x):
+        yield from _nodes(child)
 
 
 def _equalities(where: ir.Expr) -> list[tuple[ir.Expr, ir.Expr]]:
@@ -260,27 +273,28 @@ def _steps(loop: ir.SeqFor | ir.While | None) -> list[dict[str, int]] | None:
     return [{loop.var.name: d} for d in range(int(loop.bound.value))]
 
 
-def _disproved(loop: ir.SeqFor | ir.While | None, before: list[ir.Stmt], making: ir.Stmt, t: ir.Var,
-               cur: ir.Var, update: ir.ParFor, gather: ir.Expr, where: ir.Expr,
-               inverse: ir.Expr, j: ir.Var) -> str | None:
-    """Why G is not proven the inverse over every step, or t's maker not apart from what G
-    writes; None when both hold."""
+def _disproved(loop: ir.SeqFor | ir.While | None, before: list[ir.Stmt], making: ir.Stmt,
+               t: ir.Var, at: int, cur: ir.Var, update: ir.ParFor, gather: ir.Expr,
+               where: ir.Expr, inverse: ir.Expr, j: ir.Var) -> str | None:
+    """Why G is not proven the inverse over every step, or t's maker (t allocated at `at` in
+    before) not apart from what G writes; None when both hold."""
     steps = _steps(loop)
     if steps is None or not isinstance(update.bound, ir.Const):
         return "the loop's count or the array's length is not known when compiling"
     n = int(update.bound.value)
     declared: list[ir.Stmt] = [s for s in before if isinstance(s, ir.Declare)]
     loop_var = loop.var.name if isinstance(loop, ir.SeqFor) else None
-    counts = _mask_counts(where, update.var.name, n, loop_var, len(steps), declared)
+    counts = mask_counts(where, update.var.name, n, loop_var, len(steps), declared)
     if counts is None:
         return f"the update's mask over {n} elements in {len(steps)} steps is not one the " \
                f"planner counts by evaluation"
-    size = next(s.size for s in before if isinstance(s, ir.Alloc) and s.var.name == t.name)
+    alloc = before[at]
+    assert isinstance(alloc, ir.Alloc)
     e = update.var.name
-    for d, at in enumerate(steps):
-        env = with_declarations(declared, at)
-        when = f"at step {d} " if at else ""
-        length = evaluate(size, env)
+    for d, values in enumerate(steps):
+        env = with_declarations(declared, values)
+        when = f"at step {d} " if values else ""
+        length = evaluate(alloc.size, env)
         if length is None:
             return f"{t.name}'s length is not plain arithmetic"
         length = int(length)
@@ -306,12 +320,15 @@ def _disproved(loop: ir.SeqFor | ir.While | None, before: list[ir.Stmt], making:
     return None
 
 
-def _mask_counts(where: ir.Expr, e: str, n: int, loop: str | None, steps: int,
-                 declared: list[ir.Stmt]) -> list[int] | None:
-    """How many of the n elements the mask holds for at each step: the conjuncts that do not
-    change with the step evaluated once, and then either one equation `S(e) == step` counted
-    for all steps at once, or the rest evaluated step by step where that is few enough."""
-    if n > MAX_ELEMENTS:
+def mask_counts(where: ir.Expr, e: str, n: int, loop: str | None, steps: int,
+                declared: list[ir.Stmt], limit: int | None = MAX_ELEMENTS) -> list[int] | None:
+    """How many of the n elements e the mask `where` holds for at each step of the loop
+    (`loop` its variable, None for one step; `declared`: the declarations around the mask):
+    the conjuncts that do not change with the step evaluated once, and then either one
+    equation `S(e) == step` counted for all steps at once, or the rest evaluated step by step.
+    None where the mask is not plain arithmetic, or n (times the steps, step by step) is over
+    `limit`."""
+    if limit is not None and n > limit:
         return None
     changing = set() if loop is None else {loop}
     for s in declared:
@@ -342,7 +359,7 @@ def _mask_counts(where: ir.Expr, e: str, n: int, loop: str | None, steps: int,
             values = np.broadcast_to(np.asarray(values, np.int64), chosen.shape)
             inside = values[(values >= 0) & (values < steps)]
             return np.bincount(inside, minlength=steps).tolist()
-    if steps * chosen.size > MAX_ELEMENTS:
+    if limit is not None and steps * chosen.size > limit:
         return None
     counts = []
     for d in range(steps):
@@ -418,9 +435,8 @@ def _guarded_reads(x: ir.Expr, array: str, conds: list[tuple[ir.Expr, bool]]
             + _guarded_reads(x.then, array, [*conds, (x.cond, True)]) \
             + _guarded_reads(x.else_, array, [*conds, (x.cond, False)])
     found = [(x, conds)] if isinstance(x, ir.Index) and x.array.name == array else []
-    for child in (getattr(x, f, None) for f in ("left", "right", "arg", "index")):
-        if isinstance(child, ir.Expr):
-            found += _guarded_reads(child, array, conds)
+    for child in sub_exprs(x):
+        found += _guarded_reads(child, array, conds)
     return found
 
 

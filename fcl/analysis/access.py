@@ -293,15 +293,13 @@ def request_rounds(trace: KernelTrace, sites: list[Site], in_flight: int) -> Rou
     consecutive elements reads each sector several times); a warp's rounds are cached but for
     as many as its lane with the most uncached ones waits for."""
     counted = np.zeros(len(sites), bool)  # the sites that count: global accesses, barriers
-    array_code = np.full(len(sites), -1, np.int64)  # a global load's array, by site
+    array_code = _load_arrays(sites)
     item_bytes = np.ones(len(sites), np.int64)
-    arrays: dict[str, int] = {}
     for site in sites:
         counted[site.id] = site.kind == "barrier" or (site.is_memory and site.space == "global")
-        if site.kind == "load" and site.space == "global" and site.array is not None:
-            array_code[site.id] = arrays.setdefault(site.array, len(arrays))
-            item_bytes[site.id] = ir.ITEM_BYTES[site.elem] if site.elem else 1
-    counted_entries = counted[trace.site] & ~repeated_loads(trace, sites)
+        if array_code[site.id] >= 0 and site.elem:
+            item_bytes[site.id] = ir.ITEM_BYTES[site.elem]
+    counted_entries = counted[trace.site] & ~repeated_loads(trace, sites, array_code)
     # lanes of a warp mostly run the same sequence: its rounds are counted once
     known: dict[bytes, tuple[Rounds, np.ndarray]] = {}
     by_warp: dict[int, tuple[int, ...]] = {}  # rounds, requests, waits, uncached
@@ -340,21 +338,30 @@ def _cached(round_of: np.ndarray, sector: np.ndarray) -> int:
     return int(np.unique(round_of).size - np.unique(round_of[fresh]).size)
 
 
-def repeated_loads(trace: KernelTrace, sites: list[Site]) -> np.ndarray:
+def _load_arrays(sites: list[Site]) -> np.ndarray:
+    """For each site: a number for the array a global load reads; -1 for any other site."""
+    codes = np.full(len(sites), -1, np.int64)
+    arrays: dict[str, int] = {}
+    for site in sites:
+        if site.space == "global" and site.kind == "load" and site.array is not None:
+            codes[site.id] = arrays.setdefault(site.array, len(arrays))
+    return codes
+
+
+def repeated_loads(trace: KernelTrace, sites: list[Site], load_arrays: np.ndarray
+                   ) -> np.ndarray:
     """For each logged access: whether it is a global load of an element its work-item loaded
     before, with no global store or barrier between, at an index computed from no loaded value.
     Such a load (a check reading an index a second time, a loop reading its bound again) is
     kept in a register by the compiler, or served with the first by the cache. A store may
     change any global array, as the compiler must assume; an index computed from a loaded value
-    (a chain of loads) is a new address to the compiler, whatever its value."""
-    arrays = {site.array for site in sites if site.array is not None}
-    array_id = {name: k for k, name in enumerate(sorted(arrays))}
-    load_of = np.full(len(sites), -1, np.int64)  # a global load's array, by site
+    (a chain of loads) is a new address to the compiler, whatever its value. `load_arrays`:
+    _load_arrays(sites)."""
+    load_of = load_arrays.copy()  # a global load's array, by site, where its index is known
     clobbers = np.zeros(len(sites), bool)
     for site in sites:
-        if site.space == "global" and site.kind == "load" and site.array is not None \
-                and not site.index_loaded:
-            load_of[site.id] = array_id[site.array]
+        if site.index_loaded:
+            load_of[site.id] = -1
         clobbers[site.id] = site.kind == "barrier" or (site.kind == "store"
                                                        and site.space == "global")
     repeated = np.zeros(trace.site.size, bool)

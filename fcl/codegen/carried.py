@@ -97,9 +97,9 @@ def carried(s: ir.Stmt, before: list[ir.Stmt], after: list[ir.Stmt], kernel: lis
     if value is None or cur.name not in aliases or nxt.name not in aliases \
             or not vectorizable(value, found.col.name, ir.elem_of(found.acc)):
         return None
-    # What the loop no longer leaves as it did: read by nothing after it.
-    changed = {found.acc.name, nxt.name, cur.name, *tiles, aliases[cur.name], aliases[nxt.name]}
-    if (changed - {cur.name}) & (mentioned(after) | names(value)) or cur.name in names(value) \
+    # What the loop no longer leaves as it did: read by nothing after it (cur holds the totals).
+    changed = {found.acc.name, nxt.name, *tiles, aliases[cur.name], aliases[nxt.name]}
+    if changed & (mentioned(after) | names(value)) or cur.name in names(value) \
             or {found.acc.name, *tiles} & mentioned(_without(kernel, s)):
         return None
     op, total_left = total
